@@ -1,0 +1,39 @@
+# Two commands matter: `make run` and `make test`. Both create .venv when missing
+# and (re)install the project whenever pyproject.toml changes.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test lint typecheck unit bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m txn.standalone --data-dir ./data
+
+lint: $(STAMP)
+	$(BIN)/ruff check txn tms tests benchmarks
+	$(BIN)/ruff format --check txn tms tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.txn_bench
+
+bench-quick: $(STAMP)
+	$(BIN)/python -m benchmarks.txn_bench --quick
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

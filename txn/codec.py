@@ -1,0 +1,162 @@
+"""``TransactionCodec``: a ``Transaction`` as Tephra serialises it (pure, no I/O).
+
+The bytes are a bare Thrift binary-protocol struct of ``TTransaction`` (no message
+header), identical to Tephra's ``TransactionCodec.encode``: fields 1..9 in order, i64 and
+i32 big-endian, lists as ``elem-type size elements``, closed by a STOP byte.
+
+Decoding follows Tephra's ``TransactionConverterUtils.unwrap``: missing lists are empty,
+a missing or unknown visibility level is ``SNAPSHOT``, a type other than SHORT (missing
+included) is ``LONG``, missing numbers are 0. Unknown fields are skipped, as generated
+Thrift code does. Trailing bytes after STOP are ignored (Thrift's deserializer does too).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from txn.errors import CodecError
+from txn.transaction import Transaction, TransactionType, VisibilityLevel
+
+__all__ = ["decode_transaction", "encode_transaction"]
+
+# Thrift type ids.
+T_STOP, T_BOOL, T_BYTE, T_DOUBLE, T_I16, T_I32, T_I64, T_STRING = 0, 2, 3, 4, 6, 8, 10, 11
+T_STRUCT, T_MAP, T_SET, T_LIST = 12, 13, 14, 15
+
+_TYPE_TO_THRIFT = {TransactionType.SHORT: 1, TransactionType.LONG: 2}
+_VISIBILITY_TO_THRIFT = {
+    VisibilityLevel.SNAPSHOT: 1,
+    VisibilityLevel.SNAPSHOT_EXCLUDE_CURRENT: 2,
+    VisibilityLevel.SNAPSHOT_ALL: 3,
+}
+_THRIFT_TO_VISIBILITY = {v: k for k, v in _VISIBILITY_TO_THRIFT.items()}
+
+_I64_FIELD = struct.Struct(">bhq")
+_I32_FIELD = struct.Struct(">bhi")
+_LIST_HEAD = struct.Struct(">bhbi")
+_BYTE = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_MAP_HEAD = struct.Struct(">bbi")
+_COLL_HEAD = struct.Struct(">bi")
+
+
+def _i64_list(field_id: int, values: tuple[int, ...]) -> bytes:
+    n = len(values)
+    return _LIST_HEAD.pack(T_LIST, field_id, T_I64, n) + struct.pack(f">{n}q", *values)
+
+
+def encode_transaction(tx: Transaction) -> bytes:
+    """Encode ``tx`` exactly as Tephra's ``TransactionCodec`` does (all nine fields)."""
+    return b"".join(
+        (
+            _I64_FIELD.pack(T_I64, 1, tx.transaction_id),
+            _I64_FIELD.pack(T_I64, 2, tx.read_pointer),
+            _i64_list(3, tx.invalids),
+            _i64_list(4, tx.in_progress),
+            _I64_FIELD.pack(T_I64, 5, tx.first_short_in_progress),
+            _I32_FIELD.pack(T_I32, 6, _TYPE_TO_THRIFT[tx.type]),
+            _I64_FIELD.pack(T_I64, 7, tx.write_pointer),
+            _i64_list(8, tx.checkpoint_write_pointers),
+            _I32_FIELD.pack(T_I32, 9, _VISIBILITY_TO_THRIFT[tx.visibility_level]),
+            b"\x00",
+        )
+    )
+
+
+class _Reader:
+    """A bounds-checked cursor over Thrift binary bytes."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def take(self, n: int) -> int:
+        start = self.pos
+        end = start + n
+        if n < 0 or end > len(self.data):
+            raise CodecError(f"TTransaction truncated at byte {start} (needed {n} more)")
+        self.pos = end
+        return start
+
+    def unpack(self, fmt: struct.Struct) -> tuple[int, ...]:
+        start = self.take(fmt.size)
+        return fmt.unpack_from(self.data, start)
+
+    def i64_list(self, elem_type: int, size: int) -> tuple[int, ...]:
+        if elem_type != T_I64:
+            raise CodecError(f"list of type {elem_type} where list<i64> was expected")
+        start = self.take(8 * size)
+        return struct.unpack_from(f">{size}q", self.data, start)
+
+    def skip(self, ttype: int, depth: int = 0) -> None:
+        if depth > 64:
+            raise CodecError("Thrift value nested too deeply")
+        fixed = {T_BOOL: 1, T_BYTE: 1, T_DOUBLE: 8, T_I16: 2, T_I32: 4, T_I64: 8}
+        if ttype in fixed:
+            self.take(fixed[ttype])
+        elif ttype == T_STRING:
+            (size,) = self.unpack(_I32)
+            self.take(size)
+        elif ttype == T_STRUCT:
+            while True:
+                (ftype,) = self.unpack(_BYTE)
+                if ftype == T_STOP:
+                    return
+                self.take(2)
+                self.skip(ftype, depth + 1)
+        elif ttype == T_MAP:
+            ktype, vtype, size = self.unpack(_MAP_HEAD)
+            self._check_size(size)
+            for _ in range(size):
+                self.skip(ktype, depth + 1)
+                self.skip(vtype, depth + 1)
+        elif ttype in (T_SET, T_LIST):
+            etype, size = self.unpack(_COLL_HEAD)
+            self._check_size(size)
+            for _ in range(size):
+                self.skip(etype, depth + 1)
+        else:
+            raise CodecError(f"unknown Thrift type id {ttype}")
+
+    def _check_size(self, size: int) -> None:
+        if size < 0 or size > len(self.data) - self.pos:
+            raise CodecError(f"bad collection size {size}")
+
+
+def decode_transaction(data: bytes) -> Transaction:
+    """Decode Tephra ``TransactionCodec`` bytes; raise ``CodecError`` if they are malformed."""
+    r = _Reader(bytes(data))
+    longs: dict[int, int] = {}
+    lists: dict[int, tuple[int, ...]] = {}
+    ints: dict[int, int] = {}
+    while True:
+        (ftype,) = r.unpack(_BYTE)
+        if ftype == T_STOP:
+            break
+        (fid,) = r.unpack(_I16)
+        if fid in (1, 2, 5, 7) and ftype == T_I64:
+            (longs[fid],) = r.unpack(_I64)
+        elif fid in (3, 4, 8) and ftype == T_LIST:
+            etype, size = r.unpack(_COLL_HEAD)
+            if size < 0:
+                raise CodecError(f"negative list size {size}")
+            lists[fid] = r.i64_list(etype, size)
+        elif fid in (6, 9) and ftype == T_I32:
+            (ints[fid],) = r.unpack(_I32)
+        else:
+            r.skip(ftype)
+    return Transaction(
+        transaction_id=longs.get(1, 0),
+        read_pointer=longs.get(2, 0),
+        invalids=lists.get(3, ()),
+        in_progress=lists.get(4, ()),
+        first_short_in_progress=longs.get(5, 0),
+        type=TransactionType.SHORT if ints.get(6) == 1 else TransactionType.LONG,
+        write_pointer=longs.get(7, 0),
+        checkpoint_write_pointers=lists.get(8, ()),
+        visibility_level=_THRIFT_TO_VISIBILITY.get(ints.get(9, 1), VisibilityLevel.SNAPSHOT),
+    )

@@ -1,0 +1,100 @@
+"""Configuration of the transaction manager and server: typed, validated, frozen, built
+once at the composition root. Defaults are Tephra's (``TxConstants``) unless noted."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, fields
+from typing import Any
+
+from txn.errors import InvalidArgumentError
+
+__all__ = ["DEFAULT_PORT", "ClientIdRetention", "ServerConfig", "TxConfig"]
+
+DEFAULT_PORT = 15165
+_INT_MAX = 2**31 - 1
+
+
+class ClientIdRetention(enum.Enum):
+    """How long a transaction's client id is kept (``data.tx.retain.client.id``)."""
+
+    OFF = "OFF"
+    """Never stored."""
+    ACTIVE = "ACTIVE"
+    """Stored while the transaction is in progress (logged on timeout and invalidation)."""
+    COMMITTED = "COMMITTED"
+    """Also kept with committed change sets, so conflicts name the winner."""
+
+
+@dataclass(frozen=True)
+class TxConfig:
+    """Transaction-manager settings. Durations are whole seconds unless the name says."""
+
+    default_timeout_s: int = 30
+    long_timeout_s: int = 86_400
+    max_timeout_s: int = _INT_MAX
+    max_lifetime_s: int = 90_000
+    """No transaction may write for longer than this; truncation relies on it."""
+    cleanup_interval_s: float = 10.0
+    """How often timed-out transactions are invalidated; <= 0 disables the thread."""
+    snapshot_interval_s: float = 300.0
+    """How often a snapshot is written and the log rolled; <= 0 disables the thread
+    (a snapshot is still written at clean shutdown)."""
+    snapshot_retain: int = 10
+    changeset_count_limit: int = _INT_MAX
+    changeset_count_warn: int = _INT_MAX
+    changeset_size_limit: int = 2**63 - 1
+    changeset_size_warn: int = 2**63 - 1
+    retain_client_id: ClientIdRetention = ClientIdRetention.COMMITTED
+    long_timeout_tolerance_ms: int = 10_000
+    slow_sync_s: float = 1.0
+    prune_enable: bool = False
+    prune_interval_s: float = 21_600.0
+    prune_grace_s: int = 86_400
+
+    def __post_init__(self) -> None:
+        positive = ("default_timeout_s", "long_timeout_s", "max_timeout_s", "max_lifetime_s")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise InvalidArgumentError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.default_timeout_s > self.max_timeout_s:
+            raise InvalidArgumentError("default_timeout_s must not exceed max_timeout_s")
+        if self.snapshot_retain < 1:
+            raise InvalidArgumentError("snapshot_retain must be at least 1")
+        for name in ("changeset_count_limit", "changeset_size_limit", "prune_grace_s"):
+            if getattr(self, name) < 0:
+                raise InvalidArgumentError(f"{name} must not be negative")
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> TxConfig:
+        """Build from a mapping (e.g. a TOML table); unknown keys are an error."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise InvalidArgumentError(f"unknown transaction settings: {', '.join(unknown)}")
+        converted = dict(values)
+        if "retain_client_id" in converted:
+            try:
+                converted["retain_client_id"] = ClientIdRetention(
+                    str(converted["retain_client_id"]).upper()
+                )
+            except ValueError as exc:
+                raise InvalidArgumentError(f"bad retain_client_id: {exc}") from exc
+        return cls(**converted)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Thrift server settings."""
+
+    host: str = "127.0.0.1"
+    """Tephra binds 0.0.0.0; we bind loopback unless told otherwise (no auth on Thrift)."""
+    port: int = DEFAULT_PORT
+    max_frame_bytes: int = 16 * 1024 * 1024
+    drain_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise InvalidArgumentError(f"port must be in 0..65535, got {self.port}")
+        if self.max_frame_bytes < 1024:
+            raise InvalidArgumentError("max_frame_bytes must be at least 1024")

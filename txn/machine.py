@@ -1,0 +1,294 @@
+"""The manager's in-memory state and its primitive transitions (pure: no locks, I/O or
+clock).
+
+Live calls and log replay go through the same transitions, so replaying the edits a run
+wrote over its starting snapshot reproduces its state exactly. ``apply(edit)`` is the
+replay side; the ``do_*`` methods are what the manager calls live.
+
+Where Tephra's live path and its replay path disagree we follow the replay path, so
+that live and recovered state are equal (see docs/txn.md, "Deviations"):
+
+* a commit that fails its conflict re-check keeps the committing change set;
+* a commit moves the read pointer to the transaction id or its last checkpoint, never to
+  a caller-supplied write pointer;
+* a short abort removes the checkpoints the manager recorded, not caller-supplied ones;
+* an abort moves the read pointer only for ids the manager has handed out;
+* a timeout invalidates exactly as ``invalidate`` does (the read pointer may move).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from dataclasses import replace
+
+from txn.conflicts import CommittedChangeSets
+from txn.errors import CorruptStateError
+from txn.invalid_list import InvalidTxList
+from txn.persist.edit import EditState, TransactionEdit
+from txn.state import (
+    ChangeSet,
+    InProgressTx,
+    InProgressType,
+    TransactionSnapshot,
+    expiration_from_write_pointer,
+    resolve_legacy_types,
+)
+from txn.transaction import NO_TX_IN_PROGRESS, Transaction, TransactionType
+
+__all__ = ["TxStateMachine"]
+
+_IN_PROGRESS_TYPE = {
+    TransactionType.SHORT: InProgressType.SHORT,
+    TransactionType.LONG: InProgressType.LONG,
+}
+
+
+class TxStateMachine:
+    """Read pointer, last write pointer, in-progress entries, invalid list and change sets."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget everything (pointers back to 0)."""
+        self.read_pointer = 0
+        self.last_write_pointer = 0
+        self.in_progress: dict[int, InProgressTx] = {}
+        self._ids: list[int] = []  # in-progress ids, ascending
+        self._ids_tuple: tuple[int, ...] | None = ()
+        self.invalid = InvalidTxList()
+        self.committing: dict[int, ChangeSet] = {}
+        self.committed = CommittedChangeSets()
+
+    # -- queries ----------------------------------------------------------------------
+
+    def in_progress_ids(self) -> tuple[int, ...]:
+        """In-progress ids ascending (shared, immutable)."""
+        if self._ids_tuple is None:
+            self._ids_tuple = tuple(self._ids)
+        return self._ids_tuple
+
+    def first_short_in_progress(self) -> int:
+        """The oldest in-progress id that is not long-running (checkpoints count)."""
+        entries = self.in_progress
+        for wp in self._ids:
+            if not entries[wp].is_long_running:
+                return wp
+        return NO_TX_IN_PROGRESS
+
+    def next_write_pointer(self, now_ms: int) -> int:
+        return max(self.last_write_pointer + 1, now_ms * 1_000_000)
+
+    def create_transaction(self, tx_id: int, tx_type: TransactionType) -> Transaction:
+        """The snapshot a transaction starting now with id ``tx_id`` reads from."""
+        return Transaction(
+            transaction_id=tx_id,
+            read_pointer=self.read_pointer,
+            invalids=self.invalid.sorted(),
+            in_progress=self.in_progress_ids(),
+            first_short_in_progress=self.first_short_in_progress(),
+            type=tx_type,
+            write_pointer=tx_id,
+        )
+
+    def snapshot(self, timestamp_ms: int) -> TransactionSnapshot:
+        return TransactionSnapshot(
+            timestamp_ms=timestamp_ms,
+            read_pointer=self.read_pointer,
+            write_pointer=self.last_write_pointer,
+            invalid=self.invalid.sorted(),
+            in_progress={wp: self.in_progress[wp] for wp in self._ids},
+            committing={k: cs.changes for k, cs in sorted(self.committing.items())},
+            committed={k: cs.changes for k, cs in self.committed.items()},
+        )
+
+    # -- in-progress bookkeeping ------------------------------------------------------
+
+    def _add_in_progress(self, wp: int, entry: InProgressTx) -> None:
+        if wp in self.in_progress:
+            self.in_progress[wp] = entry
+            return
+        self.in_progress[wp] = entry
+        if not self._ids or wp > self._ids[-1]:
+            self._ids.append(wp)
+        else:
+            insort(self._ids, wp)
+        self._ids_tuple = None
+        self.last_write_pointer = max(self.last_write_pointer, wp)
+
+    def _remove_in_progress(self, wp: int) -> InProgressTx | None:
+        entry = self.in_progress.pop(wp, None)
+        if entry is not None:
+            del self._ids[bisect_left(self._ids, wp)]
+            self._ids_tuple = None
+        return entry
+
+    def _move_read_pointer(self, wp: int) -> None:
+        self.read_pointer = max(self.read_pointer, wp)
+
+    # -- transitions ------------------------------------------------------------------
+
+    def do_start(
+        self,
+        wp: int,
+        visibility_upper_bound: int,
+        expiration_ms: int,
+        tx_type: TransactionType,
+        client_id: str | None,
+    ) -> None:
+        self._add_in_progress(
+            wp,
+            InProgressTx(
+                visibility_upper_bound, expiration_ms, _IN_PROGRESS_TYPE[tx_type], (), client_id
+            ),
+        )
+
+    def do_committing(self, tx_id: int, changes: frozenset[bytes], client_id: str | None) -> None:
+        self.committing[tx_id] = ChangeSet(changes, client_id)
+
+    def do_commit(
+        self, tx_id: int, changes: frozenset[bytes], commit_pointer: int, add_to_committed: bool
+    ) -> None:
+        committing = self.committing.pop(tx_id, None)
+        if add_to_committed and changes:
+            client = committing.client_id if committing is not None else None
+            self.committed.add(commit_pointer, changes, client)
+        wp = tx_id
+        previous = self._remove_in_progress(tx_id)
+        if previous is None:
+            self.invalid.remove(tx_id)  # a timed-out transaction committed during replay
+        elif previous.checkpoint_write_pointers:
+            wp = previous.checkpoint_write_pointers[-1]
+            for cp in previous.checkpoint_write_pointers:
+                self._remove_in_progress(cp)
+        self._move_read_pointer(wp)
+        self.committed.remove_below(self.first_short_in_progress())
+
+    def do_abort(
+        self, tx_id: int, checkpoints: tuple[int, ...] | None, tx_type: TransactionType | None
+    ) -> None:
+        self.committing.pop(tx_id, None)
+        if tx_type is TransactionType.LONG:
+            self.do_invalidate(tx_id)
+            return
+        removed = self._remove_in_progress(tx_id)
+        if removed is not None:
+            for cp in removed.checkpoint_write_pointers:
+                self._remove_in_progress(cp)
+        elif self.invalid.remove(tx_id):
+            # the transaction and its checkpoints were invalidated together
+            for cp in checkpoints or ():
+                self.invalid.remove(cp)
+        if tx_id <= self.last_write_pointer:
+            self._move_read_pointer(tx_id)
+
+    def do_invalidate(self, tx_id: int) -> bool:
+        previous_changes = self.committing.pop(tx_id, None)
+        previous = self._remove_in_progress(tx_id)
+        if previous is None and previous_changes is None:
+            return False  # committed or unknown: never invalidate those
+        self.invalid.add(tx_id)
+        if previous is not None:
+            for cp in previous.checkpoint_write_pointers:
+                self.invalid.add(cp)
+                self._remove_in_progress(cp)
+            if not previous.is_long_running:
+                self._move_read_pointer(tx_id)
+        return True
+
+    def do_checkpoint(self, new_wp: int, parent_wp: int) -> None:
+        parent = self.in_progress.get(parent_wp)
+        if parent is None:
+            raise CorruptStateError(
+                f"checkpoint {new_wp} of transaction {parent_wp}, which is not in progress"
+            )
+        self.in_progress[parent_wp] = replace(
+            parent, checkpoint_write_pointers=(*parent.checkpoint_write_pointers, new_wp)
+        )
+        self._add_in_progress(
+            new_wp,
+            InProgressTx(
+                parent.visibility_upper_bound,
+                parent.expiration_ms,
+                InProgressType.CHECKPOINT,
+                (),
+                parent.client_id,
+            ),
+        )
+
+    def do_truncate_invalid(self, ids: frozenset[int]) -> bool:
+        return self.invalid.remove_all(ids)
+
+    def in_progress_before(self, write_pointer: int) -> bool:
+        """Whether some in-progress id is ``< write_pointer``."""
+        return bool(self._ids) and self._ids[0] < write_pointer
+
+    def do_truncate_invalid_before(self, time_ms: int) -> bool:
+        return self.invalid.remove_below(time_ms * 1_000_000)
+
+    def timed_out(self, now_ms: int) -> list[int]:
+        """Ids of parent transactions whose expiration has passed (negative = expired)."""
+        return [
+            wp
+            for wp, e in self.in_progress.items()
+            if e.type is not InProgressType.CHECKPOINT
+            and (e.expiration_ms < 0 or now_ms > e.expiration_ms)
+        ]
+
+    # -- whole-state operations -------------------------------------------------------
+
+    def restore(
+        self, snapshot: TransactionSnapshot, long_timeout_s: int, tolerance_ms: int
+    ) -> None:
+        """Replace the state with ``snapshot``'s (client ids are not persisted)."""
+        self.clear()
+        self.read_pointer = snapshot.read_pointer
+        self.last_write_pointer = snapshot.write_pointer
+        self.invalid = InvalidTxList(snapshot.invalid)
+        entries = resolve_legacy_types(snapshot.in_progress, long_timeout_s, tolerance_ms)
+        self.in_progress = dict(sorted(entries.items()))
+        self._ids = list(self.in_progress)
+        self._ids_tuple = None
+        self.committing = {k: ChangeSet(v) for k, v in snapshot.committing.items()}
+        for pointer, changes in snapshot.committed.items():
+            self.committed.add(pointer, changes, None)
+
+    def apply(self, edit: TransactionEdit, long_timeout_s: int) -> None:
+        """Replay one log edit (Tephra's ``replayLogs`` rules)."""
+        state = edit.state
+        wp = edit.write_pointer
+        if state is EditState.INPROGRESS:
+            expiration = edit.expiration_ms
+            tx_type = edit.type
+            if expiration < 0:
+                expiration = expiration_from_write_pointer(wp, long_timeout_s)
+                tx_type = TransactionType.LONG
+            elif tx_type is None:
+                tx_type = TransactionType.SHORT
+            self.do_start(wp, edit.visibility_upper_bound, expiration, tx_type, None)
+        elif state is EditState.COMMITTING:
+            self.do_committing(wp, edit.changes, None)
+        elif state is EditState.COMMITTED:
+            self.do_commit(wp, edit.changes, edit.commit_pointer, edit.can_commit)
+        elif state is EditState.INVALID:
+            self.do_invalidate(wp)
+        elif state is EditState.ABORTED:
+            tx_type = edit.type
+            if tx_type is None:  # edits of codec V2 carry no type
+                entry = self.in_progress.get(wp)
+                if entry is None:
+                    self.do_invalidate(wp)
+                    return
+                if entry.type is InProgressType.CHECKPOINT:
+                    return
+                tx_type = TransactionType.LONG if entry.is_long_running else TransactionType.SHORT
+            self.do_abort(wp, edit.checkpoint_pointers, tx_type)
+        elif state is EditState.TRUNCATE_INVALID_TX:
+            if edit.truncate_invalid_tx_time != 0:
+                self.do_truncate_invalid_before(edit.truncate_invalid_tx_time)
+            else:
+                self.do_truncate_invalid(edit.truncate_invalid_tx)
+        elif state is EditState.CHECKPOINT:
+            self.do_checkpoint(wp, edit.parent_write_pointer)
+        else:
+            raise CorruptStateError(f"Invalid state for WAL entry: {state.name}")

@@ -1,0 +1,1 @@
+"""Durable state of the transaction manager: edits, snapshots, storage and the WAL."""

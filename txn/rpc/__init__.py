@@ -1,0 +1,1 @@
+"""Tephra's Thrift protocol: server, client and the conversions between them."""
