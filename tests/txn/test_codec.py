@@ -22,7 +22,10 @@ GOLDEN_83 = bytes.fromhex(
 
 def test_golden_83_byte_example() -> None:
     tx = Transaction(
-        transaction_id=200, read_pointer=100, first_short_in_progress=NO_TX_IN_PROGRESS, write_pointer=200
+        transaction_id=200,
+        read_pointer=100,
+        first_short_in_progress=NO_TX_IN_PROGRESS,
+        write_pointer=200,
     )
     encoded = encode_transaction(tx)
     assert len(encoded) == 83
@@ -72,7 +75,9 @@ def test_missing_fields_take_tephra_defaults() -> None:
 
 
 def test_unknown_enum_values_map_like_tephra() -> None:
-    data = b"\x08\x00\x06" + struct.pack(">i", 99) + b"\x08\x00\x09" + struct.pack(">i", 42) + b"\x00"
+    data = (
+        b"\x08\x00\x06" + struct.pack(">i", 99) + b"\x08\x00\x09" + struct.pack(">i", 42) + b"\x00"
+    )
     tx = decode_transaction(data)
     assert tx.type is TransactionType.LONG
     assert tx.visibility_level is VisibilityLevel.SNAPSHOT

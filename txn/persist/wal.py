@@ -9,8 +9,8 @@ Contract:
   and one ``fdatasync``, then publishes the highest ticket it made durable. Callers wait
   with ``wait(ticket)`` (threads) or get told through a sync listener (event loops), so
   concurrent calls share one fsync and none returns before its edit is on disk.
-* ``roll(timestamp)`` (also under the state lock) switches to a new log file: edits queued
-  before it go to the old file, later ones to ``txlog.<timestamp>``.
+* ``roll(timestamp)`` (also under the state lock) creates ``txlog.<timestamp>`` and
+  switches to it: edits queued before it go to the old file, later ones to the new one.
 * After a write or sync failure the log is *failed*: every waiter, present and future,
   gets ``TxStorageError``, and nothing more is written (a failed fsync cannot be retried
   safely). The owner must stop serving.
@@ -40,7 +40,7 @@ SyncListener = Callable[[int, BaseException | None], None]
 
 @dataclass(frozen=True, slots=True)
 class _Roll:
-    timestamp_ms: int
+    writer: LogWriter
 
 
 @dataclass
@@ -138,12 +138,13 @@ class WriteAheadLog:
             return self._appended
 
     def roll(self, timestamp_ms: int) -> None:
-        """Send later appends to a new log ``txlog.<timestamp_ms>``. Call under the
-        state lock."""
+        """Create ``txlog.<timestamp_ms>`` now and send later appends to it. Call under
+        the state lock."""
+        if self._failure is not None:
+            raise self._failure
+        writer = self._store.create_log(timestamp_ms)
         with self._cond:
-            if self._failure is not None:
-                raise self._failure
-            self._pending.append(_Roll(timestamp_ms))
+            self._pending.append(_Roll(writer))
             self.current_timestamp_ms = timestamp_ms
             if self._flusher_idle:
                 self._cond.notify()
@@ -215,7 +216,7 @@ class WriteAheadLog:
                 chunk = []
                 assert self._writer is not None
                 self._writer.close()
-                self._writer = self._store.create_log(item.timestamp_ms)
+                self._writer = item.writer
                 self._file_seq = 0
                 continue
             chunk.append(encode_record(self._file_seq, item))

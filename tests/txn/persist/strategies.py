@@ -48,5 +48,7 @@ snapshots = st.builds(
         lambda d: dict(sorted(d.items()))
     ),
     committing=st.dictionaries(pointers, change_sets, max_size=4),
-    committed=st.dictionaries(pointers, change_sets, max_size=4).map(lambda d: dict(sorted(d.items()))),
+    committed=st.dictionaries(pointers, change_sets, max_size=4).map(
+        lambda d: dict(sorted(d.items()))
+    ),
 )

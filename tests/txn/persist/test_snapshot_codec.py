@@ -63,7 +63,7 @@ def test_golden_v4() -> None:
 
 def test_version_1_has_no_types_and_they_are_resolved() -> None:
     long_wp = 1_700_000_000_000 * 1_000_000
-    data = bytes.fromhex("02" "02" "04" "06" "00")  # v1, ts 1, rp 2, wp 3, no invalids
+    data = bytes.fromhex("0202040600")  # v1, ts 1, rp 2, wp 3, no invalids
     body = bytearray()
     write_varint(body, 2)  # two in-progress entries
     for wp, expiration in ((long_wp, -1), (long_wp + 1, 1_700_000_030_000)):

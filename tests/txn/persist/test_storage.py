@@ -19,7 +19,9 @@ from txn.state import TransactionSnapshot
 
 @pytest.fixture(params=["local", "memory"])
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStorage]:
-    backend: StateStorage = LocalDirStorage(tmp_path / "state") if request.param == "local" else MemoryStorage()
+    backend: StateStorage = (
+        LocalDirStorage(tmp_path / "state") if request.param == "local" else MemoryStorage()
+    )
     backend.open()
     yield backend
     backend.close()
@@ -37,7 +39,9 @@ def snapshot_at(ts: int, read_pointer: int = 1) -> TransactionSnapshot:
     )
 
 
-def write_log(storage: StateStorage, ts: int, edits: list[TransactionEdit], tail: bytes = b"") -> None:
+def write_log(
+    storage: StateStorage, ts: int, edits: list[TransactionEdit], tail: bytes = b""
+) -> None:
     log = storage.create_log(ts)
     log.write(b"".join(encode_record(i, e) for i, e in enumerate(edits)) + tail)
     log.sync()
