@@ -10,7 +10,7 @@ import pytest
 
 from tests.fakes import FakeClock
 from tests.txn.harness import SYSTEM_CONFIG, TxSystem, in_process_system, restarted
-from txn.config import ClientIdRetention, TxConfig
+from txn.config import ClientIdRetention
 from txn.errors import (
     InvalidTruncateTimeError,
     ManagerNotRunningError,
