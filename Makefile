@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m txn.standalone --data-dir ./data
+	$(BIN)/txn serve --data-dir ./data/txn
 
 lint: $(STAMP)
 	$(BIN)/ruff check txn tms tests benchmarks

@@ -1,7 +1,231 @@
-"""The ``txn`` command line (filled in with the server)."""
+"""The ``txn`` command line: the server, Tephra's ``TransactionAdmin`` operations, and an
+offline inspector for state directories.
+
+::
+
+    txn serve [--host H] [--port P] [--data-dir D | --in-memory] [--config FILE.toml]
+    txn status | invalid-size | snapshot | reset-state | prune-now        [--server H:P]
+    txn truncate-invalid-tx ID[,ID...]                                    [--server H:P]
+    txn truncate-invalid-tx-before TIME_MS                                [--server H:P]
+    txn inspect --data-dir D
+
+Exit codes: 0 success, 1 the operation failed (message on stderr), 2 bad usage.
+"""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from txn.config import DEFAULT_PORT, ServerConfig, TxConfig
+from txn.errors import TxError
+from txn.inmemory import InProcessTxClient
+from txn.manager import ManagerState, TransactionManager
+from txn.persist.local import LocalDirStorage
+from txn.persist.snapshot_codec import decode_snapshot
+from txn.persist.store import TransactionStateStore
+from txn.prune import TransactionPruner
+from txn.rpc.client import ThriftTxClient
+from txn.rpc.handler import TephraHandler
+from txn.rpc.retry import RetryNTimes
+from txn.rpc.server import ThriftServer
+from txn.state import TransactionSnapshot
+
+__all__ = ["main"]
+
+log = logging.getLogger("txn")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="txn", description="Tephra-compatible transaction manager")
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the transaction server")
+    serve.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
+    serve.add_argument(
+        "--port", type=int, default=None, help=f"port (default {DEFAULT_PORT}; 0 = any)"
+    )
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument("--data-dir", type=Path, help="state directory (snapshots and logs)")
+    where.add_argument("--in-memory", action="store_true", help="keep no state on disk")
+    serve.add_argument("--config", type=Path, help="TOML file: [txn] and [server] tables")
+
+    def admin(name: str, help_text: str) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help_text)
+        cmd.add_argument("--server", default=f"127.0.0.1:{DEFAULT_PORT}", help="HOST:PORT")
+        return cmd
+
+    admin("status", "print OK or NOTOK")
+    admin("invalid-size", "print the size of the invalid list")
+    snap = admin("snapshot", "fetch the server's state")
+    snap.add_argument("--out", type=Path, help="write the raw snapshot (codec V4) here")
+    admin("reset-state", "forget every transaction (dangerous)")
+    admin("prune-now", "run invalid-list pruning now")
+    trunc = admin("truncate-invalid-tx", "remove ids from the invalid list")
+    trunc.add_argument("ids", help="comma-separated transaction ids")
+    before = admin("truncate-invalid-tx-before", "remove invalid ids started before a time")
+    before.add_argument("time_ms", type=int, help="milliseconds since the epoch")
+
+    inspect = sub.add_parser("inspect", help="describe a state directory (offline)")
+    inspect.add_argument("--data-dir", type=Path, required=True)
+    return p
+
+
+def _load_config(path: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    if path is None:
+        return {}, {}
+    with path.open("rb") as f:
+        data = tomllib.load(f)
+    unknown = set(data) - {"txn", "server"}
+    if unknown:
+        raise TxError(f"{path}: unknown sections {sorted(unknown)} (expected [txn], [server])")
+    return dict(data.get("txn", {})), dict(data.get("server", {}))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    txn_values, server_values = _load_config(args.config)
+    if args.host is not None:
+        server_values["host"] = args.host
+    if args.port is not None:
+        server_values["port"] = args.port
+    config = TxConfig.from_mapping(txn_values)
+    server_config = ServerConfig(**server_values)
+    data_dir = args.data_dir if not args.in_memory else None
+    if data_dir is None and not args.in_memory:
+        data_dir = Path("data/txn")
+    store = TransactionStateStore(LocalDirStorage(data_dir)) if data_dir is not None else None
+    manager = TransactionManager(config, store)
+    manager.start()
+    pruner = None
+    if config.prune_enable:
+        pruner = TransactionPruner(
+            InProcessTxClient(manager),
+            [],
+            max_lifetime_s=config.max_lifetime_s,
+            grace_s=config.prune_grace_s,
+        )
+    try:
+        return asyncio.run(_run_server(manager, server_config, pruner, store))
+    finally:
+        manager.stop()
+
+
+async def _run_server(
+    manager: TransactionManager,
+    config: ServerConfig,
+    pruner: TransactionPruner | None,
+    store: TransactionStateStore | None,
+) -> int:
+    server = ThriftServer(manager, config, TephraHandler(manager, pruner))
+    host, port = await server.start()
+    where = store.location if store is not None else "memory only"
+    print(f"txn: transaction server listening on {host}:{port} (state: {where})", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    code = 0
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=0.5)
+        except TimeoutError:
+            if manager.state is ManagerState.FAILED:
+                log.critical("the transaction manager failed; shutting down")
+                code = 1
+                break
+    await server.close()
+    print("txn: stopped", flush=True)
+    return code
+
+
+def _describe(snapshot: TransactionSnapshot) -> dict[str, Any]:
+    return {
+        "timestamp_ms": snapshot.timestamp_ms,
+        "read_pointer": snapshot.read_pointer,
+        "write_pointer": snapshot.write_pointer,
+        "invalid": list(snapshot.invalid),
+        "in_progress": {
+            str(wp): {
+                "type": e.type.name if e.type else None,
+                "expiration_ms": e.expiration_ms,
+                "visibility_upper_bound": e.visibility_upper_bound,
+                "checkpoints": list(e.checkpoint_write_pointers),
+            }
+            for wp, e in snapshot.in_progress.items()
+        },
+        "committing": {str(k): len(v) for k, v in snapshot.committing.items()},
+        "committed_sets": len(snapshot.committed),
+    }
+
+
+def _inspect(data_dir: Path) -> int:
+    storage = LocalDirStorage(data_dir)
+    store = TransactionStateStore(storage)
+    snapshot = store.latest_snapshot()
+    since = snapshot.timestamp_ms if snapshot else 0
+    counts: dict[str, int] = {}
+    for ts in storage.list_logs():
+        if ts < since:
+            continue
+        with storage.read_log(ts) as buf:
+            counts[f"txlog.{ts}"] = len(buf)
+    report = {
+        "location": store.location,
+        "snapshots": storage.list_snapshots(),
+        "logs_to_replay": counts,
+        "latest_snapshot": _describe(snapshot) if snapshot else None,
+    }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def _admin(args: argparse.Namespace) -> int:
+    with ThriftTxClient(args.server, retry=RetryNTimes(2), timeout_s=30) as client:
+        cmd = args.command
+        if cmd == "status":
+            print(client.status())
+        elif cmd == "invalid-size":
+            print(f"Invalid list size: {client.invalid_size()}")
+        elif cmd == "snapshot":
+            data = client.get_snapshot()
+            if args.out:
+                args.out.write_bytes(data)
+            print(json.dumps(_describe(decode_snapshot(data)), indent=2))
+        elif cmd == "reset-state":
+            client.reset_state()
+        elif cmd == "prune-now":
+            client.prune_now()
+        elif cmd == "truncate-invalid-tx":
+            ids = [int(i) for i in args.ids.split(",") if i.strip()]
+            print("changed" if client.truncate_invalid_tx(ids) else "unchanged")
+        elif cmd == "truncate-invalid-tx-before":
+            print("changed" if client.truncate_invalid_tx_before(args.time_ms) else "unchanged")
+    return 0
+
 
 def main(argv: list[str] | None = None) -> int:
-    return 0
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        if args.command == "inspect":
+            return _inspect(args.data_dir)
+        return _admin(args)
+    except (TxError, OSError, ValueError) as exc:
+        print(f"txn: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

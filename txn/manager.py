@@ -232,6 +232,10 @@ class TransactionManager:
         """The ticket covering everything done so far."""
         return self._barrier()
 
+    def synced_ticket(self) -> int:
+        """The highest durable ticket (everything, when there is no log)."""
+        return self._wal.synced if self._wal is not None else 2**62
+
     def _call(self, op: Callable[[], Durable[T]]) -> T:
         try:
             result = op()

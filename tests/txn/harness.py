@@ -9,11 +9,14 @@ from dataclasses import dataclass
 
 from tests.fakes import FakeClock
 from txn.client import TxClient
-from txn.config import TxConfig
+from txn.config import ServerConfig, TxConfig
 from txn.inmemory import InProcessTxClient
 from txn.manager import TransactionManager
 from txn.persist.memory import MemoryStorage
 from txn.persist.store import TransactionStateStore
+from txn.rpc.client import ThriftTxClient
+from txn.rpc.retry import RetryNTimes
+from txn.rpc.server import ServerThread, ThriftServer
 
 SYSTEM_CONFIG = TxConfig(
     max_timeout_s=5 * 86_400,
@@ -44,6 +47,20 @@ def in_process_system(config: TxConfig = SYSTEM_CONFIG) -> Iterator[TxSystem]:
         yield TxSystem(InProcessTxClient(manager), manager, storage, clock)
     finally:
         manager.stop()
+
+
+@contextmanager
+def thrift_system(config: TxConfig = SYSTEM_CONFIG) -> Iterator[TxSystem]:
+    """The same manager behind a real Thrift server on 127.0.0.1, port 0."""
+    with in_process_system(config) as local:
+        server = ServerThread(ThriftServer(local.manager, ServerConfig(port=0)))
+        address = server.start()
+        client = ThriftTxClient(address, client_id="tests", retry=RetryNTimes(2), timeout_s=10)
+        try:
+            yield TxSystem(client, local.manager, local.storage, local.clock)
+        finally:
+            client.close()
+            server.stop()
 
 
 def restarted(system: TxSystem, config: TxConfig = SYSTEM_CONFIG) -> TransactionManager:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.txn.harness import TxSystem, in_process_system
+from tests.txn.harness import TxSystem, in_process_system, thrift_system
 from txn.errors import (
     InvalidArgumentError,
     InvalidTruncateTimeError,
@@ -20,9 +20,10 @@ from txn.transaction import Transaction, TransactionType
 C1, C2, C3, C4 = b"change1", b"change2", b"change3", b"change4"
 
 
-@pytest.fixture
-def system() -> Iterator[TxSystem]:
-    with in_process_system() as s:
+@pytest.fixture(params=["in-process", "thrift"])
+def system(request: pytest.FixtureRequest) -> Iterator[TxSystem]:
+    factory = in_process_system if request.param == "in-process" else thrift_system
+    with factory() as s:
         yield s
 
 

@@ -1,0 +1,265 @@
+"""Executes decoded ``TTransactionServer`` calls against a manager, with Tephra's
+exception mapping (``TransactionServiceThriftHandler``).
+
+Each call returns a ``Reply``: the method's result struct (or a
+``TApplicationException`` for failures the IDL does not declare) and the log ticket that
+must be durable before the reply may be sent. Calls in ``BLOCKING`` do I/O or heavy work
+and must run off the event loop; they wait for durability themselves (ticket 0).
+
+Mapping (as Tephra's handler):
+
+* the client-id and timeout start methods send argument errors as
+  ``TGenericException(message, "java.lang.IllegalArgumentException")``; ``startShort``,
+  ``startLong`` and the deprecated ``startShortTimeout`` declare nothing;
+* ``canCommitOrThrow``: not in progress, conflict, and an oversized change set as
+  ``TGenericException(..., "org.apache.tephra.TransactionSizeException")``;
+* the deprecated ``canCommitTx``/``commitTx`` answer ``TBoolean(false)`` on a conflict or
+  size error;
+* anything undeclared (e.g. "Transaction Manager is not running.") becomes a
+  ``TApplicationException(INTERNAL_ERROR)``; Tephra drops the connection instead, which
+  its clients treat the same way (retry).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from thriftpy2.thrift import TApplicationException
+
+from txn.errors import (
+    InvalidArgumentError,
+    InvalidTruncateTimeError,
+    SnapshotUnavailableError,
+    TransactionConflictError,
+    TransactionNotInProgressError,
+    TransactionSizeError,
+    TxError,
+)
+from txn.manager import Durable, TransactionManager
+from txn.persist.snapshot_codec import encode_snapshot
+from txn.prune import TransactionPruner
+from txn.rpc.convert import from_thrift, generic_exception, to_thrift
+from txn.rpc.idl import tephra
+from txn.transaction import Transaction
+
+__all__ = ["BLOCKING", "Reply", "TephraHandler"]
+
+log = logging.getLogger(__name__)
+
+S = tephra.TTransactionServer
+BLOCKING = frozenset({"getSnapshot", "resetState", "pruneNow"})
+
+
+@dataclass(slots=True)
+class Reply:
+    result: Any
+    ticket: int
+
+
+def _not_in_progress(exc: TransactionNotInProgressError) -> Any:
+    return tephra.TTransactionNotInProgressException(message=str(exc))
+
+
+def _conflict(exc: TransactionConflictError) -> Any:
+    return tephra.TTransactionConflictException(
+        transactionId=exc.transaction_id,
+        conflictingKey=exc.conflicting_key,
+        conflictingClient=exc.conflicting_client,
+    )
+
+
+def _tx(ttx: Any) -> Transaction:
+    if ttx is None:
+        raise InvalidArgumentError("transaction must not be null")
+    return from_thrift(ttx)
+
+
+class TephraHandler:
+    """One method per IDL method, named as in the IDL (see the module docstring)."""
+
+    def __init__(
+        self, manager: TransactionManager, pruner: TransactionPruner | None = None
+    ) -> None:
+        self._mgr = manager
+        self._p = manager.pipeline
+        self._pruner = pruner
+        self._calls: dict[str, Callable[[Any], Reply]] = {
+            name: getattr(self, name) for name in S.thrift_services
+        }
+
+    @property
+    def methods(self) -> frozenset[str]:
+        return frozenset(self._calls)
+
+    def handle(self, api: str, args: Any) -> Reply:
+        """Run one call; never raises (undeclared failures become TApplicationException)."""
+        try:
+            return self._calls[api](args)
+        except TxError as exc:
+            return Reply(
+                TApplicationException(TApplicationException.INTERNAL_ERROR, str(exc)),
+                self._mgr.barrier(),
+            )
+        except Exception as exc:
+            log.exception("internal error in %s", api)
+            return Reply(
+                TApplicationException(
+                    TApplicationException.INTERNAL_ERROR, f"internal error: {exc!r}"
+                ),
+                self._mgr.barrier(),
+            )
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _ok(self, result_type: Any, durable: Durable[Any], value: Any = None) -> Reply:
+        return Reply(result_type(success=value), durable.ticket)
+
+    def _declared(self, result: Any) -> Reply:
+        # An error answer may depend on state not yet durable: wait for everything so far.
+        return Reply(result, self._mgr.barrier())
+
+    def _start(self, result_type: Any, start: Callable[[], Durable[Transaction]]) -> Reply:
+        try:
+            d = start()
+        except InvalidArgumentError as exc:
+            return self._declared(result_type(e=generic_exception(exc)))
+        return Reply(result_type(success=to_thrift(d.value)), d.ticket)
+
+    # -- starting ---------------------------------------------------------------------
+
+    def startLong(self, a: Any) -> Reply:
+        d = self._p.start_long()
+        return Reply(S.startLong_result(success=to_thrift(d.value)), d.ticket)
+
+    def startShort(self, a: Any) -> Reply:
+        d = self._p.start_short()
+        return Reply(S.startShort_result(success=to_thrift(d.value)), d.ticket)
+
+    def startShortTimeout(self, a: Any) -> Reply:
+        d = self._p.start_short(a.timeout or 0)
+        return Reply(S.startShortTimeout_result(success=to_thrift(d.value)), d.ticket)
+
+    def startLongClientId(self, a: Any) -> Reply:
+        return self._start(S.startLongClientId_result, lambda: self._p.start_long(a.clientId))
+
+    def startShortClientId(self, a: Any) -> Reply:
+        return self._start(
+            S.startShortClientId_result, lambda: self._p.start_short(None, a.clientId)
+        )
+
+    def startShortWithClientIdAndTimeOut(self, a: Any) -> Reply:
+        return self._start(
+            S.startShortWithClientIdAndTimeOut_result,
+            lambda: self._p.start_short(a.timeout or 0, a.clientId),
+        )
+
+    def startShortWithTimeout(self, a: Any) -> Reply:
+        return self._start(
+            S.startShortWithTimeout_result, lambda: self._p.start_short(a.timeout or 0)
+        )
+
+    # -- committing -------------------------------------------------------------------
+
+    def canCommitOrThrow(self, a: Any) -> Reply:
+        r = S.canCommitOrThrow_result
+        try:
+            d = self._p.can_commit(a.tx or 0, a.changes or ())
+        except TransactionNotInProgressError as exc:
+            return self._declared(r(e=_not_in_progress(exc)))
+        except TransactionConflictError as exc:
+            return self._declared(r(c=_conflict(exc)))
+        except TransactionSizeError as exc:
+            return self._declared(r(g=generic_exception(exc)))
+        return Reply(r(), d.ticket)
+
+    def canCommitTx(self, a: Any) -> Reply:
+        r = S.canCommitTx_result
+        try:
+            d = self._p.can_commit(_tx(a.tx).transaction_id, a.changes or ())
+        except TransactionNotInProgressError as exc:
+            return self._declared(r(e=_not_in_progress(exc)))
+        except (TransactionConflictError, TransactionSizeError):
+            return self._declared(r(success=tephra.TBoolean(value=False)))
+        return self._ok(r, d, tephra.TBoolean(value=True))
+
+    def commitOrThrow(self, a: Any) -> Reply:
+        r = S.commitOrThrow_result
+        try:
+            d = self._p.commit(a.txId or 0, a.wp or 0)
+        except TransactionNotInProgressError as exc:
+            return self._declared(r(e=_not_in_progress(exc)))
+        except TransactionConflictError as exc:
+            return self._declared(r(c=_conflict(exc)))
+        return Reply(r(), d.ticket)
+
+    def commitTx(self, a: Any) -> Reply:
+        r = S.commitTx_result
+        tx = _tx(a.tx)
+        try:
+            d = self._p.commit(tx.transaction_id, tx.write_pointer)
+        except TransactionNotInProgressError as exc:
+            return self._declared(r(e=_not_in_progress(exc)))
+        except TransactionConflictError:
+            return self._declared(r(success=tephra.TBoolean(value=False)))
+        return self._ok(r, d, tephra.TBoolean(value=True))
+
+    def abortTx(self, a: Any) -> Reply:
+        d = self._p.abort(_tx(a.tx))
+        return Reply(S.abortTx_result(), d.ticket)
+
+    def invalidateTx(self, a: Any) -> Reply:
+        d = self._p.invalidate(a.tx or 0)
+        return self._ok(S.invalidateTx_result, d, d.value)
+
+    def checkpoint(self, a: Any) -> Reply:
+        r = S.checkpoint_result
+        try:
+            d = self._p.checkpoint(_tx(a.tx))
+        except TransactionNotInProgressError as exc:
+            return self._declared(r(e=_not_in_progress(exc)))
+        return self._ok(r, d, to_thrift(d.value))
+
+    # -- invalid list -----------------------------------------------------------------
+
+    def truncateInvalidTx(self, a: Any) -> Reply:
+        d = self._p.truncate_invalid_tx(a.txns or ())
+        return self._ok(S.truncateInvalidTx_result, d, tephra.TBoolean(value=d.value))
+
+    def truncateInvalidTxBefore(self, a: Any) -> Reply:
+        r = S.truncateInvalidTxBefore_result
+        try:
+            d = self._p.truncate_invalid_tx_before(a.time or 0)
+        except InvalidTruncateTimeError as exc:
+            return self._declared(r(e=tephra.TInvalidTruncateTimeException(message=str(exc))))
+        return self._ok(r, d, tephra.TBoolean(value=d.value))
+
+    def invalidTxSize(self, a: Any) -> Reply:
+        d = self._p.invalid_size()
+        return self._ok(S.invalidTxSize_result, d, d.value)
+
+    def pruneNow(self, a: Any) -> Reply:
+        if self._pruner is None:
+            log.info("pruneNow: invalid-list pruning is not enabled")
+        else:
+            self._pruner.run_once()
+        return Reply(S.pruneNow_result(), 0)
+
+    # -- state ------------------------------------------------------------------------
+
+    def getSnapshot(self, a: Any) -> Reply:
+        r = S.getSnapshot_result
+        try:
+            data = encode_snapshot(self._mgr.get_snapshot())
+        except SnapshotUnavailableError as exc:
+            return Reply(r(e=tephra.TTransactionCouldNotTakeSnapshotException(message=str(exc))), 0)
+        return Reply(r(success=data), 0)
+
+    def resetState(self, a: Any) -> Reply:
+        self._mgr.reset_state()
+        return Reply(S.resetState_result(), 0)
+
+    def status(self, a: Any) -> Reply:
+        return Reply(S.status_result(success=self._mgr.status()), 0)

@@ -1,0 +1,48 @@
+"""Retry strategies for calls that failed in transport (Tephra's client strategies).
+
+A strategy yields the pauses between attempts; when it is exhausted the call fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+__all__ = ["RetryNTimes", "RetryStrategy", "RetryWithBackoff"]
+
+
+class RetryStrategy(Protocol):
+    def delays(self) -> Iterator[float]:
+        """Seconds to sleep before each further attempt (a fresh iterator per call)."""
+        ...
+
+
+class RetryWithBackoff:
+    """Sleep ``initial_s``, then ``factor`` times longer each time, while the sleep stays
+    below ``limit_s`` (Tephra's default: 0.1, 0.4, 1.6, 6.4, 25.6 s: six attempts)."""
+
+    def __init__(self, initial_s: float = 0.1, factor: float = 4.0, limit_s: float = 30.0) -> None:
+        if initial_s <= 0 or factor < 1:
+            raise ValueError("initial_s must be positive and factor at least 1")
+        self.initial_s = initial_s
+        self.factor = factor
+        self.limit_s = limit_s
+
+    def delays(self) -> Iterator[float]:
+        sleep = self.initial_s
+        while sleep < self.limit_s:
+            yield sleep
+            sleep *= self.factor
+
+
+class RetryNTimes:
+    """``attempts`` attempts in all, without pausing."""
+
+    def __init__(self, attempts: int = 2) -> None:
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1")
+        self.attempts = attempts
+
+    def delays(self) -> Iterator[float]:
+        for _ in range(self.attempts - 1):
+            yield 0.0

@@ -1,0 +1,295 @@
+"""The Thrift server: framed transport, binary protocol, one asyncio event loop.
+
+Why an event loop rather than a thread per connection: every call must wait for its log
+edit to be fsynced, and the log batches all edits queued while the previous fsync ran
+(group commit). The loop decodes each request, applies it to the manager at once (a few
+microseconds under the state lock), and parks the encoded reply until the log's sync
+listener says its ticket is durable; one wake-up per fsync releases every reply it
+covers. No thread blocks per call, so throughput is bounded by fsyncs and CPU, not by
+thread hand-offs.
+
+Per connection, replies leave in request order. Slow calls (``BLOCKING``: snapshot,
+reset, prune) run on a worker thread and hold their place in that order.
+
+Robustness: a frame length <= 0 or above ``max_frame_bytes``, an undecodable message or
+arguments, or a message that is not a call closes that connection only. An unknown
+method gets ``TApplicationException(UNKNOWN_METHOD)``. A client that stops reading has
+its reads paused until its replies drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
+from thriftpy2.thrift import TApplicationException, TMessageType
+from thriftpy2.transport.memory import TCyMemoryBuffer  # type: ignore[attr-defined]
+
+from txn.config import ServerConfig
+from txn.manager import ManagerState, TransactionManager
+from txn.rpc.handler import BLOCKING, TephraHandler
+from txn.rpc.idl import tephra
+
+__all__ = ["ServerThread", "ThriftServer", "encode_message"]
+
+log = logging.getLogger(__name__)
+
+_CALL = TMessageType.CALL
+_ONEWAY = TMessageType.ONEWAY
+
+
+def encode_message(api: str, seqid: int, result: Any) -> bytes:
+    """A framed reply: ``REPLY`` with the result struct, or ``EXCEPTION``."""
+    buf = TCyMemoryBuffer()
+    proto = TCyBinaryProtocol(buf)
+    if isinstance(result, TApplicationException):
+        proto.write_message_begin(api, TMessageType.EXCEPTION, seqid)
+    else:
+        proto.write_message_begin(api, TMessageType.REPLY, seqid)
+    proto.write_struct(result)
+    buf.flush()
+    body: bytes = buf.getvalue()
+    return len(body).to_bytes(4, "big") + body
+
+
+class _Slot:
+    """A reply's place in a connection's queue; ``data`` is None until it is computed."""
+
+    __slots__ = ("data", "ticket")
+
+    def __init__(self, ticket: int, data: bytes | None) -> None:
+        self.ticket = ticket
+        self.data = data
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: ThriftServer) -> None:
+        self._server = server
+        self._buf = bytearray()
+        self.replies: deque[_Slot] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.draining = False
+
+    # asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self._server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self._server.connections.discard(self)
+        self._server.waiting.discard(self)
+
+    def pause_writing(self) -> None:
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self.draining:
+            self.transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        server = self._server
+        limit = server.config.max_frame_bytes
+        end = len(buf)
+        pos = 0
+        while end - pos >= 4:
+            size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+            if size <= 0 or size > limit:
+                self.abort(f"bad frame length {size}")
+                return
+            if end - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            if not server.dispatch(self, frame):
+                return
+        if pos:
+            del buf[:pos]
+        self.flush()
+
+    # replies
+
+    def flush(self) -> None:
+        """Send every reply at the head of the queue that is computed and durable."""
+        transport = self.transport
+        if transport is None:
+            return
+        synced = self._server.manager.synced_ticket()
+        replies = self.replies
+        out = []
+        while replies:
+            head = replies[0]
+            if head.data is None or head.ticket > synced:
+                break
+            out.append(head.data)
+            replies.popleft()
+        if out:
+            transport.write(b"".join(out))
+        if replies:
+            self._server.waiting.add(self)
+        else:
+            self._server.waiting.discard(self)
+            if self.draining:
+                transport.close()
+
+    def abort(self, reason: str) -> None:
+        log.info("closing a Thrift connection: %s", reason)
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class ThriftServer:
+    """Serves a ``TephraHandler`` on one event loop (see the module docstring)."""
+
+    def __init__(
+        self,
+        manager: TransactionManager,
+        config: ServerConfig,
+        handler: TephraHandler | None = None,
+    ) -> None:
+        self.manager = manager
+        self.config = config
+        self.handler = handler if handler is not None else TephraHandler(manager)
+        self.connections: set[_Connection] = set()
+        self.waiting: set[_Connection] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._wakeup_pending = False
+        self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="txn-rpc-worker")
+        self._methods = self.handler.methods
+        self._service = tephra.TTransactionServer
+        self.address: tuple[str, int] = (config.host, config.port)
+
+    async def start(self) -> tuple[str, int]:
+        """Listen; return the bound (host, port)."""
+        self._loop = asyncio.get_running_loop()
+        self.manager.add_sync_listener(self._on_sync)
+        self._server = await self._loop.create_server(
+            lambda: _Connection(self), self.config.host, self.config.port, reuse_address=True
+        )
+        sockname = self._server.sockets[0].getsockname()
+        self.address = (sockname[0], sockname[1])
+        return self.address
+
+    async def close(self) -> None:
+        """Stop accepting, let in-flight calls finish (up to the drain timeout), close."""
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.draining = True
+            if conn.transport is not None:
+                conn.transport.pause_reading()
+            conn.flush()
+        deadline = asyncio.get_running_loop().time() + self.config.drain_timeout_s
+        while self.connections and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        for conn in list(self.connections):
+            conn.abort("server stopping")
+        if self._server is not None:
+            await self._server.wait_closed()
+        self._workers.shutdown(wait=True)
+
+    # -- durability wake-ups (called on the log's flusher thread) ---------------------
+
+    def _on_sync(self, ticket: int, failure: BaseException | None) -> None:
+        loop = self._loop
+        if loop is None or self._wakeup_pending:
+            return
+        self._wakeup_pending = True
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            loop.call_soon_threadsafe(self._release_durable)
+
+    def _release_durable(self) -> None:
+        self._wakeup_pending = False
+        if self.manager.state is ManagerState.FAILED:
+            # The log failed: what is parked will never be durable. Never answer OK for it.
+            for conn in list(self.connections):
+                conn.abort("the transaction log failed")
+            return
+        for conn in list(self.waiting):
+            conn.flush()
+
+    # -- calls ------------------------------------------------------------------------
+
+    def dispatch(self, conn: _Connection, frame: bytes) -> bool:
+        """Decode and run one call; False if the connection was closed."""
+        proto = TCyBinaryProtocol(TCyMemoryBuffer(frame), strict_read=False)
+        try:
+            api, mtype, seqid = proto.read_message_begin()
+        except Exception as exc:
+            conn.abort(f"undecodable message header: {exc!r}")
+            return False
+        if mtype not in (_CALL, _ONEWAY):
+            conn.abort(f"message type {mtype} is not a call")
+            return False
+        if api not in self._methods:
+            err = TApplicationException(
+                TApplicationException.UNKNOWN_METHOD, f"Unknown function {api}"
+            )
+            conn.replies.append(_Slot(0, encode_message(api, seqid, err)))
+            return True
+        args = getattr(self._service, api + "_args")()
+        try:
+            proto.read_struct(args)
+        except Exception as exc:
+            conn.abort(f"undecodable arguments of {api}: {exc!r}")
+            return False
+        if api in BLOCKING:
+            slot = _Slot(0, None)
+            conn.replies.append(slot)
+            assert self._loop is not None
+            self._loop.run_in_executor(
+                self._workers, self._run_blocking, conn, slot, api, seqid, args
+            )
+        else:
+            reply = self.handler.handle(api, args)
+            conn.replies.append(_Slot(reply.ticket, encode_message(api, seqid, reply.result)))
+        return True
+
+    def _run_blocking(
+        self, conn: _Connection, slot: _Slot, api: str, seqid: int, args: Any
+    ) -> None:
+        reply = self.handler.handle(api, args)
+        data = encode_message(api, seqid, reply.result)
+        assert self._loop is not None
+
+        def fill() -> None:
+            slot.data = data
+            conn.flush()
+
+        self._loop.call_soon_threadsafe(fill)
+
+
+class ServerThread:
+    """Runs a ``ThriftServer`` on its own event-loop thread (tests, embedding)."""
+
+    def __init__(self, server: ThriftServer) -> None:
+        self.server = server
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="txn-rpc-loop", daemon=True
+        )
+
+    def start(self) -> tuple[str, int]:
+        self._thread.start()
+        return asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(timeout=30)
+
+    def stop(self) -> None:
+        """Close the server (draining in-flight calls) and stop the loop thread."""
+        if not self._thread.is_alive():
+            return
+        asyncio.run_coroutine_threadsafe(self.server.close(), self._loop).result(timeout=60)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._loop.close()
