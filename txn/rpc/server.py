@@ -29,6 +29,7 @@ from typing import Any
 
 from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
 from thriftpy2.thrift import TApplicationException, TMessageType
+from thriftpy2.transport.buffered import TCyBufferedTransport  # type: ignore[attr-defined]
 from thriftpy2.transport.memory import TCyMemoryBuffer  # type: ignore[attr-defined]
 
 from txn.config import ServerConfig
@@ -56,6 +57,22 @@ def encode_message(api: str, seqid: int, result: Any) -> bytes:
     buf.flush()
     body: bytes = buf.getvalue()
     return len(body).to_bytes(4, "big") + body
+
+
+class _FrameReader:
+    """One frame as a transport. Decoding reads through ``TCyBufferedTransport``, which
+    raises on a short read (thriftpy2's memory buffer would silently read zeros)."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def read(self, n: int) -> bytes:
+        chunk = self.data[self.pos : self.pos + n]
+        self.pos += len(chunk)
+        return chunk
 
 
 class _Slot:
@@ -224,7 +241,7 @@ class ThriftServer:
 
     def dispatch(self, conn: _Connection, frame: bytes) -> bool:
         """Decode and run one call; False if the connection was closed."""
-        proto = TCyBinaryProtocol(TCyMemoryBuffer(frame), strict_read=False)
+        proto = TCyBinaryProtocol(TCyBufferedTransport(_FrameReader(frame)), strict_read=False)
         try:
             api, mtype, seqid = proto.read_message_begin()
         except Exception as exc:
