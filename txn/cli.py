@@ -35,7 +35,7 @@ from txn.prune import TransactionPruner
 from txn.rpc.client import ThriftTxClient
 from txn.rpc.handler import TephraHandler
 from txn.rpc.retry import RetryNTimes
-from txn.rpc.server import ThriftServer
+from txn.rpc.server import ThriftServer, new_event_loop
 from txn.state import TransactionSnapshot
 
 __all__ = ["main"]
@@ -113,7 +113,8 @@ def _serve(args: argparse.Namespace) -> int:
             grace_s=config.prune_grace_s,
         )
     try:
-        return asyncio.run(_run_server(manager, server_config, pruner, store))
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            return runner.run(_run_server(manager, server_config, pruner, store))
     finally:
         manager.stop()
 

@@ -222,7 +222,8 @@ class TransactionManager:
             self._wal.wait(ticket)
 
     def add_sync_listener(self, listener: SyncListener) -> bool:
-        """Get told (on the log thread) when tickets become durable. False without a log."""
+        """Get told (on the flushing thread) when tickets become durable. False without
+        a log."""
         if self._wal is None:
             return False
         self._wal.add_listener(listener)
@@ -231,6 +232,11 @@ class TransactionManager:
     def barrier(self) -> int:
         """The ticket covering everything done so far."""
         return self._barrier()
+
+    def flush_log(self) -> int | None:
+        """Flush queued edits on the calling thread (see ``WriteAheadLog.flush``);
+        the durable ticket, or None when another thread is flushing."""
+        return self._wal.flush() if self._wal is not None else 2**62
 
     def synced_ticket(self) -> int:
         """The highest durable ticket (everything, when there is no log)."""

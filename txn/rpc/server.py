@@ -1,12 +1,13 @@
 """The Thrift server: framed transport, binary protocol, one asyncio event loop.
 
 Why an event loop rather than a thread per connection: every call must wait for its log
-edit to be fsynced, and the log batches all edits queued while the previous fsync ran
-(group commit). The loop decodes each request, applies it to the manager at once (a few
-microseconds under the state lock), and parks the encoded reply until the log's sync
-listener says its ticket is durable; one wake-up per fsync releases every reply it
-covers. No thread blocks per call, so throughput is bounded by fsyncs and CPU, not by
-thread hand-offs.
+edit to be fsynced, and all edits queued together can share one fsync (group commit).
+The loop decodes every request that arrived, applies each to the manager at once (a few
+microseconds under the state lock) and parks its encoded reply; then, once per loop
+iteration, it flushes the log itself — one write, one fdatasync for everything queued —
+and releases every reply the flush covered. No thread blocks per call and no thread
+hand-off is needed per flush. When another thread (the timeout or snapshot task) led a
+flush, its sync listener wakes the loop.
 
 Per connection, replies leave in request order. Slow calls (``BLOCKING``: snapshot,
 reset, prune) run on a worker thread and hold their place in that order.
@@ -25,7 +26,7 @@ import logging
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
 from thriftpy2.thrift import TApplicationException, TMessageType
@@ -33,16 +34,26 @@ from thriftpy2.transport.buffered import TCyBufferedTransport  # type: ignore[at
 from thriftpy2.transport.memory import TCyMemoryBuffer  # type: ignore[attr-defined]
 
 from txn.config import ServerConfig
+from txn.errors import TxError
 from txn.manager import ManagerState, TransactionManager
 from txn.rpc.handler import BLOCKING, TephraHandler
 from txn.rpc.idl import tephra
 
-__all__ = ["ServerThread", "ThriftServer", "encode_message"]
+__all__ = ["ServerThread", "ThriftServer", "encode_message", "new_event_loop"]
 
 log = logging.getLogger(__name__)
 
 _CALL = TMessageType.CALL
 _ONEWAY = TMessageType.ONEWAY
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop where installed (it halves the loop's socket overhead), else asyncio's."""
+    try:
+        import uvloop  # noqa: PLC0415 - optional at run time
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 def encode_message(api: str, seqid: int, result: Any) -> bytes:
@@ -96,8 +107,8 @@ class _Connection(asyncio.Protocol):
     # asyncio callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        self.transport = cast(asyncio.Transport, transport)
         self._server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -134,6 +145,8 @@ class _Connection(asyncio.Protocol):
         if pos:
             del buf[:pos]
         self.flush()
+        if self.replies:
+            server.schedule_sync()
 
     # replies
 
@@ -183,6 +196,8 @@ class ThriftServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._wakeup_pending = False
+        self._sync_scheduled = False
+        self._loop_thread = 0
         self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="txn-rpc-worker")
         self._methods = self.handler.methods
         self._service = tephra.TTransactionServer
@@ -191,6 +206,7 @@ class ThriftServer:
     async def start(self) -> tuple[str, int]:
         """Listen; return the bound (host, port)."""
         self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self.manager.add_sync_listener(self._on_sync)
         self._server = await self._loop.create_server(
             lambda: _Connection(self), self.config.host, self.config.port, reuse_address=True
@@ -217,25 +233,40 @@ class ThriftServer:
             await self._server.wait_closed()
         self._workers.shutdown(wait=True)
 
-    # -- durability wake-ups (called on the log's flusher thread) ---------------------
+    # -- durability ---------------------------------------------------------------------
 
-    def _on_sync(self, ticket: int, failure: BaseException | None) -> None:
-        loop = self._loop
-        if loop is None or self._wakeup_pending:
-            return
-        self._wakeup_pending = True
-        with contextlib.suppress(RuntimeError):  # the loop has closed
-            loop.call_soon_threadsafe(self._release_durable)
+    def schedule_sync(self) -> None:
+        """Flush the log once this loop iteration's callbacks have run (coalesced)."""
+        if not self._sync_scheduled and self._loop is not None:
+            self._sync_scheduled = True
+            self._loop.call_soon(self._sync_step)
 
-    def _release_durable(self) -> None:
-        self._wakeup_pending = False
+    def _sync_step(self) -> None:
+        self._sync_scheduled = False
+        # None means another thread is flushing and will wake us; a failed log is
+        # handled just below.
+        with contextlib.suppress(TxError):
+            self.manager.flush_log()
         if self.manager.state is ManagerState.FAILED:
-            # The log failed: what is parked will never be durable. Never answer OK for it.
+            # What is parked will never be durable. Never answer OK for it.
             for conn in list(self.connections):
                 conn.abort("the transaction log failed")
             return
         for conn in list(self.waiting):
             conn.flush()
+
+    def _on_sync(self, ticket: int, failure: BaseException | None) -> None:
+        """A flush finished (on any thread)."""
+        loop = self._loop
+        if loop is None or threading.get_ident() == self._loop_thread or self._wakeup_pending:
+            return  # the loop releases replies after its own flushes
+        self._wakeup_pending = True
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            loop.call_soon_threadsafe(self._wake_from_thread)
+
+    def _wake_from_thread(self) -> None:
+        self._wakeup_pending = False
+        self._sync_step()
 
     # -- calls ------------------------------------------------------------------------
 
@@ -284,6 +315,8 @@ class ThriftServer:
         def fill() -> None:
             slot.data = data
             conn.flush()
+            if conn.replies:
+                self.schedule_sync()
 
         self._loop.call_soon_threadsafe(fill)
 
@@ -293,7 +326,7 @@ class ServerThread:
 
     def __init__(self, server: ThriftServer) -> None:
         self.server = server
-        self._loop = asyncio.new_event_loop()
+        self._loop = new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="txn-rpc-loop", daemon=True
         )

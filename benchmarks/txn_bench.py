@@ -1,0 +1,305 @@
+"""Transaction-manager benchmark: durable full cycles per second.
+
+A cycle is ``start_short`` + ``can_commit`` (one 16-byte change key) + ``commit``; every
+call is fsynced before it returns. Measured in one run:
+
+* in-process: N threads calling a ``TransactionManager`` on a local state directory;
+* over Thrift: ``txn serve`` in its own process, N concurrent client connections spread
+  over client processes;
+* RPC floors, same client machinery: ``status()`` against ``txn serve`` (our server's
+  per-call cost with no state change and no fsync) and an ``echo`` call against
+  thriftpy2's stock threaded server.
+
+    python -m benchmarks.txn_bench [--quick] [--seconds S] [--out FILE]
+
+Results go to ``benchmarks/results/txn.json`` and are printed as a table. Never assert
+timings in tests; this is where they are measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).with_name("results")
+ECHO_IDL = Path(__file__).with_name("echo.thrift")
+
+
+# -- client workers (run in child processes) ------------------------------------------
+
+
+def _client_worker(  # noqa: PLR0917 - a multiprocessing target takes positional args
+    kind: str,
+    address: tuple[str, int],
+    threads: int,
+    seconds: float,
+    barrier: Any,
+    out: Any,
+) -> None:
+    """Run ``threads`` client threads; each warms up, waits for every client in every
+    process at ``barrier``, then calls for exactly ``seconds``."""
+    counts = [0] * threads
+    latencies: list[list[float]] = [[] for _ in range(threads)]
+
+    def run(i: int) -> None:
+        op = _make_op(kind, address, i)
+        op()  # connect and warm up
+        barrier.wait()
+        deadline = time.perf_counter() + seconds
+        n = 0
+        lat = latencies[i]
+        while (t0 := time.perf_counter()) < deadline:
+            op()
+            lat.append(time.perf_counter() - t0)
+            n += 1
+        counts[i] = n
+
+    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    sample = [x for lat in latencies for x in lat[:: max(1, len(lat) // 2000)]]
+    out.put((sum(counts), sample))
+
+
+def _make_op(kind: str, address: tuple[str, int], i: int) -> Callable[[], object]:
+    if kind == "echo":
+        import thriftpy2
+        from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory
+        from thriftpy2.rpc import make_client
+        from thriftpy2.transport.framed import TCyFramedTransportFactory
+
+        echo = thriftpy2.load(str(ECHO_IDL), module_name="echo_thrift")
+        conn = make_client(
+            echo.Echo,
+            *address,
+            trans_factory=TCyFramedTransportFactory(),
+            proto_factory=TCyBinaryProtocolFactory(),
+        )
+        return lambda: conn.echo("ping")
+
+    from txn.rpc.client import ThriftTxClient
+    from txn.rpc.retry import RetryNTimes
+
+    client = ThriftTxClient(address, client_id=f"bench-{i}", pool_size=1, retry=RetryNTimes(1))
+    if kind == "status":
+        return client.status
+    key = f"key-{os.getpid()}-{i}".encode().ljust(16, b".")
+
+    def cycle() -> None:
+        tx = client.start_short()
+        client.can_commit_or_throw(tx, [key])
+        client.commit_or_throw(tx)
+
+    return cycle
+
+
+def _drive_clients(
+    kind: str, address: tuple[str, int], clients: int, seconds: float
+) -> dict[str, Any]:
+    ctx = mp.get_context("fork")
+    procs_n = min(clients, 4)
+    per_proc = [clients // procs_n + (1 if i < clients % procs_n else 0) for i in range(procs_n)]
+    barrier = ctx.Barrier(clients + 1)
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_client_worker, args=(kind, address, n, seconds, barrier, out))
+        for n in per_proc
+    ]
+    for p in procs:
+        p.start()
+    barrier.wait()
+    results = [out.get(timeout=seconds + 120) for _ in procs]
+    for p in procs:
+        p.join()
+    total = sum(r[0] for r in results)
+    sample = sorted(x for r in results for x in r[1])
+    return _summary(total, seconds, sample)
+
+
+def _summary(total: int, elapsed: float, sample: list[float]) -> dict[str, Any]:
+    def pct(q: float) -> float:
+        return round(sample[min(len(sample) - 1, int(q * len(sample)))] * 1e3, 3) if sample else 0.0
+
+    return {
+        "ops": total,
+        "seconds": round(elapsed, 3),
+        "per_second": round(total / elapsed, 1),
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+    }
+
+
+# -- servers ----------------------------------------------------------------------------
+
+
+def _start_txn_server(data_dir: Path) -> tuple[Any, tuple[str, int]]:
+    from tests.integration.procs import ServerProcess
+
+    server = ServerProcess(data_dir)
+    return server, server.start()
+
+
+def _echo_server_main(port_out: Any) -> None:
+    import thriftpy2
+    from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory
+    from thriftpy2.rpc import make_server
+    from thriftpy2.transport.framed import TCyFramedTransportFactory
+
+    echo = thriftpy2.load(str(ECHO_IDL), module_name="echo_thrift")
+
+    class Handler:
+        def echo(self, s: str) -> str:
+            return s
+
+    import socket
+
+    with socket.socket() as probe:  # thriftpy2's make_server refuses port 0
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = make_server(
+        echo.Echo,
+        Handler(),
+        "127.0.0.1",
+        port,
+        trans_factory=TCyFramedTransportFactory(),
+        proto_factory=TCyBinaryProtocolFactory(),
+    )
+    port_out.put(port)
+    server.serve()
+
+
+# -- in-process ---------------------------------------------------------------------------
+
+
+def _in_process(data_dir: Path, threads: int, seconds: float) -> dict[str, Any]:
+    from txn import LocalDirStorage, TransactionManager, TransactionStateStore, TxConfig
+
+    manager = TransactionManager(
+        TxConfig(cleanup_interval_s=0, snapshot_interval_s=0),
+        TransactionStateStore(LocalDirStorage(data_dir)),
+    )
+    manager.start()
+    counts = [0] * threads
+    samples: list[list[float]] = [[] for _ in range(threads)]
+    go = threading.Barrier(threads + 1)
+    deadline = [0.0]
+
+    def run(i: int) -> None:
+        key = f"key-{i}".encode().ljust(16, b".")
+        go.wait()
+        n = 0
+        while (t0 := time.perf_counter()) < deadline[0]:
+            tx = manager.start_short()
+            manager.can_commit(tx.transaction_id, [key])
+            manager.commit(tx.transaction_id, tx.write_pointer)
+            samples[i].append(time.perf_counter() - t0)
+            n += 1
+        counts[i] = n
+
+    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    deadline[0] = time.perf_counter() + seconds
+    start = time.perf_counter()
+    go.wait()
+    for w in workers:
+        w.join()
+    elapsed = time.perf_counter() - start
+    wal = manager._wal  # the benchmark reports group-commit batching
+    stats = wal.stats if wal is not None else None
+    manager.stop()
+    result = _summary(sum(counts), elapsed, sorted(x for s in samples for x in s))
+    if stats is not None and stats.syncs:
+        result["edits_per_fsync"] = round(stats.edits / stats.syncs, 2)
+    return result
+
+
+def _line(r: dict[str, Any]) -> str:
+    return f"{r['per_second']:>9.0f} /s  p50 {r['p50_ms']} ms  p99 {r['p99_ms']} ms"
+
+
+# -- main -----------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short runs, for smoke tests")
+    parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--out", type=Path, default=RESULTS / "txn.json")
+    args = parser.parse_args(argv)
+    seconds = args.seconds or (1.5 if args.quick else 6.0)
+    concurrency = [1, 4, 16]
+    report: dict[str, Any] = {
+        "benchmark": "txn",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+        },
+        "seconds_per_point": seconds,
+        "in_process": {},
+        "thrift": {},
+        "rpc_floor_status": {},
+        "rpc_floor_thriftpy2_echo": {},
+    }
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+        root = Path(tmp)
+        for n in concurrency:
+            report["in_process"][str(n)] = r = _in_process(root / f"inproc-{n}", n, seconds)
+            print(f"in-process  {n:>2} threads: {_line(r)}", flush=True)
+
+        server, address = _start_txn_server(root / "served")
+        try:
+            for n in concurrency:
+                report["thrift"][str(n)] = r = _drive_clients("cycle", address, n, seconds)
+                print(f"thrift      {n:>2} clients: {_line(r)}", flush=True)
+            for n in concurrency:
+                report["rpc_floor_status"][str(n)] = r = _drive_clients(
+                    "status", address, n, seconds
+                )
+                print(f"status()    {n:>2} clients: {r['per_second']:>9.0f} calls/s", flush=True)
+        finally:
+            server.terminate()
+
+        ctx = mp.get_context("fork")
+        port_q = ctx.Queue()
+        echo_proc = ctx.Process(target=_echo_server_main, args=(port_q,), daemon=True)
+        echo_proc.start()
+        echo_address = ("127.0.0.1", port_q.get(timeout=30))
+        try:
+            for n in concurrency:
+                report["rpc_floor_thriftpy2_echo"][str(n)] = r = _drive_clients(
+                    "echo", echo_address, n, seconds
+                )
+                print(f"echo        {n:>2} clients: {r['per_second']:>9.0f} calls/s", flush=True)
+        finally:
+            echo_proc.terminate()
+            echo_proc.join(10)
+
+    for n in concurrency:
+        cycles = report["thrift"][str(n)]["per_second"]
+        floor = report["rpc_floor_status"][str(n)]["per_second"] / 3
+        report["thrift"][str(n)]["fraction_of_rpc_floor"] = (
+            round(cycles / floor, 3) if floor else None
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
