@@ -335,3 +335,29 @@ def test_apache_client_deprecated_methods(system: TxSystem, address: tuple[str, 
         assert a.call("startShortWithTimeout", [(1, TType.I32, 5)])[0][1] > tx[1]
     finally:
         a.close()
+
+
+def test_prune_now_reaches_the_pruner_once() -> None:
+    from tests.txn.harness import in_process_system
+    from tests.txn.test_prune import RecordingPlugin
+    from txn.config import ServerConfig
+    from txn.prune import TransactionPruner
+    from txn.rpc.handler import TephraHandler
+    from txn.rpc.server import ServerThread, ThriftServer
+
+    with in_process_system() as s:
+        tx = s.manager.start_short()
+        s.manager.invalidate(tx.transaction_id)
+        plugin = RecordingPlugin(tx.transaction_id)
+        pruner = TransactionPruner(s.client, [plugin], max_lifetime_s=1, grace_s=0, clock=s.clock)
+        server = ServerThread(
+            ThriftServer(s.manager, ServerConfig(port=0), TephraHandler(s.manager, pruner))
+        )
+        address = server.start()
+        try:
+            with ThriftTxClient(address, retry=RetryNTimes(1)) as client:
+                client.prune_now()
+                assert client.invalid_size() == 0
+        finally:
+            server.stop()
+        assert len(plugin.asked) == 1 and len(plugin.completed) == 1

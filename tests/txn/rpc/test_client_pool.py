@@ -1,0 +1,80 @@
+"""The Thrift client's connection pool and retry strategies (Tephra's PooledClientProvider
+and RetryWithBackoff/RetryNTimes scenarios)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from txn.errors import InvalidArgumentError, TxServiceUnavailableError
+from txn.rpc.client import _Pool, parse_address
+from txn.rpc.retry import RetryNTimes, RetryWithBackoff
+
+
+class Conn:
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_pool_creates_up_to_its_size_and_reuses() -> None:
+    made: list[Conn] = []
+
+    def factory() -> Conn:
+        made.append(Conn())
+        return made[-1]
+
+    pool = _Pool(factory, size=3, obtain_timeout_s=0.1)
+    conns = [pool.obtain() for _ in range(3)]
+    assert len({id(c) for c in conns}) == 3
+    # Given all three in use, a fourth caller times out
+    with pytest.raises(TxServiceUnavailableError, match="no connection free"):
+        pool.obtain()
+    pool.release(conns[0])
+    assert pool.obtain() is conns[0]
+    assert len(made) == 3
+
+
+def test_exactly_one_of_four_waiters_times_out_without_releases() -> None:
+    pool = _Pool(Conn, size=3, obtain_timeout_s=0.1)
+    failures: list[BaseException] = []
+
+    def take() -> None:
+        try:
+            pool.obtain()
+        except TxServiceUnavailableError as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(failures) == 1
+
+
+def test_discarded_connections_are_recreated() -> None:
+    pool = _Pool(Conn, size=1, obtain_timeout_s=0.1)
+    first = pool.obtain()
+    pool.discard(first)
+    assert first.closed
+    second = pool.obtain()
+    assert second is not first
+
+
+def test_retry_strategies() -> None:
+    assert list(RetryWithBackoff().delays()) == pytest.approx([0.1, 0.4, 1.6, 6.4, 25.6])
+    assert list(RetryNTimes(2).delays()) == [0.0]
+    assert list(RetryNTimes(1).delays()) == []
+    with pytest.raises(ValueError):
+        RetryNTimes(0)
+
+
+def test_addresses() -> None:
+    assert parse_address("example:99") == ("example", 99)
+    assert parse_address("example") == ("example", 15165)
+    assert parse_address(("h", 1)) == ("h", 1)
+    with pytest.raises(InvalidArgumentError):
+        parse_address("h:port")
