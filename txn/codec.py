@@ -17,19 +17,26 @@ import struct
 from txn.errors import CodecError
 from txn.transaction import Transaction, TransactionType, VisibilityLevel
 
-__all__ = ["decode_transaction", "encode_transaction"]
+__all__ = [
+    "THRIFT_TO_VISIBILITY",
+    "TYPE_TO_THRIFT",
+    "VISIBILITY_TO_THRIFT",
+    "decode_transaction",
+    "encode_transaction",
+]
 
 # Thrift type ids.
 T_STOP, T_BOOL, T_BYTE, T_DOUBLE, T_I16, T_I32, T_I64, T_STRING = 0, 2, 3, 4, 6, 8, 10, 11
 T_STRUCT, T_MAP, T_SET, T_LIST = 12, 13, 14, 15
 
-_TYPE_TO_THRIFT = {TransactionType.SHORT: 1, TransactionType.LONG: 2}
-_VISIBILITY_TO_THRIFT = {
+# Thrift values of Tephra's enums (TTransactionType, TVisibilityLevel).
+TYPE_TO_THRIFT = {TransactionType.SHORT: 1, TransactionType.LONG: 2}
+VISIBILITY_TO_THRIFT = {
     VisibilityLevel.SNAPSHOT: 1,
     VisibilityLevel.SNAPSHOT_EXCLUDE_CURRENT: 2,
     VisibilityLevel.SNAPSHOT_ALL: 3,
 }
-_THRIFT_TO_VISIBILITY = {v: k for k, v in _VISIBILITY_TO_THRIFT.items()}
+THRIFT_TO_VISIBILITY = {v: k for k, v in VISIBILITY_TO_THRIFT.items()}
 
 _I64_FIELD = struct.Struct(">bhq")
 _I32_FIELD = struct.Struct(">bhi")
@@ -56,10 +63,10 @@ def encode_transaction(tx: Transaction) -> bytes:
             _i64_list(3, tx.invalids),
             _i64_list(4, tx.in_progress),
             _I64_FIELD.pack(T_I64, 5, tx.first_short_in_progress),
-            _I32_FIELD.pack(T_I32, 6, _TYPE_TO_THRIFT[tx.type]),
+            _I32_FIELD.pack(T_I32, 6, TYPE_TO_THRIFT[tx.type]),
             _I64_FIELD.pack(T_I64, 7, tx.write_pointer),
             _i64_list(8, tx.checkpoint_write_pointers),
-            _I32_FIELD.pack(T_I32, 9, _VISIBILITY_TO_THRIFT[tx.visibility_level]),
+            _I32_FIELD.pack(T_I32, 9, VISIBILITY_TO_THRIFT[tx.visibility_level]),
             b"\x00",
         )
     )
@@ -158,5 +165,5 @@ def decode_transaction(data: bytes) -> Transaction:
         type=TransactionType.SHORT if ints.get(6) == 1 else TransactionType.LONG,
         write_pointer=longs.get(7, 0),
         checkpoint_write_pointers=lists.get(8, ()),
-        visibility_level=_THRIFT_TO_VISIBILITY.get(ints.get(9, 1), VisibilityLevel.SNAPSHOT),
+        visibility_level=THRIFT_TO_VISIBILITY.get(ints.get(9, 1), VisibilityLevel.SNAPSHOT),
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from txn.codec import THRIFT_TO_VISIBILITY, TYPE_TO_THRIFT, VISIBILITY_TO_THRIFT
 from txn.errors import (
     InvalidArgumentError,
     InvalidTruncateTimeError,
@@ -38,14 +39,6 @@ __all__ = [
 ILLEGAL_ARGUMENT = "java.lang.IllegalArgumentException"
 TRANSACTION_SIZE = "org.apache.tephra.TransactionSizeException"
 
-_TYPE_TO_THRIFT = {TransactionType.SHORT: 1, TransactionType.LONG: 2}
-_VISIBILITY_TO_THRIFT = {
-    VisibilityLevel.SNAPSHOT: 1,
-    VisibilityLevel.SNAPSHOT_EXCLUDE_CURRENT: 2,
-    VisibilityLevel.SNAPSHOT_ALL: 3,
-}
-_THRIFT_TO_VISIBILITY = {v: k for k, v in _VISIBILITY_TO_THRIFT.items()}
-
 
 def to_thrift(tx: Transaction) -> Any:
     """A ``TTransaction`` with all nine fields set."""
@@ -55,10 +48,10 @@ def to_thrift(tx: Transaction) -> Any:
         invalids=tx.invalids,
         inProgress=tx.in_progress,
         firstShort=tx.first_short_in_progress,
-        type=_TYPE_TO_THRIFT[tx.type],
+        type=TYPE_TO_THRIFT[tx.type],
         writePointer=tx.write_pointer,
         checkpointWritePointers=tx.checkpoint_write_pointers,
-        visibilityLevel=_VISIBILITY_TO_THRIFT[tx.visibility_level],
+        visibilityLevel=VISIBILITY_TO_THRIFT[tx.visibility_level],
     )
 
 
@@ -74,7 +67,7 @@ def from_thrift(ttx: Any) -> Transaction:
         type=TransactionType.SHORT if ttx.type == 1 else TransactionType.LONG,
         write_pointer=ttx.writePointer or 0,
         checkpoint_write_pointers=tuple(ttx.checkpointWritePointers or ()),
-        visibility_level=_THRIFT_TO_VISIBILITY.get(visibility, VisibilityLevel.SNAPSHOT),
+        visibility_level=THRIFT_TO_VISIBILITY.get(visibility, VisibilityLevel.SNAPSHOT),
     )
 
 
