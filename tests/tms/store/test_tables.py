@@ -1,0 +1,190 @@
+"""One contract suite for every backend: the key-value store, then CDAP's metadata,
+message and payload table scenarios."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tms.codec import keys
+from tms.codec.values import MessageEntry
+from tms.errors import StorageUnavailableError, TopicAlreadyExistsError, TopicNotFoundError
+from tms.model import RollbackDetail, TopicId
+from tms.store.kv import KeyValueStore
+from tms.store.tables import MessageRow, PayloadRow, Tables
+
+T1, T2 = TopicId("default", "t1"), TopicId("default", "t2")
+
+
+# -- the key-value contract --------------------------------------------------------------
+
+
+def test_kv_scan_order_ranges_and_reverse(kv: KeyValueStore) -> None:
+    table = kv.table(b"x")
+    table.write([(b"b", b"2"), (b"a", b"1"), (b"c\xff", b"3"), (b"c", b"4")])
+    assert [k for k, _ in table.scan()] == [b"a", b"b", b"c", b"c\xff"]
+    assert [k for k, _ in table.scan(b"b", b"c\xff")] == [b"b", b"c"]
+    assert [k for k, _ in table.scan(reverse=True)] == [b"c\xff", b"c", b"b", b"a"]
+    assert table.get(b"a") == b"1" and table.get(b"zz") is None
+    table.write(deletes=[b"a", b"nope"])
+    assert [k for k, _ in table.scan()] == [b"b", b"c", b"c\xff"]
+
+
+def test_kv_tables_are_separate(kv: KeyValueStore) -> None:
+    kv.table(b"x").write([(b"k", b"x")])
+    kv.table(b"y").write([(b"k", b"y")])
+    assert list(kv.table(b"x").scan()) == [(b"k", b"x")]
+    assert kv.table(b"y").get(b"k") == b"y"
+
+
+def test_kv_scan_sees_one_state(kv: KeyValueStore) -> None:
+    table = kv.table(b"x")
+    table.write([(b"a", b"1"), (b"b", b"2")])
+    scan = table.scan()
+    assert next(scan) == (b"a", b"1")
+    table.write([(b"aa", b"new"), (b"c", b"3")], deletes=[b"b"])
+    assert list(scan) == [(b"b", b"2")]
+
+
+def test_kv_closed_store_is_unavailable(kv: KeyValueStore) -> None:
+    table = kv.table(b"x")
+    kv.close()
+    with pytest.raises(StorageUnavailableError):
+        table.write([(b"a", b"1")])
+    with pytest.raises(StorageUnavailableError):
+        list(table.scan())
+
+
+# -- MetadataTableTest ---------------------------------------------------------------------
+
+
+def test_metadata_basic(tables: Tables) -> None:
+    md = tables.metadata
+    assert md.list_topics("default") == [] and md.scan_all() == []
+    with pytest.raises(TopicNotFoundError):
+        md.get(T1)
+    md.create(T1, {"ttl": "10"})
+    assert md.list_topics("default") == [T1]
+    md.create(T2, {"ttl": "20"})
+    assert md.list_topics("default") == [T1, T2]
+    got = md.get(T2)
+    assert (got.ttl_s, got.generation) == (20, 1)
+    md.create(TopicId("system", "t3"), {})
+    assert len(md.scan_all()) == 3 and md.list_topics("system") == [TopicId("system", "t3")]
+    for t in (T1, T2, TopicId("system", "t3")):
+        md.delete(t)
+    assert md.list_topics("default") == [] and md.list_topics("system") == []
+
+
+def test_metadata_generations(tables: Tables) -> None:
+    md = tables.metadata
+    for i in range(1, 51):
+        created = md.create(T1, {"ttl": "1"})
+        assert created.generation == i and md.get(T1).ttl_s == 1
+        md.delete(T1)
+        with pytest.raises(TopicNotFoundError):
+            md.get(T1)
+
+
+def test_metadata_crud(tables: Tables) -> None:
+    md = tables.metadata
+    with pytest.raises(TopicNotFoundError):
+        md.update(T1, {"ttl": "10"})
+    md.create(T1, {"ttl": "10"})
+    md.update(T1, {"ttl": "30"})
+    with pytest.raises(TopicAlreadyExistsError):
+        md.create(T1, {"ttl": "40"})
+    assert md.get(T1).ttl_s == 30
+    assert md.update(T1, {}).ttl_s == 604800  # update replaces every property
+    md.delete(T1)
+    with pytest.raises(TopicNotFoundError):
+        md.get(T1)
+    with pytest.raises(TopicNotFoundError):
+        md.delete(T1)
+
+
+def test_scan_topics_includes_deleted(tables: Tables) -> None:
+    md = tables.metadata
+    md.create(TopicId("cdap", "t1"), {})
+    md.create(TopicId("system", "t2"), {})
+    md.delete(TopicId("cdap", "t1"))
+    assert len(md.scan_all()) == 2 and md.list_topics("cdap") == []
+    md.delete(TopicId("system", "t2"))
+    assert [m.generation for m in md.scan_all()] == [-1, -1]
+
+
+# -- MessageTableTest / PayloadTableTest ---------------------------------------------------
+
+
+def test_single_message_and_rollback(tables: Tables) -> None:
+    prefix = keys.topic_prefix(T1, 1)
+    tables.messages.write(prefix, [MessageRow(0, 0, MessageEntry(123, b"data"))])
+    rows = list(tables.messages.scan(prefix))
+    assert [(r.publish_ms, r.seq, r.entry) for r in rows] == [(0, 0, MessageEntry(123, b"data"))]
+    assert tables.messages.last_position(prefix) == (0, 0)
+    assert tables.messages.rollback(prefix, RollbackDetail(123, 0, 0, 0, 0)) == 1
+    assert next(tables.messages.scan(prefix)).entry == MessageEntry(-123, b"data")
+    # a second rollback, or one with another write pointer, changes nothing
+    assert tables.messages.rollback(prefix, RollbackDetail(123, 0, 0, 0, 0)) == 0
+    assert tables.messages.rollback(prefix, RollbackDetail(999, 0, 0, 0, 0)) == 0
+
+
+def test_rollback_touches_only_its_range_and_its_transaction(tables: Tables) -> None:
+    prefix = keys.topic_prefix(T1, 1)
+    rows = [MessageRow(5, seq, MessageEntry(100 + seq % 2, b"x")) for seq in range(6)]
+    rows.append(MessageRow(6, 0, MessageEntry(100, b"y")))
+    tables.messages.write(prefix, rows)
+    assert tables.messages.rollback(prefix, RollbackDetail(100, 5, 1, 5, 4)) == 2  # seq 2 and 4
+    ptrs = [r.entry.tx_write_pointer for r in tables.messages.scan(prefix)]
+    assert ptrs == [100, 101, -100, 101, -100, 101, 100]
+
+
+def test_topics_and_generations_are_isolated(tables: Tables) -> None:
+    for topic, gen, value in ((T1, 1, b"a"), (T1, 2, b"b"), (T2, 1, b"c")):
+        tables.messages.write(
+            keys.topic_prefix(topic, gen), [MessageRow(1, 0, MessageEntry(None, value))]
+        )
+    for topic, gen, value in ((T1, 1, b"a"), (T1, 2, b"b"), (T2, 1, b"c")):
+        assert [r.entry.payload for r in tables.messages.scan(keys.topic_prefix(topic, gen))] == [
+            value
+        ]
+    assert tables.messages.last_position(keys.topic_prefix(T1, 3)) is None
+
+
+def test_payload_table_consumption_and_exclusive_start(tables: Tables) -> None:
+    prefix = keys.topic_prefix(T1, 1)
+    rows = [
+        PayloadRow(wp, 1, i, f"{wp}-{i}".encode(), None)
+        for wp in (100, 101, 102)
+        for i in range(50)
+    ]
+    tables.payloads.write(prefix, rows)
+    assert len(list(tables.payloads.scan(prefix, 100))) == 50
+    assert [r.payload for r in tables.payloads.scan(prefix, 101)][:2] == [b"101-0", b"101-1"]
+    assert tables.payloads.last_position(prefix, 102) == (1, 49)
+    assert tables.payloads.last_position(prefix, 103) is None
+    # exclusive skips the row at the start position only (CDAP skips the first row
+    # whatever it is; we do not copy that quirk)
+    one = [r.p_seq for r in tables.payloads.scan(prefix, 100, (1, 1), inclusive=False)]
+    assert one[0] == 2 and len(one) == 48
+    assert len(list(tables.payloads.scan(prefix, 100, (0, 0), inclusive=False))) == 50
+
+
+def test_concurrent_writes_to_two_topics(tables: Tables) -> None:
+    barrier = threading.Barrier(2)
+
+    def writer(topic: TopicId, tag: bytes) -> None:
+        prefix = keys.topic_prefix(topic, 1)
+        for i in range(2):
+            barrier.wait()
+            tables.messages.write(prefix, [MessageRow(i, 0, MessageEntry(None, tag + bytes([i])))])
+
+    threads = [threading.Thread(target=writer, args=(t, t.topic.encode())) for t in (T1, T2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for topic in (T1, T2):
+        got = [r.entry.payload for r in tables.messages.scan(keys.topic_prefix(topic, 1))]
+        assert got == [topic.topic.encode() + b"\x00", topic.topic.encode() + b"\x01"]

@@ -1,0 +1,1 @@
+"""Pure codecs (bytes <-> values): table keys, table values, and later the wire formats."""

@@ -1,0 +1,133 @@
+"""Values of the message and payload tables, and of the metadata table (pure).
+
+Message table value, first byte = kind, with flag 0x80 when a per-message TTL follows::
+
+    0x00 [ttl] payload                 non-transactional
+    0x01 [ttl] tx_ptr(8) payload       transactional, payload inline
+    0x02 [ttl] tx_ptr(8)               transactional reference into the payload table
+
+``ttl`` is an int32 number of seconds. ``tx_ptr`` is signed: rollback (and cleanup of
+invalid transactions) negates it. Kinds 0x00-0x02 without TTL are CDAP's LevelDB layout.
+
+Payload table value: ``0x00 payload``, or ``0x80 ttl(4) payload``.
+Metadata value: the topic's properties as a JSON object with sorted keys, UTF-8.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tms.errors import TmsCodecError
+
+__all__ = [
+    "MessageEntry",
+    "decode_message_value",
+    "decode_metadata",
+    "decode_payload_value",
+    "encode_message_value",
+    "encode_metadata",
+    "encode_payload_value",
+    "negate_message_value",
+]
+
+_NON_TX, _TX_INLINE, _TX_REF = 0, 1, 2
+_TTL_FLAG = 0x80
+_PTR = struct.Struct(">q")
+_TTL = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class MessageEntry:
+    """One message-table value. ``payload`` is None for a payload-table reference;
+    ``tx_write_pointer`` is None for a non-transactional message and negative once
+    rolled back."""
+
+    tx_write_pointer: int | None
+    payload: bytes | None
+    ttl_s: int | None = None
+
+    @property
+    def is_reference(self) -> bool:
+        return self.payload is None
+
+
+def encode_message_value(entry: MessageEntry) -> bytes:
+    ttl = entry.ttl_s
+    head_flag = _TTL_FLAG if ttl is not None else 0
+    ttl_bytes = _TTL.pack(ttl) if ttl is not None else b""
+    if entry.tx_write_pointer is None:
+        if entry.payload is None:
+            raise TmsCodecError("a non-transactional message needs a payload")
+        return bytes([_NON_TX | head_flag]) + ttl_bytes + entry.payload
+    ptr = _PTR.pack(entry.tx_write_pointer)
+    if entry.payload is None:
+        return bytes([_TX_REF | head_flag]) + ttl_bytes + ptr
+    return bytes([_TX_INLINE | head_flag]) + ttl_bytes + ptr + entry.payload
+
+
+def decode_message_value(value: bytes) -> MessageEntry:
+    if not value:
+        raise TmsCodecError("empty message value")
+    head = value[0]
+    kind = head & 0x7F
+    pos = 1
+    ttl = None
+    if head & _TTL_FLAG:
+        if len(value) < 5:
+            raise TmsCodecError("message value truncated in its ttl")
+        (ttl,) = _TTL.unpack_from(value, 1)
+        pos = 5
+    if kind == _NON_TX:
+        return MessageEntry(None, value[pos:], ttl)
+    if kind not in (_TX_INLINE, _TX_REF):
+        raise TmsCodecError(f"unknown message value kind {kind}")
+    if len(value) < pos + 8:
+        raise TmsCodecError("message value truncated in its transaction pointer")
+    (ptr,) = _PTR.unpack_from(value, pos)
+    if kind == _TX_REF:
+        if len(value) != pos + 8:
+            raise TmsCodecError("payload reference with trailing bytes")
+        return MessageEntry(ptr, None, ttl)
+    return MessageEntry(ptr, value[pos + 8 :], ttl)
+
+
+def negate_message_value(value: bytes) -> bytes | None:
+    """The value with its transaction pointer negated (rolled back), or None when the
+    entry is not transactional or already negated."""
+    entry = decode_message_value(value)
+    if entry.tx_write_pointer is None or entry.tx_write_pointer < 0:
+        return None
+    return encode_message_value(MessageEntry(-entry.tx_write_pointer, entry.payload, entry.ttl_s))
+
+
+def encode_payload_value(payload: bytes, ttl_s: int | None = None) -> bytes:
+    if ttl_s is None:
+        return b"\x00" + payload
+    return bytes([_TTL_FLAG]) + _TTL.pack(ttl_s) + payload
+
+
+def decode_payload_value(value: bytes) -> tuple[bytes, int | None]:
+    if not value:
+        raise TmsCodecError("empty payload value")
+    if value[0] == 0:
+        return value[1:], None
+    if value[0] == _TTL_FLAG and len(value) >= 5:
+        return value[5:], int(_TTL.unpack_from(value, 1)[0])
+    raise TmsCodecError(f"unknown payload value header {value[0]}")
+
+
+def encode_metadata(properties: Mapping[str, str]) -> bytes:
+    return json.dumps(dict(sorted(properties.items())), separators=(",", ":")).encode()
+
+
+def decode_metadata(value: bytes) -> dict[str, str]:
+    try:
+        data = json.loads(value)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise TmsCodecError(f"bad metadata value: {exc}") from exc
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise TmsCodecError("metadata must be a JSON object of strings")
+    return data

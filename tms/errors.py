@@ -1,0 +1,96 @@
+"""The one error tree of the ``tms`` package.
+
+::
+
+    TmsError
+     ├── TmsInvalidArgumentError      (also ValueError)      HTTP 400
+     │    └── TransactionTooOldError  a write past the transaction max lifetime
+     ├── TopicNotFoundError                                  HTTP 404
+     ├── TopicAlreadyExistsError                             HTTP 409
+     ├── TmsCodecError                (also ValueError)      bytes that do not decode
+     ├── TmsTransientError            retrying may succeed
+     │    └── StorageUnavailableError the store failed or is closed  HTTP 503
+     └── TransactionServiceError      the transaction service failed (cleanup, fetches)
+
+``status`` on each class is the HTTP status the REST layer answers with; ``code`` is the
+machine-readable error code of the JSON error body.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "StorageUnavailableError",
+    "TmsCodecError",
+    "TmsError",
+    "TmsInvalidArgumentError",
+    "TmsTransientError",
+    "TopicAlreadyExistsError",
+    "TopicNotFoundError",
+    "TransactionServiceError",
+    "TransactionTooOldError",
+]
+
+
+class TmsError(Exception):
+    """Root of every error raised by ``tms``."""
+
+    status = 500
+    code = "internal_error"
+
+
+class TmsInvalidArgumentError(TmsError, ValueError):
+    """A request that can never succeed as given."""
+
+    status = 400
+    code = "invalid_argument"
+
+
+class TransactionTooOldError(TmsInvalidArgumentError):
+    """A transactional write whose transaction is older than the maximum lifetime."""
+
+    code = "transaction_too_old"
+
+
+class TopicNotFoundError(TmsError):
+    status = 404
+    code = "topic_not_found"
+
+    def __init__(self, topic: object) -> None:
+        super().__init__(f"Topic {topic} does not exist.")
+        self.topic = topic
+
+
+class TopicAlreadyExistsError(TmsError):
+    status = 409
+    code = "topic_exists"
+
+    def __init__(self, topic: object) -> None:
+        super().__init__(f"Topic {topic} already exists.")
+        self.topic = topic
+
+
+class TmsCodecError(TmsError, ValueError):
+    """Stored or wire bytes that do not decode."""
+
+    status = 400
+    code = "bad_encoding"
+
+
+class TmsTransientError(TmsError):
+    """The retryable branch."""
+
+    status = 503
+    code = "unavailable"
+
+
+class StorageUnavailableError(TmsTransientError):
+    """The store failed, or is closed."""
+
+    code = "storage_unavailable"
+
+
+class TransactionServiceError(TmsError):
+    """The transaction service could not be used."""
+
+    status = 503
+    code = "transaction_service_unavailable"

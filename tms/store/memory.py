@@ -1,0 +1,76 @@
+"""An in-memory ``KeyValueStore`` (tests, and ephemeral topics). See ``tms.store.kv``."""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left, insort
+from collections.abc import Iterator, Sequence
+
+from tms.errors import StorageUnavailableError
+
+__all__ = ["MemoryStore"]
+
+
+class _MemoryTable:
+    def __init__(self, owner: MemoryStore) -> None:
+        self._owner = owner
+        self._keys: list[bytes] = []
+        self._values: dict[bytes, bytes] = {}
+
+    def get(self, key: bytes) -> bytes | None:
+        with self._owner.lock:
+            self._owner.check_open()
+            return self._values.get(key)
+
+    def scan(
+        self, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        with self._owner.lock:
+            self._owner.check_open()
+            lo = bisect_left(self._keys, start)
+            hi = len(self._keys) if stop is None else bisect_left(self._keys, stop)
+            # A copy of the range: later writes must not show through (the contract's
+            # consistent view).
+            items = [(k, self._values[k]) for k in self._keys[lo:hi]]
+        if reverse:
+            items.reverse()
+        return iter(items)
+
+    def write(
+        self,
+        puts: Sequence[tuple[bytes, bytes]] = (),
+        deletes: Sequence[bytes] = (),
+        *,
+        sync: bool = True,
+    ) -> None:
+        with self._owner.lock:
+            self._owner.check_open()
+            for key, value in puts:
+                if key not in self._values:
+                    insort(self._keys, key)
+                self._values[key] = bytes(value)
+            for key in deletes:
+                if self._values.pop(key, None) is not None:
+                    del self._keys[bisect_left(self._keys, key)]
+
+
+class MemoryStore:
+    """See ``tms.store.kv.KeyValueStore``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._tables: dict[bytes, _MemoryTable] = {}
+        self._closed = False
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise StorageUnavailableError("the store is closed")
+
+    def table(self, name: bytes) -> _MemoryTable:
+        with self.lock:
+            if name not in self._tables:
+                self._tables[name] = _MemoryTable(self)
+            return self._tables[name]
+
+    def close(self) -> None:
+        self._closed = True

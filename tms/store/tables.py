@@ -1,0 +1,236 @@
+"""The message, payload and metadata tables, built once on any ``KeyValueStore``.
+
+* ``MessageTable``: rows keyed (topic, generation, publish_ms, seq); values carry the
+  optional transaction write pointer and the optional payload (``tms.codec.values``).
+* ``PayloadTable``: rows keyed (topic, generation, write pointer, write_ms, seq), written
+  ahead of a transaction's commit marker.
+* ``MetadataTable``: one row per topic; the generation lifecycle of the design.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from tms.codec import keys
+from tms.codec.values import (
+    MessageEntry,
+    decode_message_value,
+    decode_metadata,
+    decode_payload_value,
+    encode_message_value,
+    encode_metadata,
+    encode_payload_value,
+    negate_message_value,
+)
+from tms.errors import TopicAlreadyExistsError, TopicNotFoundError
+from tms.model import RollbackDetail, TopicId, TopicMetadata
+from tms.store.kv import KeyValueStore, TableStore
+
+__all__ = [
+    "MESSAGE_TABLE",
+    "METADATA_TABLE",
+    "PAYLOAD_TABLE",
+    "MessageRow",
+    "MessageTable",
+    "MetadataTable",
+    "PayloadRow",
+    "PayloadTable",
+    "Tables",
+]
+
+MESSAGE_TABLE = b"m"
+PAYLOAD_TABLE = b"p"
+METADATA_TABLE = b"t"
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    publish_ms: int
+    seq: int
+    entry: MessageEntry
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadRow:
+    tx_write_pointer: int
+    write_ms: int
+    p_seq: int
+    payload: bytes
+    ttl_s: int | None
+
+
+class MessageTable:
+    def __init__(self, store: TableStore) -> None:
+        self.store = store
+
+    def write(self, prefix: bytes, rows: Sequence[MessageRow]) -> None:
+        """Write ``rows`` of one topic generation atomically and durably."""
+        self.store.write(
+            [
+                (keys.message_key(prefix, r.publish_ms, r.seq), encode_message_value(r.entry))
+                for r in rows
+            ]
+        )
+
+    def scan(self, prefix: bytes, start: tuple[int, int] = (0, 0)) -> Iterator[MessageRow]:
+        """Rows from (publish_ms, seq) ``start`` to the end of the topic generation."""
+        stop = keys.stop_key_for_prefix(prefix)
+        for key, value in self.store.scan(keys.message_key(prefix, *start), stop):
+            _gen, publish_ms, seq = keys.decode_message_key(key)
+            yield MessageRow(publish_ms, seq, decode_message_value(value))
+
+    def last_position(self, prefix: bytes) -> tuple[int, int] | None:
+        """(publish_ms, seq) of the newest row of a topic generation, if any."""
+        for key, _value in self.store.scan(prefix, keys.stop_key_for_prefix(prefix), reverse=True):
+            _gen, publish_ms, seq = keys.decode_message_key(key)
+            return publish_ms, seq
+        return None
+
+    def rollback(self, prefix: bytes, detail: RollbackDetail) -> int:
+        """Negate the write pointer of every entry of ``detail``'s range written by its
+        transaction; return how many were rolled back. Entries of other writers in the
+        range (there should be none) are left alone."""
+        start = keys.message_key(prefix, detail.start_ms, detail.start_seq)
+        stop = keys.stop_key_for_prefix(keys.message_key(prefix, detail.end_ms, detail.end_seq))
+        puts = []
+        for key, value in self.store.scan(start, stop):
+            entry = decode_message_value(value)
+            if entry.tx_write_pointer == detail.tx_write_pointer:
+                negated = negate_message_value(value)
+                if negated is not None:
+                    puts.append((key, negated))
+        if puts:
+            self.store.write(puts)
+        return len(puts)
+
+
+class PayloadTable:
+    def __init__(self, store: TableStore) -> None:
+        self.store = store
+
+    def write(self, prefix: bytes, rows: Sequence[PayloadRow]) -> None:
+        self.store.write(
+            [
+                (
+                    keys.payload_key(prefix, r.tx_write_pointer, r.write_ms, r.p_seq),
+                    encode_payload_value(r.payload, r.ttl_s),
+                )
+                for r in rows
+            ]
+        )
+
+    def scan(
+        self,
+        prefix: bytes,
+        tx_write_pointer: int,
+        start: tuple[int, int] = (0, 0),
+        *,
+        inclusive: bool = True,
+    ) -> Iterator[PayloadRow]:
+        """The rows of one write pointer from (write_ms, p_seq) ``start``; with
+        ``inclusive=False`` a row exactly at ``start`` is skipped."""
+        wp_prefix = keys.payload_prefix(prefix, tx_write_pointer)
+        start_key = keys.payload_key(prefix, tx_write_pointer, *start)
+        for key, value in self.store.scan(start_key, keys.stop_key_for_prefix(wp_prefix)):
+            if not inclusive and key == start_key:
+                continue
+            _gen, wp, write_ms, p_seq = keys.decode_payload_key(key)
+            payload, ttl = decode_payload_value(value)
+            yield PayloadRow(wp, write_ms, p_seq, payload, ttl)
+
+    def last_position(self, prefix: bytes, tx_write_pointer: int) -> tuple[int, int] | None:
+        wp_prefix = keys.payload_prefix(prefix, tx_write_pointer)
+        for key, _value in self.store.scan(
+            wp_prefix, keys.stop_key_for_prefix(wp_prefix), reverse=True
+        ):
+            _gen, _wp, write_ms, p_seq = keys.decode_payload_key(key)
+            return write_ms, p_seq
+        return None
+
+
+class MetadataTable:
+    """Topic metadata with the design's generation lifecycle; thread-safe."""
+
+    def __init__(self, store: TableStore) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+
+    def _read(self, topic: TopicId) -> TopicMetadata | None:
+        value = self.store.get(keys.metadata_key(topic))
+        if value is None:
+            return None
+        return TopicMetadata(topic, decode_metadata(value))
+
+    def _put(self, metadata: TopicMetadata) -> None:
+        self.store.write(
+            [(keys.metadata_key(metadata.topic), encode_metadata(metadata.properties))]
+        )
+
+    def create(self, topic: TopicId, properties: dict[str, str]) -> TopicMetadata:
+        """Create (generation 1, or one above a deleted topic's); 409 if it exists."""
+        with self._lock:
+            current = self._read(topic)
+            generation = 1
+            if current is not None:
+                if current.exists:
+                    raise TopicAlreadyExistsError(topic)
+                generation = -current.generation + 1
+            metadata = TopicMetadata(topic, {**properties, "generation": str(generation)})
+            self._put(metadata)
+            return metadata
+
+    def update(self, topic: TopicId, properties: dict[str, str]) -> TopicMetadata:
+        """Replace every property, keeping the generation; 404 if absent or deleted."""
+        with self._lock:
+            current = self._read(topic)
+            if current is None or not current.exists:
+                raise TopicNotFoundError(topic)
+            metadata = TopicMetadata(topic, {**properties, "generation": str(current.generation)})
+            self._put(metadata)
+            return metadata
+
+    def delete(self, topic: TopicId) -> TopicMetadata:
+        """Negate the generation (other properties stay, for cleanup); 404 if absent."""
+        with self._lock:
+            current = self._read(topic)
+            if current is None or not current.exists:
+                raise TopicNotFoundError(topic)
+            deleted = current.with_generation(-current.generation)
+            self._put(deleted)
+            return deleted
+
+    def get(self, topic: TopicId) -> TopicMetadata:
+        current = self._read(topic)
+        if current is None or not current.exists:
+            raise TopicNotFoundError(topic)
+        return current
+
+    def list_topics(self, namespace: str) -> list[TopicId]:
+        """Existing topics of a namespace, in key order."""
+        prefix = keys.namespace_prefix(namespace)
+        return [m.topic for m in self._scan(prefix) if m.exists]
+
+    def scan_all(self) -> list[TopicMetadata]:
+        """Every topic row, deleted ones included (cleanup)."""
+        return list(self._scan(b""))
+
+    def _scan(self, prefix: bytes) -> Iterator[TopicMetadata]:
+        for key, value in self.store.scan(
+            prefix, keys.stop_key_for_prefix(prefix) if prefix else None
+        ):
+            yield TopicMetadata(keys.topic_id_from_metadata_key(key), decode_metadata(value))
+
+
+class Tables:
+    """The three tables of one store."""
+
+    def __init__(self, store: KeyValueStore) -> None:
+        self.kv = store
+        self.messages = MessageTable(store.table(MESSAGE_TABLE))
+        self.payloads = PayloadTable(store.table(PAYLOAD_TABLE))
+        self.metadata = MetadataTable(store.table(METADATA_TABLE))
+
+    def close(self) -> None:
+        self.kv.close()
