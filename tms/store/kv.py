@@ -3,8 +3,9 @@
 Contract:
 
 * keys and values are ``bytes``; keys order as unsigned bytes;
-* ``write(puts, deletes, sync)`` applies all of it atomically: after a crash either every
-  change is there or none; with ``sync=True`` it is durable when the call returns;
+* ``write(ops, sync)`` applies every ``(table, key, value or None to delete)`` atomically,
+  across tables: after a crash either every change is there or none; with ``sync=True``
+  it is durable when the call returns. ``TableStore.write`` is the one-table shorthand;
 * ``scan(start, stop)`` yields ``(key, value)`` with ``start <= key < stop`` (``stop`` None:
   to the end), ascending, or descending with ``reverse=True``; it sees one consistent
   state, unaffected by writes made while it is being consumed;
@@ -19,7 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-__all__ = ["KeyValueStore", "TableStore"]
+__all__ = ["KeyValueStore", "TableStore", "WriteOp"]
+
+WriteOp = tuple[bytes, bytes, bytes | None]
+"""(table name, key, value); a value of None deletes the key."""
 
 
 class TableStore(Protocol):
@@ -44,6 +48,9 @@ class KeyValueStore(Protocol):
     """A set of tables in one store."""
 
     def table(self, name: bytes) -> TableStore: ...
+
+    def write(self, ops: Sequence[WriteOp], *, sync: bool = True) -> None:
+        """Apply ``ops`` atomically (see the module docstring)."""
 
     def close(self) -> None:
         """Release the store; later calls raise ``StorageUnavailableError``."""

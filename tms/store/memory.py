@@ -7,6 +7,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterator, Sequence
 
 from tms.errors import StorageUnavailableError
+from tms.store.kv import WriteOp
 
 __all__ = ["MemoryStore"]
 
@@ -46,12 +47,19 @@ class _MemoryTable:
         with self._owner.lock:
             self._owner.check_open()
             for key, value in puts:
-                if key not in self._values:
-                    insort(self._keys, key)
-                self._values[key] = bytes(value)
+                self.apply(key, value)
             for key in deletes:
-                if self._values.pop(key, None) is not None:
-                    del self._keys[bisect_left(self._keys, key)]
+                self.apply(key, None)
+
+    def apply(self, key: bytes, value: bytes | None) -> None:
+        """One change; the caller holds the store's lock."""
+        if value is None:
+            if self._values.pop(key, None) is not None:
+                del self._keys[bisect_left(self._keys, key)]
+            return
+        if key not in self._values:
+            insort(self._keys, key)
+        self._values[key] = bytes(value)
 
 
 class MemoryStore:
@@ -71,6 +79,15 @@ class MemoryStore:
             if name not in self._tables:
                 self._tables[name] = _MemoryTable(self)
             return self._tables[name]
+
+    def write(self, ops: Sequence[WriteOp], *, sync: bool = True) -> None:
+        with self.lock:
+            self.check_open()
+            tables = self._tables
+            for name, key, value in ops:
+                if name not in tables:
+                    tables[name] = _MemoryTable(self)
+                tables[name].apply(key, value)
 
     def close(self) -> None:
         self._closed = True

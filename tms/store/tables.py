@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from tms.codec.values import (
 )
 from tms.errors import TopicAlreadyExistsError, TopicNotFoundError
 from tms.model import RollbackDetail, TopicId, TopicMetadata
-from tms.store.kv import KeyValueStore, TableStore
+from tms.store.kv import KeyValueStore, TableStore, WriteOp
 
 __all__ = [
     "MESSAGE_TABLE",
@@ -67,12 +68,22 @@ class MessageTable:
 
     def write(self, prefix: bytes, rows: Sequence[MessageRow]) -> None:
         """Write ``rows`` of one topic generation atomically and durably."""
-        self.store.write(
-            [
-                (keys.message_key(prefix, r.publish_ms, r.seq), encode_message_value(r.entry))
-                for r in rows
-            ]
-        )
+        self.store.write([(k, v) for _t, k, v in self.ops(prefix, rows) if v is not None])
+
+    @staticmethod
+    def ops(prefix: bytes, rows: Sequence[MessageRow]) -> list[WriteOp]:
+        return [
+            (
+                MESSAGE_TABLE,
+                keys.message_key(prefix, r.publish_ms, r.seq),
+                encode_message_value(r.entry),
+            )
+            for r in rows
+        ]
+
+    def get(self, prefix: bytes, publish_ms: int, seq: int) -> MessageEntry | None:
+        value = self.store.get(keys.message_key(prefix, publish_ms, seq))
+        return decode_message_value(value) if value is not None else None
 
     def scan(self, prefix: bytes, start: tuple[int, int] = (0, 0)) -> Iterator[MessageRow]:
         """Rows from (publish_ms, seq) ``start`` to the end of the topic generation."""
@@ -89,37 +100,65 @@ class MessageTable:
         return None
 
     def rollback(self, prefix: bytes, detail: RollbackDetail) -> int:
+        """Roll back ``detail`` now; return how many entries were negated."""
+        ops = self.rollback_ops(prefix, detail)
+        if ops:
+            self.store.write([(k, v) for _t, k, v in ops if v is not None])
+        return len(ops)
+
+    def rollback_ops(self, prefix: bytes, detail: RollbackDetail) -> list[WriteOp]:
         """Negate the write pointer of every entry of ``detail``'s range written by its
-        transaction; return how many were rolled back. Entries of other writers in the
-        range (there should be none) are left alone."""
+        transaction. Entries of other writers in the range (there should be none) and
+        entries already negated are left alone."""
         start = keys.message_key(prefix, detail.start_ms, detail.start_seq)
         stop = keys.stop_key_for_prefix(keys.message_key(prefix, detail.end_ms, detail.end_seq))
-        puts = []
+        ops: list[WriteOp] = []
         for key, value in self.store.scan(start, stop):
-            entry = decode_message_value(value)
-            if entry.tx_write_pointer == detail.tx_write_pointer:
+            if decode_message_value(value).tx_write_pointer == detail.tx_write_pointer:
                 negated = negate_message_value(value)
                 if negated is not None:
-                    puts.append((key, negated))
-        if puts:
-            self.store.write(puts)
-        return len(puts)
+                    ops.append((MESSAGE_TABLE, key, negated))
+        return ops
+
+
+_SEAL_POSITION = (2**63 - 1, 0xFFFF)
+_SEAL = struct.Struct(">qH")
 
 
 class PayloadTable:
+    """Payload rows, plus one *seal* row per write pointer whose commit marker was
+    published: it sits after every payload row of the write pointer (at the largest
+    position) and holds the marker's (publish_ms, seq)."""
+
     def __init__(self, store: TableStore) -> None:
         self.store = store
 
     def write(self, prefix: bytes, rows: Sequence[PayloadRow]) -> None:
-        self.store.write(
-            [
-                (
-                    keys.payload_key(prefix, r.tx_write_pointer, r.write_ms, r.p_seq),
-                    encode_payload_value(r.payload, r.ttl_s),
-                )
-                for r in rows
-            ]
-        )
+        self.store.write([(k, v) for _t, k, v in self.ops(prefix, rows) if v is not None])
+
+    @staticmethod
+    def ops(prefix: bytes, rows: Sequence[PayloadRow]) -> list[WriteOp]:
+        return [
+            (
+                PAYLOAD_TABLE,
+                keys.payload_key(prefix, r.tx_write_pointer, r.write_ms, r.p_seq),
+                encode_payload_value(r.payload, r.ttl_s),
+            )
+            for r in rows
+        ]
+
+    @staticmethod
+    def seal_op(prefix: bytes, tx_write_pointer: int, marker: tuple[int, int]) -> WriteOp:
+        key = keys.payload_key(prefix, tx_write_pointer, *_SEAL_POSITION)
+        return PAYLOAD_TABLE, key, b"\x01" + _SEAL.pack(*marker)
+
+    def seal_of(self, prefix: bytes, tx_write_pointer: int) -> tuple[int, int] | None:
+        """The (publish_ms, seq) of the commit marker that sealed ``tx_write_pointer``."""
+        value = self.store.get(keys.payload_key(prefix, tx_write_pointer, *_SEAL_POSITION))
+        if value is None:
+            return None
+        ms, seq = _SEAL.unpack_from(value, 1)
+        return int(ms), int(seq)
 
     def scan(
         self,
@@ -131,9 +170,9 @@ class PayloadTable:
     ) -> Iterator[PayloadRow]:
         """The rows of one write pointer from (write_ms, p_seq) ``start``; with
         ``inclusive=False`` a row exactly at ``start`` is skipped."""
-        wp_prefix = keys.payload_prefix(prefix, tx_write_pointer)
         start_key = keys.payload_key(prefix, tx_write_pointer, *start)
-        for key, value in self.store.scan(start_key, keys.stop_key_for_prefix(wp_prefix)):
+        seal_key = keys.payload_key(prefix, tx_write_pointer, *_SEAL_POSITION)
+        for key, value in self.store.scan(start_key, seal_key):
             if not inclusive and key == start_key:
                 continue
             _gen, wp, write_ms, p_seq = keys.decode_payload_key(key)

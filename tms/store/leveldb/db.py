@@ -16,6 +16,7 @@ from typing import Any
 import plyvel
 
 from tms.errors import StorageUnavailableError
+from tms.store.kv import WriteOp
 
 __all__ = ["LevelDBStore"]
 
@@ -104,6 +105,17 @@ class LevelDBStore:
         if name not in self._tables:
             self._tables[name] = _LevelDBTable(self, name)
         return self._tables[name]
+
+    def write(self, ops: Sequence[WriteOp], *, sync: bool = True) -> None:
+        try:
+            with self.db.write_batch(sync=sync) as batch:
+                for name, key, value in ops:
+                    if value is None:
+                        batch.delete(name + b"/" + key)
+                    else:
+                        batch.put(name + b"/" + key, value)
+        except (plyvel.Error, RuntimeError) as exc:
+            raise StorageUnavailableError(f"LevelDB write failed: {exc}") from exc
 
     def close(self) -> None:
         if not self.db.closed:

@@ -1,0 +1,35 @@
+"""Configuration of the messaging core: typed, validated, frozen, built once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tms.errors import TmsInvalidArgumentError
+from tms.model import DEFAULT_TTL_S
+
+__all__ = ["TmsConfig"]
+
+
+@dataclass(frozen=True)
+class TmsConfig:
+    default_ttl_s: int = DEFAULT_TTL_S
+    """TTL of topics created without one."""
+    tx_max_lifetime_s: int = 90_000
+    """Transactional publish and store are refused once the transaction is older than
+    this (it must match the transaction manager's ``max_lifetime_s``)."""
+    cleanup_interval_s: float = 3600.0
+    """How often cleanup runs in the background; <= 0 disables the thread."""
+    cleanup_batch_rows: int = 10_000
+    """Rows deleted or rewritten per synced write during cleanup."""
+    cleanup_clock_skew_s: int = 3600
+    """Allowance for the transaction server's clock running ahead of ours when looking
+    for entries of invalid transactions."""
+    truncate_invalid: bool = False
+    """After cleanup has negated the entries of invalid transactions older than the max
+    lifetime, truncate them from the transaction manager's invalid list."""
+
+    def __post_init__(self) -> None:
+        if self.default_ttl_s <= 0 or self.tx_max_lifetime_s <= 0:
+            raise TmsInvalidArgumentError("default_ttl_s and tx_max_lifetime_s must be positive")
+        if self.cleanup_batch_rows <= 0 or self.cleanup_clock_skew_s < 0:
+            raise TmsInvalidArgumentError("bad cleanup settings")

@@ -1,0 +1,96 @@
+"""Metrics of the messaging core, in a registry per service (so tests and several
+services in one process do not share counters). Exported in Prometheus text format by
+the HTTP service; readable directly in tests.
+
+Names follow Prometheus conventions (``_total`` counters, base units).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from tms.model import TopicId
+
+__all__ = ["TmsMetrics"]
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 16384)
+
+
+class TmsMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.published_messages = Counter(
+            "tms_published_messages",
+            "Messages written (publish and store)",
+            ["namespace", "topic", "op"],
+            registry=r,
+        )
+        self.published_bytes = Counter(
+            "tms_published_bytes", "Payload bytes written", ["namespace", "topic", "op"], registry=r
+        )
+        self.requests = Counter("tms_requests", "Core operations", ["op", "outcome"], registry=r)
+        self.fetched_messages = Counter(
+            "tms_fetched_messages",
+            "Messages returned to consumers",
+            ["namespace", "topic"],
+            registry=r,
+        )
+        self.fetched_bytes = Counter(
+            "tms_fetched_bytes", "Payload bytes returned", ["namespace", "topic"], registry=r
+        )
+        self.rolled_back = Counter(
+            "tms_rolled_back_entries", "Entries negated by rollback", registry=r
+        )
+        self.batch_operations = Histogram(
+            "tms_writer_batch_operations",
+            "Operations per group-committed write",
+            buckets=_BATCH_BUCKETS,
+            registry=r,
+        )
+        self.write_seconds = Histogram(
+            "tms_writer_batch_seconds",
+            "Time to build and sync one batch",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.queue_length = Gauge(
+            "tms_writer_queue_length", "Operations in the last batch's queue", registry=r
+        )
+        self.latency = Histogram(
+            "tms_operation_seconds",
+            "Core operation latency",
+            ["op"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.cleanup_deleted = Counter(
+            "tms_cleanup_deleted_rows", "Rows removed by cleanup", ["reason"], registry=r
+        )
+        self.cleanup_negated = Counter(
+            "tms_cleanup_negated_entries", "Entries of invalid transactions negated", registry=r
+        )
+        self.truncated_invalid = Counter(
+            "tms_invalid_ids_truncated",
+            "Invalid transaction ids truncated from the manager",
+            registry=r,
+        )
+
+    def wrote(self, topic: TopicId, op: str, messages: int, payload_bytes: int) -> None:
+        self.published_messages.labels(topic.namespace, topic.topic, op).inc(messages)
+        self.published_bytes.labels(topic.namespace, topic.topic, op).inc(payload_bytes)
+
+    def fetched(self, topic: TopicId, messages: int, payload_bytes: int) -> None:
+        self.fetched_messages.labels(topic.namespace, topic.topic).inc(messages)
+        self.fetched_bytes.labels(topic.namespace, topic.topic).inc(payload_bytes)
+
+    def value(self, name: str, labels: dict[str, str] | None = None) -> float:
+        """A sample's current value (0 when absent), for tests and the CLI."""
+        value = self.registry.get_sample_value(name, labels or {})
+        return float(value) if value is not None else 0.0
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format."""
+        data: bytes = generate_latest(self.registry)
+        return data

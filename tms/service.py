@@ -1,0 +1,264 @@
+"""``MessagingService``: topics, publishing, rollback and consumption over the tables.
+
+Contract (every method thread-safe; errors from ``tms.errors``):
+
+* topics: ``create_topic`` (409 if it exists), ``update_topic`` (replaces the properties,
+  keeps the generation), ``get_topic``, ``list_topics``, ``delete_topic`` (the generation
+  is negated at once: the old data is invisible from then on and cleaned up later; a new
+  create starts the next generation). Unknown or deleted topics raise
+  ``TopicNotFoundError``.
+* ``publish`` returns only once the messages are durable; the ``RollbackDetail`` of a
+  transactional publish is what ``rollback`` takes. ``store`` stages payloads under a write
+  pointer; an empty transactional ``publish`` is the commit marker that makes them
+  visible. Transactional publish and store are refused (``TransactionTooOldError``) once
+  the transaction is older than ``tx_max_lifetime_s``: its id may already have been
+  truncated from the invalid list.
+* ``fetch`` reads with ``tms.fetcher`` semantics and returns a ``FetchResult``.
+* long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
+  entries; ``wait_for_change`` blocks until it moves past a version or a timeout, and
+  ``add_listener`` tells event loops without blocking a thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from tms.config import TmsConfig
+from tms.errors import TmsError, TransactionTooOldError
+from tms.fetcher import FetchRequest, MessageFetcher
+from tms.metrics import TmsMetrics
+from tms.model import (
+    Message,
+    RollbackDetail,
+    StoreRequest,
+    TopicId,
+    TopicMetadata,
+    validate_namespace,
+)
+from tms.store.kv import KeyValueStore
+from tms.store.tables import Tables
+from tms.writer import BatchStats, TopicWriter
+from txn.clock import SYSTEM_CLOCK, Clock
+from txn.transaction import MAX_TX_PER_MS
+
+__all__ = ["FetchResult", "MessagingService", "TopicListener"]
+
+log = logging.getLogger(__name__)
+
+TopicListener = Callable[[TopicId, int], None]
+"""Called with (topic, new version) after new entries landed; on the writer's thread."""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """``held``: the read stopped at an entry of a transaction the reader cannot see yet
+    (a newer transaction snapshot is needed to pass it)."""
+
+    messages: list[Message]
+    held: bool
+    version: int
+
+
+class MessagingService:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        store: KeyValueStore,
+        config: TmsConfig | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        metrics: TmsMetrics | None = None,
+    ) -> None:
+        self.config = config or TmsConfig()
+        self.tables = Tables(store)
+        self.metrics = metrics or TmsMetrics()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._topics: dict[TopicId, TopicMetadata] = {}
+        self._writers: dict[tuple[TopicId, int], TopicWriter] = {}
+        self._versions: dict[TopicId, int] = {}
+        self._changed = threading.Condition(self._lock)
+        self._listeners: list[TopicListener] = []
+        self._closed = False
+
+    # -- topics -------------------------------------------------------------------------
+
+    def create_topic(
+        self, topic: TopicId, properties: Mapping[str, str] | None = None
+    ) -> TopicMetadata:
+        props = {"ttl": str(self.config.default_ttl_s), **(properties or {})}
+        props.pop("generation", None)
+        metadata = self.tables.metadata.create(topic, props)
+        with self._lock:
+            self._topics[topic] = metadata
+        return metadata
+
+    def update_topic(self, topic: TopicId, properties: Mapping[str, str]) -> TopicMetadata:
+        props = {"ttl": str(self.config.default_ttl_s), **properties}
+        props.pop("generation", None)
+        metadata = self.tables.metadata.update(topic, props)
+        with self._lock:
+            self._topics[topic] = metadata
+            writer = self._writers.get((topic, metadata.generation))
+            if writer is not None:
+                writer.metadata = metadata
+        return metadata
+
+    def delete_topic(self, topic: TopicId) -> None:
+        deleted = self.tables.metadata.delete(topic)
+        with self._lock:
+            self._topics.pop(topic, None)
+            writer = self._writers.pop((topic, -deleted.generation), None)
+            self._bump(topic)
+        if writer is not None:
+            writer.close()
+
+    def get_topic(self, topic: TopicId) -> TopicMetadata:
+        with self._lock:
+            cached = self._topics.get(topic)
+        if cached is not None:
+            return cached
+        metadata = self.tables.metadata.get(topic)
+        with self._lock:
+            self._topics[topic] = metadata
+        return metadata
+
+    def list_topics(self, namespace: str) -> list[TopicId]:
+        return self.tables.metadata.list_topics(validate_namespace(namespace))
+
+    # -- writing ------------------------------------------------------------------------
+
+    def publish(self, request: StoreRequest) -> RollbackDetail | None:
+        started = time.perf_counter()
+        try:
+            self._check_lifetime(request)
+            result = self._writer(request.topic).publish(request)
+        except TmsError:
+            self.metrics.requests.labels("publish", "error").inc()
+            raise
+        self.metrics.requests.labels("publish", "ok").inc()
+        self.metrics.latency.labels("publish").observe(time.perf_counter() - started)
+        return result
+
+    def store(self, request: StoreRequest) -> None:
+        started = time.perf_counter()
+        try:
+            self._check_lifetime(request)
+            self._writer(request.topic).store(request)
+        except TmsError:
+            self.metrics.requests.labels("store", "error").inc()
+            raise
+        self.metrics.requests.labels("store", "ok").inc()
+        self.metrics.latency.labels("store").observe(time.perf_counter() - started)
+
+    def rollback(self, topic: TopicId, detail: RollbackDetail) -> int:
+        """Roll back a transactional publish in the topic's current generation; the
+        number of entries negated."""
+        count = self._writer(topic).rollback(detail)
+        self.metrics.requests.labels("rollback", "ok").inc()
+        return count
+
+    def _check_lifetime(self, request: StoreRequest) -> None:
+        wp = request.tx_write_pointer
+        if wp is None:
+            return
+        started_ms = wp // MAX_TX_PER_MS
+        lifetime_ms = self.config.tx_max_lifetime_s * 1000
+        if started_ms + lifetime_ms <= self._clock.now_ms():
+            raise TransactionTooOldError(
+                f"Transaction {wp} has exceeded max lifetime {lifetime_ms} ms"
+            )
+
+    def _writer(self, topic: TopicId) -> TopicWriter:
+        metadata = self.get_topic(topic)
+        key = (topic, metadata.generation)
+        with self._lock:
+            if self._closed:
+                raise TmsError("the messaging service is closed")
+            writer = self._writers.get(key)
+            if writer is None:
+                writer = TopicWriter(self.tables, metadata, self._clock, on_batch=self._on_batch)
+                self._writers[key] = writer
+            return writer
+
+    def _on_batch(self, metadata: TopicMetadata, stats: BatchStats) -> None:
+        m = self.metrics
+        m.batch_operations.observe(stats.operations)
+        m.write_seconds.observe(stats.seconds)
+        m.queue_length.set(stats.queue_length)
+        if stats.messages:
+            m.wrote(metadata.topic, "write", stats.messages, stats.payload_bytes)
+        if stats.rolled_back:
+            m.rolled_back.inc(stats.rolled_back)
+        if stats.published:
+            with self._lock:
+                version = self._bump(metadata.topic)
+            for listener in list(self._listeners):
+                try:
+                    listener(metadata.topic, version)
+                except Exception:
+                    log.exception("topic listener failed")
+
+    # -- reading ------------------------------------------------------------------------
+
+    def fetch(self, topic: TopicId, request: FetchRequest | None = None) -> FetchResult:
+        """Read ``topic``; ``version`` is the topic's version before the read (wait on it
+        when the result is empty or held)."""
+        started = time.perf_counter()
+        metadata = self.get_topic(topic)
+        version = self.version(topic)
+        fetcher = MessageFetcher(
+            self.tables, metadata, request or FetchRequest(), self._clock.now_ms()
+        )
+        messages = list(fetcher)
+        self.metrics.fetched(topic, len(messages), sum(len(m.payload) for m in messages))
+        self.metrics.requests.labels("fetch", "ok").inc()
+        self.metrics.latency.labels("fetch").observe(time.perf_counter() - started)
+        return FetchResult(messages, fetcher.held, version)
+
+    # -- change notification --------------------------------------------------------------
+
+    def _bump(self, topic: TopicId) -> int:
+        version = self._versions.get(topic, 0) + 1
+        self._versions[topic] = version
+        self._changed.notify_all()
+        return version
+
+    def version(self, topic: TopicId) -> int:
+        with self._lock:
+            return self._versions.get(topic, 0)
+
+    def wait_for_change(self, topic: TopicId, version: int, timeout_s: float) -> int:
+        """Block until ``topic``'s version differs from ``version`` or the timeout passes;
+        return the version now."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while self._versions.get(topic, 0) == version and not self._closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._changed.wait(remaining)
+            return self._versions.get(topic, 0)
+
+    def add_listener(self, listener: TopicListener) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: TopicListener) -> None:
+        self._listeners.remove(listener)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            writers = list(self._writers.values())
+            self._writers.clear()
+            self._changed.notify_all()
+        for writer in writers:
+            writer.close()
+        self.tables.close()

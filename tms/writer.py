@@ -1,0 +1,295 @@
+"""``TopicWriter``: the single writer of one topic generation, with group commit.
+
+Every publish, store and rollback of a topic goes through its writer. Callers queue their
+operation; whoever finds no write running becomes the leader, takes *everything* queued,
+turns it into rows and writes them in **one synced, atomic batch**, then wakes the
+others. So:
+
+* ids ``(publish_ms, seq)`` are assigned and made durable in one order, and a reply goes
+  out only after its rows are durable: a consumer that has read up to id X never later
+  finds a new entry below X;
+* ``publish_ms = max(now, last)``: it never goes back when the clock does, and on open
+  the writer resumes after the newest row in the table; when ``seq`` passes 0xFFFF the
+  writer moves to the next millisecond (which may run ahead of the clock);
+* each request's entries are contiguous; an empty transactional request becomes one
+  reference entry (the commit marker);
+* a commit marker *seals* its write pointer in the payload table: later stores under it
+  are refused (consumers that already expanded the marker would never see them), and
+  publishing the marker again returns the first marker's range instead of a duplicate
+  (unless that one was rolled back);
+* an operation that is invalid on its own fails alone; a storage failure fails the
+  whole batch and nothing of it is written.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tms.codec import keys
+from tms.codec.values import MessageEntry
+from tms.errors import StorageUnavailableError, TmsError, TmsInvalidArgumentError
+from tms.model import RollbackDetail, StoreRequest, TopicMetadata
+from tms.store.kv import WriteOp
+from tms.store.tables import MessageRow, MessageTable, PayloadRow, PayloadTable, Tables
+from txn.clock import Clock
+
+__all__ = ["BatchStats", "TopicWriter"]
+
+_MAX_SEQ = 0xFFFF
+_PAYLOAD_POSITION_CACHE = 10_000
+
+
+@dataclass(slots=True)
+class _Op:
+    kind: str  # "publish" | "store" | "rollback"
+    arg: Any
+    result: Any = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStats:
+    """What one group-committed batch did (for metrics and notifications)."""
+
+    operations: int
+    messages: int
+    payload_bytes: int
+    rolled_back: int
+    queue_length: int
+    seconds: float
+    published: bool = field(default=False)
+
+
+class TopicWriter:
+    """See the module docstring. Thread-safe."""
+
+    def __init__(
+        self,
+        tables: Tables,
+        metadata: TopicMetadata,
+        clock: Clock,
+        *,
+        on_batch: Callable[[TopicMetadata, BatchStats], None] | None = None,
+        monotonic: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.metadata = metadata
+        self._tables = tables
+        self._clock = clock
+        self._on_batch = on_batch
+        self._monotonic = monotonic
+        self._prefix = keys.topic_prefix(metadata.topic, metadata.generation)
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: list[_Op] = []
+        self._writing = False
+        self._closed = False
+        last = tables.messages.last_position(self._prefix)
+        self._ms, self._next_seq = (last[0], last[1] + 1) if last is not None else (0, 0)
+        self._payload_positions: dict[int, tuple[int, int]] = {}
+        self._now = 0
+
+    @property
+    def queue_length(self) -> int:
+        return len(self._queue)
+
+    # -- public operations --------------------------------------------------------------
+
+    def publish(self, request: StoreRequest) -> RollbackDetail | None:
+        """Append ``request``'s messages; the rollback range for a transactional one."""
+        if not request.payloads and not request.transactional:
+            raise TmsInvalidArgumentError(
+                "Empty payload is only allowed for publishing transactional message. "
+                f"Topic: {request.topic}"
+            )
+        result: RollbackDetail | None = self._submit(_Op("publish", request))
+        return result
+
+    def store(self, request: StoreRequest) -> None:
+        """Stage ``request``'s payloads in the payload table under its write pointer."""
+        if not request.transactional or not request.payloads:
+            raise TmsInvalidArgumentError(
+                f"Store request must be transactional with payload. Topic: {request.topic}"
+            )
+        self._submit(_Op("store", request))
+
+    def rollback(self, detail: RollbackDetail) -> int:
+        """Negate the write pointer of ``detail``'s entries; how many were negated."""
+        count: int = self._submit(_Op("rollback", detail))
+        return count
+
+    def close(self) -> None:
+        """Refuse new operations (queued ones are still written)."""
+        with self._cond:
+            self._closed = True
+
+    # -- group commit -------------------------------------------------------------------
+
+    def _submit(self, op: _Op) -> Any:
+        with self._cond:
+            if self._closed:
+                raise StorageUnavailableError(f"the writer of {self.metadata.topic} is closed")
+            self._queue.append(op)
+            while not op.done:
+                if not self._writing:
+                    self._writing = True
+                    batch, self._queue = self._queue, []
+                    break
+                self._cond.wait()
+            else:
+                return self._outcome(op)
+        try:
+            stats = self._write_batch(batch)
+        finally:
+            with self._cond:
+                self._writing = False
+                for queued in batch:
+                    queued.done = True
+                self._cond.notify_all()
+        if stats is not None and self._on_batch is not None:
+            self._on_batch(self.metadata, stats)
+        return self._outcome(op)
+
+    @staticmethod
+    def _outcome(op: _Op) -> Any:
+        if op.error is not None:
+            raise op.error
+        return op.result
+
+    def _write_batch(self, batch: list[_Op]) -> BatchStats | None:
+        started = self._monotonic()
+        self._now = self._clock.now_ms()  # one timestamp per batch, unless seq overflows
+        queue_length = len(batch)
+        ops: list[WriteOp] = []
+        messages = payload_bytes = rolled_back = 0
+        sealed: dict[int, tuple[int, int]] = {}
+        published = False
+        for op in batch:
+            try:
+                if op.kind == "publish":
+                    request: StoreRequest = op.arg
+                    rows, op.result, seal = self._publish_rows(request, sealed)
+                    ops.extend(MessageTable.ops(self._prefix, rows))
+                    if seal is not None:
+                        ops.append(seal)
+                    messages += len(request.payloads)
+                    payload_bytes += sum(len(p) for p in request.payloads)
+                    published = published or bool(rows)
+                elif op.kind == "store":
+                    request = op.arg
+                    ops.extend(PayloadTable.ops(self._prefix, self._store_rows(request, sealed)))
+                    messages += len(request.payloads)
+                    payload_bytes += sum(len(p) for p in request.payloads)
+                else:
+                    negations = self._tables.messages.rollback_ops(self._prefix, op.arg)
+                    op.result = len(negations)
+                    ops.extend(negations)
+                    rolled_back += len(negations)
+            except TmsError as exc:
+                op.error = exc
+        if not ops:
+            return None
+        try:
+            self._tables.kv.write(ops, sync=True)
+        except TmsError as exc:
+            for op in batch:
+                if op.error is None:
+                    op.error = exc
+                    op.result = None
+            self._payload_positions.clear()  # positions handed out were not written
+            return None
+        return BatchStats(
+            operations=len(batch),
+            messages=messages,
+            payload_bytes=payload_bytes,
+            rolled_back=rolled_back,
+            queue_length=queue_length,
+            seconds=self._monotonic() - started,
+            published=published or rolled_back > 0,
+        )
+
+    # -- rows ---------------------------------------------------------------------------
+
+    def _next_position(self) -> tuple[int, int]:
+        now = self._now
+        if now > self._ms:
+            self._ms, self._next_seq = now, 0
+        elif self._next_seq > _MAX_SEQ:
+            self._ms, self._next_seq = self._ms + 1, 0
+        position = (self._ms, self._next_seq)
+        self._next_seq += 1
+        return position
+
+    def _publish_rows(
+        self, request: StoreRequest, sealed: dict[int, tuple[int, int]]
+    ) -> tuple[list[MessageRow], RollbackDetail | None, WriteOp | None]:
+        wp = request.tx_write_pointer
+        if wp is None:
+            rows = [
+                MessageRow(*self._next_position(), MessageEntry(None, p, request.ttl_of(i)))
+                for i, p in enumerate(request.payloads)
+            ]
+            return rows, None, None
+        if request.payloads:
+            rows = [
+                MessageRow(*self._next_position(), MessageEntry(wp, p, request.ttl_of(i)))
+                for i, p in enumerate(request.payloads)
+            ]
+            first, last = rows[0], rows[-1]
+            return (
+                rows,
+                RollbackDetail(wp, first.publish_ms, first.seq, last.publish_ms, last.seq),
+                None,
+            )
+        # A commit marker: publish it once per write pointer.
+        existing = sealed.get(wp) or self._tables.payloads.seal_of(self._prefix, wp)
+        if existing is not None and (wp in sealed or self._entry_pointer(existing) == wp):
+            return [], RollbackDetail(wp, existing[0], existing[1], existing[0], existing[1]), None
+        ms, seq = self._next_position()
+        sealed[wp] = (ms, seq)
+        seal = PayloadTable.seal_op(self._prefix, wp, (ms, seq))
+        return (
+            [MessageRow(ms, seq, MessageEntry(wp, None))],
+            RollbackDetail(wp, ms, seq, ms, seq),
+            seal,
+        )
+
+    def _entry_pointer(self, position: tuple[int, int]) -> int | None:
+        entry = self._tables.messages.get(self._prefix, *position)
+        return entry.tx_write_pointer if entry is not None else None
+
+    def _store_rows(
+        self, request: StoreRequest, sealed: dict[int, tuple[int, int]]
+    ) -> list[PayloadRow]:
+        wp = request.tx_write_pointer
+        assert wp is not None
+        if wp in sealed or self._tables.payloads.seal_of(self._prefix, wp) is not None:
+            raise TmsInvalidArgumentError(
+                f"transaction {wp} already published its commit marker to {request.topic}; "
+                "payloads stored now would never be seen"
+            )
+        rows = []
+        for i, payload in enumerate(request.payloads):
+            ms, seq = self._next_payload_position(wp)
+            rows.append(PayloadRow(wp, ms, seq, payload, request.ttl_of(i)))
+        return rows
+
+    def _next_payload_position(self, wp: int) -> tuple[int, int]:
+        last = self._payload_positions.get(wp)
+        if last is None:
+            if len(self._payload_positions) >= _PAYLOAD_POSITION_CACHE:
+                self._payload_positions.clear()
+            last = self._tables.payloads.last_position(self._prefix, wp) or (0, -1)
+        last_ms, last_seq = last
+        now = self._now
+        if now > last_ms:
+            position = (now, 0)
+        elif last_seq >= _MAX_SEQ:
+            position = (last_ms + 1, 0)
+        else:
+            position = (last_ms, last_seq + 1)
+        self._payload_positions[wp] = position
+        return position
