@@ -86,6 +86,10 @@ class MessagingService:
         self._listeners: list[TopicListener] = []
         self._closed = False
 
+    def now_ms(self) -> int:
+        """The service's clock."""
+        return self._clock.now_ms()
+
     # -- topics -------------------------------------------------------------------------
 
     def create_topic(

@@ -1,0 +1,184 @@
+"""CDAP's DataCleanupTest and testInvalidTx, and truncation of the invalid list with a
+real transaction manager."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import pytest
+
+from tests.fakes import FakeClock
+from tests.tms.helpers import payloads
+from tms.cleanup import Cleaner, is_older_generation
+from tms.codec import keys
+from tms.config import TmsConfig
+from tms.errors import TransactionTooOldError
+from tms.fetcher import FetchRequest
+from tms.model import StoreRequest, TopicId
+from tms.service import MessagingService
+from tms.store.kv import KeyValueStore
+from txn.config import TxConfig
+from txn.inmemory import InProcessTxClient
+from txn.manager import TransactionManager
+
+T1 = TopicId("ns", "t1")
+NOW = 1_700_000_000_000
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW)
+
+
+@pytest.fixture
+def svc(kv: KeyValueStore, clock: FakeClock) -> Iterator[MessagingService]:
+    service = MessagingService(
+        kv, TmsConfig(tx_max_lifetime_s=60, cleanup_batch_rows=3), clock=clock
+    )
+    yield service
+    service.close()
+
+
+def rows(svc: MessagingService) -> tuple[int, int]:
+    prefix = keys.topic_name_prefix(T1)
+    stop = keys.stop_key_for_prefix(prefix)
+    messages = sum(1 for _ in svc.tables.messages.store.scan(prefix, stop))
+    stored = sum(1 for _ in svc.tables.payloads.store.scan(prefix, stop))
+    return messages, stored
+
+
+def test_generations_rule() -> None:
+    assert [is_older_generation(d, c) for d, c in ((3, 5), (3, -3), (6, 5), (6, 6), (6, -5))] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+
+
+def test_ttl_cleanup_of_both_tables(svc: MessagingService, clock: FakeClock) -> None:
+    svc.create_topic(T1, {"ttl": "3"})
+    wp = NOW * 1_000_000
+    svc.store(StoreRequest.of(T1, ["p"], tx_write_pointer=wp))
+    svc.publish(StoreRequest.of(T1, [], tx_write_pointer=wp))
+    for i in range(10):
+        svc.publish(StoreRequest.of(T1, [f"m{i}"], tx_write_pointer=wp))
+    cleaner = Cleaner(svc)
+    assert cleaner.run_once().deleted_expired == 0
+    assert rows(svc) == (11, 2)  # payload row + the marker's seal
+    clock.advance(3_001)
+    report = cleaner.run_once()
+    assert report.deleted_expired == 13 and rows(svc) == (0, 0)
+
+
+def test_ttl_cleanup_stops_at_live_rows(svc: MessagingService, clock: FakeClock) -> None:
+    svc.create_topic(T1, {"ttl": "3"})
+    svc.publish(StoreRequest.of(T1, ["old1", "old2"]))
+    clock.advance(2_000)
+    svc.publish(StoreRequest.of(T1, ["new"]))
+    clock.advance(1_500)
+    assert Cleaner(svc).run_once().deleted_expired == 2
+    assert payloads(svc.fetch(T1).messages) == [b"new"]
+
+
+def test_old_generation_cleanup(svc: MessagingService) -> None:
+    svc.create_topic(T1, {"ttl": "100000"})
+    wp = NOW * 1_000_000
+    svc.publish(StoreRequest.of(T1, ["data"], tx_write_pointer=wp))
+    svc.store(StoreRequest.of(T1, ["stored"], tx_write_pointer=wp))
+    assert Cleaner(svc).run_once().deleted_old_generation == 0
+    svc.delete_topic(T1)
+    svc.create_topic(T1)  # generation 2
+    assert Cleaner(svc).run_once().deleted_old_generation == 2
+    assert rows(svc) == (0, 0)
+    assert svc.fetch(T1).messages == []
+
+
+def test_deleted_topic_data_is_removed(svc: MessagingService) -> None:
+    svc.create_topic(T1)
+    svc.publish(StoreRequest.of(T1, ["a", "b"]))
+    svc.delete_topic(T1)
+    assert Cleaner(svc).run_once().deleted_old_generation == 2
+
+
+@pytest.fixture
+def manager(clock: FakeClock) -> Iterator[TransactionManager]:
+    m = TransactionManager(
+        TxConfig(cleanup_interval_s=0, snapshot_interval_s=0, max_lifetime_s=60), clock=clock
+    )
+    m.start()
+    yield m
+    m.stop()
+
+
+def test_invalid_transactions_are_negated_and_truncated(
+    kv: KeyValueStore, clock: FakeClock, manager: TransactionManager
+) -> None:
+    config = TmsConfig(tx_max_lifetime_s=60, truncate_invalid=True)
+    svc = MessagingService(kv, config, clock=clock)
+    client = InProcessTxClient(manager)
+    svc.create_topic(T1)
+    # Given a transaction that published and was then invalidated
+    bad = client.start_short()
+    svc.publish(StoreRequest.of(T1, ["bad"], tx_write_pointer=bad.write_pointer))
+    client.invalidate(bad.transaction_id)
+    good = client.start_short()
+    svc.publish(StoreRequest.of(T1, ["good"], tx_write_pointer=good.write_pointer))
+    client.commit_or_throw(good)
+    reader = client.start_short()
+    assert payloads(svc.fetch(T1, FetchRequest(transaction=reader)).messages) == [b"good"]
+    cleaner = Cleaner(svc, client, grace_s=10)
+
+    # When cleanup runs before the invalid transaction has outlived its lifetime
+    report = cleaner.run_once()
+    assert report.negated_invalid == 1
+    assert report.truncated == []  # too young: it could still write
+    assert manager.invalid_size() == 1
+
+    # Then, once it is older than lifetime + grace, it is truncated
+    clock.advance(71_000)
+    with pytest.raises(TransactionTooOldError):
+        svc.publish(StoreRequest.of(T1, ["zombie"], tx_write_pointer=bad.write_pointer))
+    report = cleaner.run_once()
+    assert report.truncated == [bad.transaction_id]
+    assert manager.invalid_size() == 0
+    # and the negated entry stays invisible to transactional readers, visible to others
+    reader = client.start_short()
+    assert payloads(svc.fetch(T1, FetchRequest(transaction=reader)).messages) == [b"good"]
+    assert payloads(svc.fetch(T1).messages) == [b"bad", b"good"]
+    assert cleaner.fetch_prune_upper_bound(clock.now_ms(), 2**62) == report.prune_upper_bound
+    svc.close()
+
+
+def test_nothing_is_truncated_below_an_in_progress_transaction(
+    kv: KeyValueStore, clock: FakeClock, manager: TransactionManager
+) -> None:
+    svc = MessagingService(kv, TmsConfig(tx_max_lifetime_s=60, truncate_invalid=True), clock=clock)
+    client = InProcessTxClient(manager)
+    svc.create_topic(T1)
+    long_running = client.start_long()
+    invalid = client.start_short()
+    client.invalidate(invalid.transaction_id)
+    clock.advance(200_000)
+    report = Cleaner(svc, client, grace_s=0).run_once()
+    assert report.prune_upper_bound < long_running.transaction_id
+    assert report.truncated == []
+    assert manager.invalid_size() == 1
+    svc.close()
+
+
+def test_without_the_switch_nothing_is_truncated(
+    kv: KeyValueStore, clock: FakeClock, manager: TransactionManager
+) -> None:
+    svc = MessagingService(kv, dataclasses.replace(TmsConfig(), tx_max_lifetime_s=60), clock=clock)
+    client = InProcessTxClient(manager)
+    svc.create_topic(T1)
+    invalid = client.start_short()
+    client.invalidate(invalid.transaction_id)
+    clock.advance(200_000)
+    report = Cleaner(svc, client, grace_s=0).run_once()
+    assert report.prune_upper_bound >= invalid.transaction_id and report.truncated == []
+    assert manager.invalid_size() == 1
+    svc.close()

@@ -1,0 +1,243 @@
+"""Cleanup: expired rows, old generations, and entries of invalid transactions.
+
+One run (``Cleaner.run_once``), for every topic row, deleted ones included:
+
+1. **Old generations**: every data row of a generation below the topic's current one
+   (all of them, for a deleted topic) is deleted.
+2. **TTL**: message rows older than the topic's TTL are deleted (rows are time-ordered,
+   so the scan stops at the first live one); payload rows by their write time; a commit
+   marker's seal row with its marker.
+3. **Invalid transactions** (with a transaction client): read the invalid list from a
+   fresh transaction, then negate every message entry still carrying one of those write
+   pointers — it now reads as rolled back, and transactional consumers skip it for good.
+   Only the time range where such entries can be is scanned (from the oldest invalid
+   transaction's start, less ``cleanup_clock_skew_s``).
+
+After step 3 every invalid id up to the *prune bound* is clean:
+``B = min(inactive bound, read pointer, first in-progress - 1)``, where the inactive bound
+is ``(now - (tx_max_lifetime + grace)) * 1e6 - 1``. Ids that old can no longer write —
+the service refuses transactions past their lifetime — so no new entry can appear for
+them, and an id below the oldest in-progress one was either covered by this run or never
+invalid. With ``truncate_invalid`` set, those ids are truncated from the transaction
+manager's invalid list (the list Tephra lets grow without bound). ``Cleaner`` is also a
+``txn.prune.PrunePlugin`` reporting the same bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tms.codec import keys
+from tms.codec.values import decode_message_value, negate_message_value
+from tms.errors import TmsError, TransactionServiceError
+from tms.model import TopicMetadata
+from tms.service import MessagingService
+from tms.store.kv import WriteOp
+from tms.store.tables import MESSAGE_TABLE, PAYLOAD_TABLE
+from txn.errors import TxError
+from txn.transaction import MAX_TX_PER_MS, Transaction
+
+__all__ = ["Cleaner", "CleanupLoop", "CleanupReport", "CleanupTxClient", "is_older_generation"]
+
+log = logging.getLogger(__name__)
+
+_SEAL_WRITE_MS = 2**63 - 1
+
+
+class CleanupTxClient(Protocol):
+    """The part of ``txn.client.TxClient`` cleanup uses."""
+
+    def start_short(self, timeout_s: int | None = None) -> Transaction: ...
+
+    def abort(self, tx: Transaction) -> None: ...
+
+    def truncate_invalid_tx(self, tx_ids: Iterable[int]) -> bool: ...
+
+
+def is_older_generation(data_generation: int, current: int) -> bool:
+    """CDAP's rule: data of a generation below the current one, or of the deleted one."""
+    return data_generation < abs(current) or (current < 0 and data_generation == abs(current))
+
+
+@dataclass
+class CleanupReport:
+    deleted_expired: int = 0
+    deleted_old_generation: int = 0
+    negated_invalid: int = 0
+    prune_upper_bound: int = -1
+    truncated: list[int] = field(default_factory=list)
+
+
+class Cleaner:
+    """Runs cleanup over a service's tables (see the module docstring). Thread-safe."""
+
+    def __init__(
+        self,
+        service: MessagingService,
+        tx_client: CleanupTxClient | None = None,
+        *,
+        grace_s: int = 3600,
+    ) -> None:
+        self._svc = service
+        self._tx = tx_client
+        self._grace_s = grace_s
+        self._lock = threading.Lock()
+        self._bound = -1
+
+    # -- one run ------------------------------------------------------------------------
+
+    def run_once(self) -> CleanupReport:
+        with self._lock:
+            report = CleanupReport()
+            now = self._svc.now_ms()
+            for metadata in self._svc.tables.metadata.scan_all():
+                self._clean_topic(metadata, now, report)
+            if self._tx is not None:
+                self._clean_invalid(now, report)
+            m = self._svc.metrics
+            m.cleanup_deleted.labels("expired").inc(report.deleted_expired)
+            m.cleanup_deleted.labels("old_generation").inc(report.deleted_old_generation)
+            m.cleanup_negated.inc(report.negated_invalid)
+            m.truncated_invalid.inc(len(report.truncated))
+            log.info(
+                "cleanup: %d expired and %d old-generation rows deleted, "
+                "%d invalid entries negated, %d invalid ids truncated",
+                report.deleted_expired,
+                report.deleted_old_generation,
+                report.negated_invalid,
+                len(report.truncated),
+            )
+            return report
+
+    def _write(self, ops: list[WriteOp], *, sync: bool) -> None:
+        if ops:
+            self._svc.tables.kv.write(ops, sync=sync)
+            ops.clear()
+
+    def _clean_topic(self, metadata: TopicMetadata, now: int, report: CleanupReport) -> None:
+        current = metadata.generation
+        name_prefix = keys.topic_name_prefix(metadata.topic)
+        n = len(name_prefix)
+        cutoff = now - metadata.ttl_s * 1000
+        batch = self._svc.config.cleanup_batch_rows
+        ops: list[WriteOp] = []
+        tables = self._svc.tables
+        stop = keys.stop_key_for_prefix(name_prefix)
+        for key, _value in tables.messages.store.scan(name_prefix, stop):
+            generation = keys.generation_of(key, n)
+            if is_older_generation(generation, current):
+                report.deleted_old_generation += 1
+            elif keys.decode_message_key(key)[1] < cutoff:
+                report.deleted_expired += 1
+            else:
+                break  # current generation, time-ordered: the rest is live
+            ops.append((MESSAGE_TABLE, key, None))
+            if len(ops) >= batch:
+                self._write(ops, sync=False)
+        for key, value in tables.payloads.store.scan(name_prefix, stop):
+            generation, _wp, write_ms, _seq = keys.decode_payload_key(key)
+            if is_older_generation(generation, current):
+                report.deleted_old_generation += 1
+            elif write_ms == _SEAL_WRITE_MS:
+                marker_ms = int.from_bytes(value[1:9], "big", signed=True)
+                if marker_ms >= cutoff:
+                    continue
+                report.deleted_expired += 1
+            elif write_ms < cutoff:
+                report.deleted_expired += 1
+            else:
+                continue  # payload rows are ordered by write pointer, not time
+            ops.append((PAYLOAD_TABLE, key, None))
+            if len(ops) >= batch:
+                self._write(ops, sync=False)
+        self._write(ops, sync=False)
+
+    def _clean_invalid(self, now: int, report: CleanupReport) -> None:
+        assert self._tx is not None
+        try:
+            snapshot = self._tx.start_short()
+            self._tx.abort(snapshot)
+        except TxError as exc:
+            raise TransactionServiceError(f"cleanup cannot read the invalid list: {exc}") from exc
+        invalid = frozenset(snapshot.invalids)
+        if invalid:
+            skew_ms = self._svc.config.cleanup_clock_skew_s * 1000
+            from_ms = max(0, min(invalid) // MAX_TX_PER_MS - skew_ms)
+            for metadata in self._svc.tables.metadata.scan_all():
+                if metadata.exists:
+                    report.negated_invalid += self._negate(metadata, invalid, from_ms)
+        lifetime_ms = (self._svc.config.tx_max_lifetime_s + self._grace_s) * 1000
+        inactive = (now - lifetime_ms) * MAX_TX_PER_MS - 1
+        bound = min(inactive, snapshot.read_pointer, snapshot.first_in_progress - 1)
+        self._bound = bound
+        report.prune_upper_bound = bound
+        covered = sorted(i for i in invalid if i <= bound)
+        if covered and self._svc.config.truncate_invalid:
+            try:
+                self._tx.truncate_invalid_tx(covered)
+            except TxError as exc:
+                raise TransactionServiceError(
+                    f"cleanup cannot truncate the invalid list: {exc}"
+                ) from exc
+            report.truncated = covered
+
+    def _negate(self, metadata: TopicMetadata, invalid: frozenset[int], from_ms: int) -> int:
+        prefix = keys.topic_prefix(metadata.topic, metadata.generation)
+        ops: list[WriteOp] = []
+        count = 0
+        for key, value in self._entries(prefix, from_ms):
+            ptr = decode_message_value(value).tx_write_pointer
+            if ptr is not None and ptr > 0 and ptr in invalid:
+                negated = negate_message_value(value)
+                assert negated is not None
+                ops.append((MESSAGE_TABLE, key, negated))
+                count += 1
+                if len(ops) >= self._svc.config.cleanup_batch_rows:
+                    # Durable before any truncation may rely on it.
+                    self._write(ops, sync=True)
+        self._write(ops, sync=True)
+        return count
+
+    def _entries(self, prefix: bytes, from_ms: int) -> Iterator[tuple[bytes, bytes]]:
+        return self._svc.tables.messages.store.scan(
+            keys.message_key(prefix, from_ms, 0), keys.stop_key_for_prefix(prefix)
+        )
+
+    # -- txn.prune.PrunePlugin --------------------------------------------------------------
+
+    def fetch_prune_upper_bound(self, now_ms: int, inactive_tx_bound: int) -> int:
+        """The bound of the last completed run (never above ``inactive_tx_bound``)."""
+        return min(self._bound, inactive_tx_bound)
+
+    def prune_complete(self, now_ms: int, max_pruned_invalid: int) -> None:
+        log.info("invalid ids up to %d were pruned", max_pruned_invalid)
+
+
+class CleanupLoop:
+    """Runs a ``Cleaner`` every ``interval_s`` on a daemon thread, and on demand."""
+
+    def __init__(self, cleaner: Cleaner, interval_s: float) -> None:
+        from txn.periodic import PeriodicTask  # noqa: PLC0415 - only when looping
+
+        self.cleaner = cleaner
+        self._task = PeriodicTask("tms-cleanup", interval_s, self._run)
+        self.last_report: CleanupReport | None = None
+        self.last_error: TmsError | None = None
+
+    def _run(self) -> None:
+        try:
+            self.last_report = self.cleaner.run_once()
+            self.last_error = None
+        except TmsError as exc:
+            self.last_error = exc
+            log.warning("cleanup failed: %s", exc)
+
+    def start(self) -> None:
+        self._task.start()
+
+    def stop(self) -> None:
+        self._task.stop()
