@@ -87,7 +87,9 @@ class TopicWriter:
         self._queue: list[_Op] = []
         self._writing = False
         self._closed = False
-        last = tables.messages.last_position(self._prefix)
+        # Continue after every earlier generation too: a rollback token of a deleted
+        # generation must never cover positions of the new one.
+        last = tables.messages.last_position(self._prefix, earlier_generations=True)
         self._ms, self._next_seq = (last[0], last[1] + 1) if last is not None else (0, 0)
         self._payload_positions: dict[int, tuple[int, int]] = {}
         self._now = 0

@@ -92,9 +92,13 @@ class MessageTable:
             _gen, publish_ms, seq = keys.decode_message_key(key)
             yield MessageRow(publish_ms, seq, decode_message_value(value))
 
-    def last_position(self, prefix: bytes) -> tuple[int, int] | None:
-        """(publish_ms, seq) of the newest row of a topic generation, if any."""
-        for key, _value in self.store.scan(prefix, keys.stop_key_for_prefix(prefix), reverse=True):
+    def last_position(
+        self, prefix: bytes, *, earlier_generations: bool = False
+    ) -> tuple[int, int] | None:
+        """(publish_ms, seq) of the newest row of a topic generation, if any; with
+        ``earlier_generations`` of the newest row of this or any earlier generation."""
+        start = prefix[:-4] if earlier_generations else prefix
+        for key, _value in self.store.scan(start, keys.stop_key_for_prefix(prefix), reverse=True):
             _gen, publish_ms, seq = keys.decode_message_key(key)
             return publish_ms, seq
         return None
