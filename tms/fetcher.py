@@ -9,13 +9,13 @@ Start position, in order of precedence:
   bound;
 * otherwise the oldest live message.
 
-Rows pass through the transactional filter (``tms.filter``): ACCEPT, SKIP, or HOLD, which
-ends the read there (``held`` becomes True). Payload-table references expand, in order,
-to the rows stored under the reference's write pointer — using the pointer's absolute
-value, so a non-transactional reader expands rolled-back references too. ``limit`` counts
-messages returned. Expired messages are skipped: older than the topic TTL, or past their
-own (shorter) TTL; payload rows older than the topic TTL are skipped too, since cleanup
-may remove them at any moment.
+Rows pass through the transactional filter (the rules of ``tms.filter``, inlined here):
+ACCEPT, SKIP, or HOLD, which ends the read there (``held`` becomes True). Payload-table
+references expand, in order, to the rows stored under the reference's write pointer,
+using the pointer's absolute value, so a non-transactional reader expands rolled-back
+references too. ``limit`` counts messages returned. Expired messages are skipped: older
+than the topic TTL, or past their own (shorter) TTL; payload rows older than the topic
+TTL are skipped too, since cleanup may remove them at any moment.
 
 Two CDAP quirks are not copied: an exclusive start skips only the row at the start
 position (CDAP's payload scan skips its first row whatever it is), and a payload position
@@ -28,16 +28,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tms.codec import keys
+from tms.codec.values import decode_message_value, decode_payload_value
 from tms.errors import TmsInvalidArgumentError
-from tms.filter import FilterResult, accept
 from tms.ids import MessageId
 from tms.model import Message, TopicMetadata
+from tms.store.tables import SEAL_POSITION as _SEAL_POSITION
 from tms.store.tables import Tables
 from txn.transaction import Transaction
 
 __all__ = ["FetchRequest", "MessageFetcher"]
 
 _MAX_LIMIT = 2**31 - 1
+_NO_PAYLOAD_POSITION = bytes(10)  # write_ms = 0, p_seq = 0: an inline message
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,8 @@ class MessageFetcher:
         self.scanned = 0
 
     def __iter__(self) -> Iterator[Message]:
+        # The hot loop of every read: rows are decoded inline from the raw scan (the common
+        # value kinds without a TTL take a few byte operations); ids are built as bytes.
         tables, request, now = self._tables, self._request, self._now
         prefix = keys.topic_prefix(self._metadata.topic, self._metadata.generation)
         topic_ttl_ms = self._metadata.ttl_s * 1000
@@ -92,33 +96,45 @@ class MessageFetcher:
             position = (start.publish_ms, start.seq)
             skip_start = not request.inclusive and not start.is_payload_message
             payload_start = start if start.is_payload_message else None
+        start_key = keys.message_key(prefix, *position)
 
         remaining = request.limit
-        for row in tables.messages.scan(prefix, position):
+        for key, value in tables.messages.store.scan(start_key, keys.stop_key_for_prefix(prefix)):
             self.scanned += 1
-            at_start = (row.publish_ms, row.seq) == position
+            at_start = key == start_key
             if at_start and skip_start:
                 continue
-            entry = row.entry
-            verdict = accept(tx, entry.tx_write_pointer)
-            if verdict is FilterResult.HOLD:
-                self.held = True
-                return
-            if verdict is FilterResult.SKIP or row.publish_ms < smallest:
-                continue
-            if (
-                entry.ttl_s is not None
-                and row.publish_ms + min(entry.ttl_s * 1000, topic_ttl_ms) <= now
-            ):
-                continue
-            if not entry.is_reference:
-                assert entry.payload is not None
-                yield Message(MessageId(row.publish_ms, row.seq), entry.payload)
+            head = value[0]
+            ttl: int | None = None
+            if head == 0:
+                ptr, payload = None, value[1:]
+            elif head == 1:
+                ptr, payload = int.from_bytes(value[1:9], "big", signed=True), value[9:]
+            elif head == 2:
+                ptr, payload = int.from_bytes(value[1:9], "big", signed=True), None
+            else:
+                entry = decode_message_value(value)
+                ptr, payload, ttl = entry.tx_write_pointer, entry.payload, entry.ttl_s
+            if tx is not None and ptr is not None:
+                if ptr < 0:
+                    continue  # rolled back (or negated by cleanup): SKIP
+                if not tx.is_visible(ptr):
+                    if tx.is_invalid(ptr):
+                        continue  # SKIP
+                    self.held = True  # in progress or newer: HOLD ends the read
+                    return
+            position_bytes = key[-10:]
+            if ttl is not None:
+                publish_ms = int.from_bytes(position_bytes[:8], "big")
+                if publish_ms + min(ttl * 1000, topic_ttl_ms) <= now:
+                    continue
+            if payload is not None:
+                yield Message((position_bytes + _NO_PAYLOAD_POSITION, payload))
                 remaining -= 1
                 if remaining == 0:
                     return
                 continue
-            assert entry.tx_write_pointer is not None
+            assert ptr is not None
             if at_start and payload_start is not None:
                 p_from, p_inclusive = (
                     (payload_start.write_ms, payload_start.p_seq),
@@ -126,19 +142,22 @@ class MessageFetcher:
                 )
             else:
                 p_from, p_inclusive = (0, 0), True
-            for prow in tables.payloads.scan(
-                prefix, abs(entry.tx_write_pointer), p_from, inclusive=p_inclusive
-            ):
-                if prow.write_ms < smallest:
+            p_start = keys.payload_key(prefix, abs(ptr), *p_from)
+            p_stop = keys.payload_key(prefix, abs(ptr), *_SEAL_POSITION)
+            for p_key, p_value in tables.payloads.store.scan(p_start, p_stop):
+                if not p_inclusive and p_key == p_start:
                     continue
-                if (
-                    prow.ttl_s is not None
-                    and prow.write_ms + min(prow.ttl_s * 1000, topic_ttl_ms) <= now
-                ):
+                p_position = p_key[-10:]
+                write_ms = int.from_bytes(p_position[:8], "big")
+                if write_ms < smallest:
                     continue
-                yield Message(
-                    MessageId(row.publish_ms, row.seq, prow.write_ms, prow.p_seq), prow.payload
-                )
+                if p_value[0] == 0:
+                    p_payload = p_value[1:]
+                else:
+                    p_payload, p_ttl = decode_payload_value(p_value)
+                    if p_ttl is not None and write_ms + min(p_ttl * 1000, topic_ttl_ms) <= now:
+                        continue
+                yield Message((position_bytes + p_position, p_payload))
                 remaining -= 1
                 if remaining == 0:
                     return

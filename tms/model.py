@@ -180,17 +180,34 @@ class RollbackDetail:
             raise TmsInvalidArgumentError("bad rollback detail")
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    """A consumed message."""
+class Message(tuple[bytes, bytes]):
+    """A consumed message: ``(id_bytes, payload)``, the 20-byte id and the payload.
 
-    id: MessageId
-    payload: bytes
+    A plain tuple subclass, built as ``Message((id_bytes, payload))`` in C by the million
+    in the fetch loop; the id decodes on demand.
+    """
+
+    __slots__ = ()
 
     @property
-    def publish_ms(self) -> int:
-        return self.id.publish_ms
+    def id_bytes(self) -> bytes:
+        return self[0]
+
+    @property
+    def payload(self) -> bytes:
+        return self[1]
+
+    @property
+    def id(self) -> MessageId:
+        return MessageId.from_bytes(self[0])
 
     @property
     def id_hex(self) -> str:
-        return self.id.hex
+        return self[0].hex()
+
+    @property
+    def publish_ms(self) -> int:
+        return int.from_bytes(self[0][:8], "big")
+
+    def __repr__(self) -> str:
+        return f"Message(id={self[0].hex()}, payload={self[1]!r})"

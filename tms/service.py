@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 
 from tms.config import TmsConfig
 from tms.errors import TmsError, TransactionTooOldError
@@ -220,7 +221,7 @@ class MessagingService:
             self.tables, metadata, request or FetchRequest(), self._clock.now_ms()
         )
         messages = list(fetcher)
-        self.metrics.fetched(topic, len(messages), sum(len(m.payload) for m in messages))
+        self.metrics.fetched(topic, len(messages), sum(map(len, map(itemgetter(1), messages))))
         self.metrics.requests.labels("fetch", "ok").inc()
         self.metrics.latency.labels("fetch").observe(time.perf_counter() - started)
         return FetchResult(messages, fetcher.held, version)

@@ -125,7 +125,8 @@ class MessageTable:
         return ops
 
 
-_SEAL_POSITION = (2**63 - 1, 0xFFFF)
+SEAL_POSITION = (2**63 - 1, 0xFFFF)
+_SEAL_POSITION = SEAL_POSITION
 _SEAL = struct.Struct(">qH")
 
 

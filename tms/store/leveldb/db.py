@@ -25,10 +25,11 @@ class _LevelDBTable:
     def __init__(self, owner: LevelDBStore, name: bytes) -> None:
         self._owner = owner
         self._prefix = name + b"/"
+        self._view = owner.db.prefixed_db(self._prefix)
 
     def get(self, key: bytes) -> bytes | None:
         try:
-            value: bytes | None = self._owner.db.get(self._prefix + key)
+            value: bytes | None = self._view.get(key)
             return value
         except (plyvel.Error, RuntimeError) as exc:
             raise StorageUnavailableError(f"LevelDB read failed: {exc}") from exc
@@ -36,15 +37,12 @@ class _LevelDBTable:
     def scan(
         self, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
-        prefix = self._prefix
-        n = len(prefix)
-        stop_key = prefix + stop if stop is not None else prefix[:-1] + bytes([prefix[-1] + 1])
         try:
-            snapshot = self._owner.db.snapshot()
-            iterator = snapshot.iterator(start=prefix + start, stop=stop_key, reverse=reverse)
+            snapshot = self._view.snapshot()
+            iterator = snapshot.iterator(start=start, stop=stop, reverse=reverse)
         except (plyvel.Error, RuntimeError) as exc:
             raise StorageUnavailableError(f"LevelDB scan failed: {exc}") from exc
-        return _scan(iterator, snapshot, n)
+        return _scan(iterator, snapshot)
 
     def write(
         self,
@@ -64,10 +62,11 @@ class _LevelDBTable:
             raise StorageUnavailableError(f"LevelDB write failed: {exc}") from exc
 
 
-def _scan(iterator: Any, snapshot: Any, n: int) -> Iterator[tuple[bytes, bytes]]:
+def _scan(iterator: Any, snapshot: Any) -> Iterator[tuple[bytes, bytes]]:
+    # ``yield from`` hands the C iterator's items through without running Python code per
+    # item; errors raised while iterating still cross this boundary.
     try:
-        for key, value in iterator:
-            yield key[n:], value
+        yield from iterator
     except (plyvel.Error, RuntimeError) as exc:
         raise StorageUnavailableError(f"LevelDB scan failed: {exc}") from exc
     finally:

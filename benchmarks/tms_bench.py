@@ -1,0 +1,260 @@
+"""Messaging-core benchmark (in-process, LevelDB on local disk), beside raw plyvel.
+
+Measured in one run:
+
+* publish: 100-byte messages, requests of 1, 10 and 100 messages, 1/4/16 concurrent
+  publishers on one topic, every request synced before it returns — beside raw plyvel
+  ``write_batch(sync=True)`` of the same sizes and thread counts;
+* fetch: reading 100-byte messages cold (a whole topic from the start) and at the tail
+  (the newest 1000, from an id), with and without a transaction — beside a raw plyvel
+  iterator over the same rows;
+* fetch cost as the topic grows (10^4, 10^6, 10^7 messages): reading 1000 messages at the
+  tail and in the middle (by time).
+
+    python -m benchmarks.tms_bench [--quick] [--seconds S] [--sizes 10000,1000000,...]
+
+Results: ``benchmarks/results/tms.json``; figures in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import plyvel
+
+from tms.fetcher import FetchRequest
+from tms.model import StoreRequest, TopicId
+from tms.service import MessagingService
+from tms.store.leveldb import LevelDBStore
+from txn.transaction import Transaction
+
+RESULTS = Path(__file__).with_name("results")
+PAYLOAD = os.urandom(50) + b"\x00" * 50
+T = TopicId("bench", "t")
+
+
+def _threads(n: int, seconds: float, work: Callable[[int], int]) -> float:
+    """Run ``work(i)`` (returns items done per call) in n threads for ``seconds``;
+    items per second."""
+    counts = [0] * n
+    start = threading.Barrier(n + 1)
+    deadline = [0.0]
+
+    def loop(i: int) -> None:
+        start.wait()
+        done = 0
+        while time.perf_counter() < deadline[0]:
+            done += work(i)
+        counts[i] = done
+
+    workers = [threading.Thread(target=loop, args=(i,)) for i in range(n)]
+    for w in workers:
+        w.start()
+    deadline[0] = time.perf_counter() + seconds
+    begun = time.perf_counter()
+    start.wait()
+    for w in workers:
+        w.join()
+    return sum(counts) / (time.perf_counter() - begun)
+
+
+def bench_raw_put(root: Path, batch: int, threads: int, seconds: float) -> float:
+    db = plyvel.DB(
+        str(root / f"raw-{batch}-{threads}"), create_if_missing=True, write_buffer_size=64 << 20
+    )
+    seqs = [0] * threads
+
+    def work(i: int) -> int:
+        with db.write_batch(sync=True) as wb:
+            for _ in range(batch):
+                seqs[i] += 1
+                wb.put(
+                    b"bench:t:\x00\x00\x00\x01" + i.to_bytes(2, "big") + seqs[i].to_bytes(8, "big"),
+                    PAYLOAD,
+                )
+        return batch
+
+    rate = _threads(threads, seconds, work)
+    db.close()
+    return rate
+
+
+def bench_publish(root: Path, batch: int, threads: int, seconds: float) -> float:
+    svc = MessagingService(LevelDBStore(root / f"pub-{batch}-{threads}"))
+    svc.create_topic(T)
+    request = StoreRequest(T, [PAYLOAD] * batch)
+
+    def work(_i: int) -> int:
+        svc.publish(request)
+        return batch
+
+    rate = _threads(threads, seconds, work)
+    svc.close()
+    return rate
+
+
+def _fill(svc: MessagingService, count: int) -> None:
+    chunk = StoreRequest(T, [PAYLOAD] * 1000)
+    for _ in range(count // 1000):
+        svc.publish(chunk)
+
+
+def _timed(fn: Callable[[], int], min_seconds: float = 0.3) -> float:
+    """Items per second of ``fn`` (returns items), repeated for at least min_seconds."""
+    items, begun = 0, time.perf_counter()
+    while True:
+        items += fn()
+        elapsed = time.perf_counter() - begun
+        if elapsed >= min_seconds:
+            return items / elapsed
+
+
+def bench_fetch(root: Path, count: int) -> dict[str, float]:
+    path = root / "fetch"
+    svc = MessagingService(LevelDBStore(path))
+    svc.create_topic(T)
+    _fill(svc, count)
+    reader = Transaction(transaction_id=2**62, read_pointer=2**62, write_pointer=2**62)
+    all_ids = svc.fetch(T, FetchRequest(limit=count)).messages
+    tail_start = all_ids[-1000].id
+    db: Any = svc.tables.kv.db  # type: ignore[attr-defined]
+
+    def raw_scan() -> int:
+        n = 0
+        for _key, _value in db.iterator(prefix=b"m/bench:t:"):
+            n += 1
+        return n
+
+    def raw_scan_list() -> int:
+        return len(list(db.iterator(prefix=b"m/bench:t:")))
+
+    def raw_tail() -> int:
+        n = 0
+        for _key, _value in db.iterator(prefix=b"m/bench:t:", reverse=True):
+            n += 1
+            if n == 1000:
+                break
+        return n
+
+    results = {
+        "raw_scan": _timed(raw_scan),
+        "raw_scan_list": _timed(raw_scan_list),
+        "fetch_cold": _timed(lambda: len(svc.fetch(T, FetchRequest(limit=count)).messages)),
+        "fetch_cold_tx": _timed(
+            lambda: len(svc.fetch(T, FetchRequest(limit=count, transaction=reader)).messages)
+        ),
+        "raw_tail_1000": _timed(raw_tail),
+        "fetch_tail_1000": _timed(
+            lambda: len(svc.fetch(T, FetchRequest(start_id=tail_start)).messages)
+        ),
+        "fetch_tail_1000_tx": _timed(
+            lambda: len(
+                svc.fetch(T, FetchRequest(start_id=tail_start, transaction=reader)).messages
+            )
+        ),
+    }
+    svc.close()
+    shutil.rmtree(path, ignore_errors=True)
+    return results
+
+
+def bench_growth(root: Path, sizes: list[int]) -> dict[str, dict[str, float]]:
+    """Fetch cost (ms per 1000 messages) at the tail and in the middle as the topic grows."""
+    path = root / "growth"
+    svc = MessagingService(LevelDBStore(path))
+    svc.create_topic(T)
+    out: dict[str, dict[str, float]] = {}
+    stored = 0
+    for size in sizes:
+        _fill(svc, size - stored)
+        stored = size
+        first = svc.fetch(T, FetchRequest(limit=1)).messages[0].id
+        newest = svc.fetch(T, FetchRequest(start_ms=svc.now_ms() - 5, limit=10**6)).messages
+        tail_id = newest[max(0, len(newest) - 1000)].id if newest else first
+        middle_ms = (first.publish_ms + tail_id.publish_ms) // 2
+
+        def per_1000(request: FetchRequest) -> float:
+            rate = _timed(lambda: len(svc.fetch(T, request).messages), 0.5)
+            return round(1000 / rate * 1000, 3)
+
+        out[str(size)] = {
+            "tail_ms_per_1000": per_1000(FetchRequest(start_id=tail_id, limit=1000)),
+            "middle_ms_per_1000": per_1000(FetchRequest(start_ms=middle_ms, limit=1000)),
+        }
+        print(f"  {size:>10,} stored: {out[str(size)]}", flush=True)
+    svc.close()
+    shutil.rmtree(path, ignore_errors=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument(
+        "--sizes", default=None, help="comma-separated topic sizes for the growth test"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS / "tms.json")
+    args = parser.parse_args(argv)
+    seconds = args.seconds or (1.0 if args.quick else 4.0)
+    sizes = (
+        [int(s) for s in args.sizes.split(",")]
+        if args.sizes
+        else ([10_000, 100_000] if args.quick else [10_000, 1_000_000, 10_000_000])
+    )
+    report: dict[str, Any] = {
+        "benchmark": "tms",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+        },
+        "message_bytes": len(PAYLOAD),
+        "publish": {},
+    }
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+        root = Path(tmp)
+        for batch in (1, 10, 100):
+            for threads in (1, 4, 16):
+                raw = bench_raw_put(root, batch, threads, seconds)
+                pub = bench_publish(root, batch, threads, seconds)
+                report["publish"][f"batch{batch}_threads{threads}"] = {
+                    "raw_plyvel_per_s": round(raw),
+                    "tms_per_s": round(pub),
+                    "ratio": round(pub / raw, 3),
+                }
+                line = (
+                    f"batch {batch:>3} x {threads:>2} threads: tms {pub:>9.0f}/s raw {raw:>9.0f}/s"
+                )
+                print(f"publish {line} = {pub / raw:.0%}", flush=True)
+        count = 20_000 if args.quick else 200_000
+        fetch = bench_fetch(root, count)
+        report["fetch"] = {k: round(v) for k, v in fetch.items()}
+        report["fetch"]["topic_messages"] = count
+        report["fetch"]["cold_ratio"] = round(fetch["fetch_cold"] / fetch["raw_scan"], 3)
+        report["fetch"]["cold_ratio_to_list"] = round(
+            fetch["fetch_cold"] / fetch["raw_scan_list"], 3
+        )
+        report["fetch"]["tail_ratio"] = round(fetch["fetch_tail_1000"] / fetch["raw_tail_1000"], 3)
+        print(f"fetch: {json.dumps(report['fetch'])}", flush=True)
+        report["growth"] = bench_growth(root, sizes)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
