@@ -23,6 +23,7 @@ others. So:
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -30,16 +31,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tms.codec import keys
-from tms.codec.values import MessageEntry
+from tms.codec.values import MessageEntry, encode_message_value
 from tms.errors import StorageUnavailableError, TmsError, TmsInvalidArgumentError
 from tms.model import RollbackDetail, StoreRequest, TopicMetadata
 from tms.store.kv import WriteOp
-from tms.store.tables import MessageRow, MessageTable, PayloadRow, PayloadTable, Tables
+from tms.store.tables import (
+    MESSAGE_TABLE,
+    MessageRow,
+    MessageTable,
+    PayloadRow,
+    PayloadTable,
+    Tables,
+)
 from txn.clock import Clock
 
 __all__ = ["BatchStats", "TopicWriter"]
 
 _MAX_SEQ = 0xFFFF
+_POSITION = struct.Struct(">qH")
 _PAYLOAD_POSITION_CACHE = 10_000
 
 
@@ -173,18 +182,16 @@ class TopicWriter:
             try:
                 if op.kind == "publish":
                     request: StoreRequest = op.arg
-                    rows, op.result, seal = self._publish_rows(request, sealed)
-                    ops.extend(MessageTable.ops(self._prefix, rows))
-                    if seal is not None:
-                        ops.append(seal)
+                    publish_ops, op.result = self._publish_ops(request, sealed)
+                    ops.extend(publish_ops)
                     messages += len(request.payloads)
-                    payload_bytes += sum(len(p) for p in request.payloads)
-                    published = published or bool(rows)
+                    payload_bytes += sum(map(len, request.payloads))
+                    published = published or bool(publish_ops)
                 elif op.kind == "store":
                     request = op.arg
                     ops.extend(PayloadTable.ops(self._prefix, self._store_rows(request, sealed)))
                     messages += len(request.payloads)
-                    payload_bytes += sum(len(p) for p in request.payloads)
+                    payload_bytes += sum(map(len, request.payloads))
                 else:
                     negations = self._tables.messages.rollback_ops(self._prefix, op.arg)
                     op.result = len(negations)
@@ -225,39 +232,54 @@ class TopicWriter:
         self._next_seq += 1
         return position
 
-    def _publish_rows(
+    def _publish_ops(
         self, request: StoreRequest, sealed: dict[int, tuple[int, int]]
-    ) -> tuple[list[MessageRow], RollbackDetail | None, WriteOp | None]:
+    ) -> tuple[list[WriteOp], RollbackDetail | None]:
         wp = request.tx_write_pointer
+        payloads = request.payloads
+        if not payloads:
+            assert wp is not None
+            return self._marker_ops(wp, sealed)
+        # The hot path of publishing: positions, keys and values built in one loop.
+        now = self._now
+        if now > self._ms:
+            self._ms, self._next_seq = now, 0
+        ms, seq = self._ms, self._next_seq
+        prefix, pack = self._prefix, _POSITION.pack
+        ops: list[WriteOp] = []
+        first: tuple[int, int] | None = None
+        ttls = request.ttls
+        if ttls is None:
+            head = b"\x00" if wp is None else b"\x01" + wp.to_bytes(8, "big", signed=True)
+        for i, payload in enumerate(payloads):
+            if seq > _MAX_SEQ:
+                ms, seq = ms + 1, 0
+            if first is None:
+                first = (ms, seq)
+            if ttls is None:
+                value = head + payload
+            else:
+                value = encode_message_value(MessageEntry(wp, payload, ttls[i]))
+            ops.append((MESSAGE_TABLE, prefix + pack(ms, seq), value))
+            seq += 1
+        self._ms, self._next_seq = ms, seq
         if wp is None:
-            rows = [
-                MessageRow(*self._next_position(), MessageEntry(None, p, request.ttl_of(i)))
-                for i, p in enumerate(request.payloads)
-            ]
-            return rows, None, None
-        if request.payloads:
-            rows = [
-                MessageRow(*self._next_position(), MessageEntry(wp, p, request.ttl_of(i)))
-                for i, p in enumerate(request.payloads)
-            ]
-            first, last = rows[0], rows[-1]
-            return (
-                rows,
-                RollbackDetail(wp, first.publish_ms, first.seq, last.publish_ms, last.seq),
-                None,
-            )
-        # A commit marker: publish it once per write pointer.
+            return ops, None
+        assert first is not None
+        return ops, RollbackDetail(wp, first[0], first[1], ms, seq - 1)
+
+    def _marker_ops(
+        self, wp: int, sealed: dict[int, tuple[int, int]]
+    ) -> tuple[list[WriteOp], RollbackDetail]:
+        """A commit marker: published once per write pointer (see the module docstring)."""
         existing = sealed.get(wp) or self._tables.payloads.seal_of(self._prefix, wp)
         if existing is not None and (wp in sealed or self._entry_pointer(existing) == wp):
-            return [], RollbackDetail(wp, existing[0], existing[1], existing[0], existing[1]), None
+            return [], RollbackDetail(wp, existing[0], existing[1], existing[0], existing[1])
         ms, seq = self._next_position()
         sealed[wp] = (ms, seq)
-        seal = PayloadTable.seal_op(self._prefix, wp, (ms, seq))
-        return (
-            [MessageRow(ms, seq, MessageEntry(wp, None))],
-            RollbackDetail(wp, ms, seq, ms, seq),
-            seal,
-        )
+        ops = MessageTable.ops(self._prefix, [MessageRow(ms, seq, MessageEntry(wp, None))])
+        ops.append(PayloadTable.seal_op(self._prefix, wp, (ms, seq)))
+        return ops, RollbackDetail(wp, ms, seq, ms, seq)
 
     def _entry_pointer(self, position: tuple[int, int]) -> int | None:
         entry = self._tables.messages.get(self._prefix, *position)

@@ -106,13 +106,18 @@ class LevelDBStore:
         return self._tables[name]
 
     def write(self, ops: Sequence[WriteOp], *, sync: bool = True) -> None:
+        prefixes: dict[bytes, bytes] = {}
         try:
             with self.db.write_batch(sync=sync) as batch:
+                put, delete = batch.put, batch.delete
                 for name, key, value in ops:
+                    prefix = prefixes.get(name)
+                    if prefix is None:
+                        prefix = prefixes[name] = name + b"/"
                     if value is None:
-                        batch.delete(name + b"/" + key)
+                        delete(prefix + key)
                     else:
-                        batch.put(name + b"/" + key, value)
+                        put(prefix + key, value)
         except (plyvel.Error, RuntimeError) as exc:
             raise StorageUnavailableError(f"LevelDB write failed: {exc}") from exc
 
