@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench bench-quick clean
+.PHONY: run test lint typecheck unit bench bench-txn bench-tms bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,11 +29,17 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
-bench: $(STAMP)
+bench: bench-txn bench-tms
+
+bench-txn: $(STAMP)
 	$(BIN)/python -m benchmarks.txn_bench
 
+bench-tms: $(STAMP)
+	$(BIN)/python -m benchmarks.tms_bench
+
 bench-quick: $(STAMP)
-	$(BIN)/python -m benchmarks.txn_bench --quick
+	$(BIN)/python -m benchmarks.txn_bench --quick --out benchmarks/results/txn-quick.json
+	$(BIN)/python -m benchmarks.tms_bench --quick --out benchmarks/results/tms-quick.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -25,7 +25,6 @@ import platform
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 
 import plyvel
 
+from benchmarks.common import run_threads
 from tms.fetcher import FetchRequest
 from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
@@ -42,31 +42,6 @@ from txn.transaction import Transaction
 RESULTS = Path(__file__).with_name("results")
 PAYLOAD = os.urandom(50) + b"\x00" * 50
 T = TopicId("bench", "t")
-
-
-def _threads(n: int, seconds: float, work: Callable[[int], int]) -> float:
-    """Run ``work(i)`` (returns items done per call) in n threads for ``seconds``;
-    items per second."""
-    counts = [0] * n
-    start = threading.Barrier(n + 1)
-    deadline = [0.0]
-
-    def loop(i: int) -> None:
-        start.wait()
-        done = 0
-        while time.perf_counter() < deadline[0]:
-            done += work(i)
-        counts[i] = done
-
-    workers = [threading.Thread(target=loop, args=(i,)) for i in range(n)]
-    for w in workers:
-        w.start()
-    deadline[0] = time.perf_counter() + seconds
-    begun = time.perf_counter()
-    start.wait()
-    for w in workers:
-        w.join()
-    return sum(counts) / (time.perf_counter() - begun)
 
 
 def bench_raw_put(root: Path, batch: int, threads: int, seconds: float) -> float:
@@ -85,7 +60,7 @@ def bench_raw_put(root: Path, batch: int, threads: int, seconds: float) -> float
                 )
         return batch
 
-    rate = _threads(threads, seconds, work)
+    rate = run_threads(threads, seconds, work).per_second
     db.close()
     return rate
 
@@ -99,7 +74,7 @@ def bench_publish(root: Path, batch: int, threads: int, seconds: float) -> float
         svc.publish(request)
         return batch
 
-    rate = _threads(threads, seconds, work)
+    rate = run_threads(threads, seconds, work).per_second
     svc.close()
     return rate
 

@@ -33,6 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import run_threads
+
 RESULTS = Path(__file__).with_name("results")
 ECHO_IDL = Path(__file__).with_name("echo.thrift")
 
@@ -247,36 +249,19 @@ def _in_process(data_dir: Path, threads: int, seconds: float) -> dict[str, Any]:
         TransactionStateStore(LocalDirStorage(data_dir)),
     )
     manager.start()
-    counts = [0] * threads
-    samples: list[list[float]] = [[] for _ in range(threads)]
-    go = threading.Barrier(threads + 1)
-    deadline = [0.0]
+    key_of = [f"key-{i}".encode().ljust(16, b".") for i in range(threads)]
 
-    def run(i: int) -> None:
-        key = f"key-{i}".encode().ljust(16, b".")
-        go.wait()
-        n = 0
-        while (t0 := time.perf_counter()) < deadline[0]:
-            tx = manager.start_short()
-            manager.can_commit(tx.transaction_id, [key])
-            manager.commit(tx.transaction_id, tx.write_pointer)
-            samples[i].append(time.perf_counter() - t0)
-            n += 1
-        counts[i] = n
+    def cycle(i: int) -> int:
+        tx = manager.start_short()
+        manager.can_commit(tx.transaction_id, [key_of[i]])
+        manager.commit(tx.transaction_id, tx.write_pointer)
+        return 1
 
-    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
-    for w in workers:
-        w.start()
-    deadline[0] = time.perf_counter() + seconds
-    start = time.perf_counter()
-    go.wait()
-    for w in workers:
-        w.join()
-    elapsed = time.perf_counter() - start
+    run = run_threads(threads, seconds, cycle, latencies=True)
     wal = manager._wal  # the benchmark reports group-commit batching
     stats = wal.stats if wal is not None else None
     manager.stop()
-    result = _summary(sum(counts), elapsed, sorted(x for s in samples for x in s))
+    result = _summary(run.items, run.seconds, run.latencies)
     if stats is not None and stats.syncs:
         result["edits_per_fsync"] = round(stats.edits / stats.syncs, 2)
     return result

@@ -182,3 +182,21 @@ def test_without_the_switch_nothing_is_truncated(
     assert report.prune_upper_bound >= invalid.transaction_id and report.truncated == []
     assert manager.invalid_size() == 1
     svc.close()
+
+
+def test_cleanup_loop_runs_in_the_background(svc: MessagingService, clock: FakeClock) -> None:
+    import time
+
+    from tms.cleanup import CleanupLoop
+
+    svc.create_topic(T1, {"ttl": "1"})
+    svc.publish(StoreRequest.of(T1, ["old"]))
+    clock.advance(2_000)
+    loop = CleanupLoop(Cleaner(svc), interval_s=0.02)
+    loop.start()
+    deadline = time.monotonic() + 5
+    while loop.last_report is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    loop.stop()
+    assert loop.last_report is not None and loop.last_report.deleted_expired == 1
+    assert rows(svc) == (0, 0)
