@@ -122,7 +122,7 @@ def test_kill_9_under_load_loses_nothing_acknowledged(server: ServerProcess) -> 
             client.abort(tx)
         # When a new load runs and the server is killed at a random moment
         with Load(address) as load:
-            time.sleep(rng.uniform(0.3, 1.2))
+            time.sleep(rng.uniform(0.5, 1.2))
             server.kill()
         committed |= load.committed
         invalidated |= load.invalidated
