@@ -37,15 +37,13 @@ from tms.errors import TmsError, TransactionServiceError
 from tms.model import TopicMetadata
 from tms.service import MessagingService
 from tms.store.kv import WriteOp
-from tms.store.tables import MESSAGE_TABLE, PAYLOAD_TABLE
+from tms.store.tables import MESSAGE_TABLE, PAYLOAD_TABLE, SEAL_POSITION
 from txn.errors import TxError
 from txn.transaction import MAX_TX_PER_MS, Transaction
 
 __all__ = ["Cleaner", "CleanupLoop", "CleanupReport", "CleanupTxClient", "is_older_generation"]
 
 log = logging.getLogger(__name__)
-
-_SEAL_WRITE_MS = 2**63 - 1
 
 
 class CleanupTxClient(Protocol):
@@ -142,7 +140,7 @@ class Cleaner:
             generation, _wp, write_ms, _seq = keys.decode_payload_key(key)
             if is_older_generation(generation, current):
                 report.deleted_old_generation += 1
-            elif write_ms == _SEAL_WRITE_MS:
+            elif write_ms == SEAL_POSITION[0]:
                 marker_ms = int.from_bytes(value[1:9], "big", signed=True)
                 if marker_ms >= cutoff:
                     continue

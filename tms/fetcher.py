@@ -32,7 +32,6 @@ from tms.codec.values import decode_message_value, decode_payload_value
 from tms.errors import TmsInvalidArgumentError
 from tms.ids import MessageId
 from tms.model import Message, TopicMetadata
-from tms.store.tables import SEAL_POSITION as _SEAL_POSITION
 from tms.store.tables import Tables
 from txn.transaction import Transaction
 
@@ -99,7 +98,7 @@ class MessageFetcher:
         start_key = keys.message_key(prefix, *position)
 
         remaining = request.limit
-        for key, value in tables.messages.store.scan(start_key, keys.stop_key_for_prefix(prefix)):
+        for key, value in tables.messages.rows(prefix, position):
             self.scanned += 1
             at_start = key == start_key
             if at_start and skip_start:
@@ -143,8 +142,7 @@ class MessageFetcher:
             else:
                 p_from, p_inclusive = (0, 0), True
             p_start = keys.payload_key(prefix, abs(ptr), *p_from)
-            p_stop = keys.payload_key(prefix, abs(ptr), *_SEAL_POSITION)
-            for p_key, p_value in tables.payloads.store.scan(p_start, p_stop):
+            for p_key, p_value in tables.payloads.rows(prefix, abs(ptr), p_from):
                 if not p_inclusive and p_key == p_start:
                     continue
                 p_position = p_key[-10:]

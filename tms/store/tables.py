@@ -85,10 +85,14 @@ class MessageTable:
         value = self.store.get(keys.message_key(prefix, publish_ms, seq))
         return decode_message_value(value) if value is not None else None
 
+    def rows(self, prefix: bytes, start: tuple[int, int] = (0, 0)) -> Iterator[tuple[bytes, bytes]]:
+        """Raw (key, value) rows from (publish_ms, seq) ``start`` to the end of the topic
+        generation (the fetcher decodes them inline)."""
+        return self.store.scan(keys.message_key(prefix, *start), keys.stop_key_for_prefix(prefix))
+
     def scan(self, prefix: bytes, start: tuple[int, int] = (0, 0)) -> Iterator[MessageRow]:
-        """Rows from (publish_ms, seq) ``start`` to the end of the topic generation."""
-        stop = keys.stop_key_for_prefix(prefix)
-        for key, value in self.store.scan(keys.message_key(prefix, *start), stop):
+        """Decoded rows from (publish_ms, seq) ``start`` to the end of the topic generation."""
+        for key, value in self.rows(prefix, start):
             _gen, publish_ms, seq = keys.decode_message_key(key)
             yield MessageRow(publish_ms, seq, decode_message_value(value))
 
@@ -126,7 +130,6 @@ class MessageTable:
 
 
 SEAL_POSITION = (2**63 - 1, 0xFFFF)
-_SEAL_POSITION = SEAL_POSITION
 _SEAL = struct.Struct(">qH")
 
 
@@ -154,16 +157,26 @@ class PayloadTable:
 
     @staticmethod
     def seal_op(prefix: bytes, tx_write_pointer: int, marker: tuple[int, int]) -> WriteOp:
-        key = keys.payload_key(prefix, tx_write_pointer, *_SEAL_POSITION)
+        key = keys.payload_key(prefix, tx_write_pointer, *SEAL_POSITION)
         return PAYLOAD_TABLE, key, b"\x01" + _SEAL.pack(*marker)
 
     def seal_of(self, prefix: bytes, tx_write_pointer: int) -> tuple[int, int] | None:
         """The (publish_ms, seq) of the commit marker that sealed ``tx_write_pointer``."""
-        value = self.store.get(keys.payload_key(prefix, tx_write_pointer, *_SEAL_POSITION))
+        value = self.store.get(keys.payload_key(prefix, tx_write_pointer, *SEAL_POSITION))
         if value is None:
             return None
         ms, seq = _SEAL.unpack_from(value, 1)
         return int(ms), int(seq)
+
+    def rows(
+        self, prefix: bytes, tx_write_pointer: int, start: tuple[int, int] = (0, 0)
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Raw (key, value) payload rows of one write pointer from (write_ms, p_seq)
+        ``start``, the seal row excluded."""
+        return self.store.scan(
+            keys.payload_key(prefix, tx_write_pointer, *start),
+            keys.payload_key(prefix, tx_write_pointer, *SEAL_POSITION),
+        )
 
     def scan(
         self,
@@ -173,11 +186,10 @@ class PayloadTable:
         *,
         inclusive: bool = True,
     ) -> Iterator[PayloadRow]:
-        """The rows of one write pointer from (write_ms, p_seq) ``start``; with
+        """Decoded rows of one write pointer from (write_ms, p_seq) ``start``; with
         ``inclusive=False`` a row exactly at ``start`` is skipped."""
         start_key = keys.payload_key(prefix, tx_write_pointer, *start)
-        seal_key = keys.payload_key(prefix, tx_write_pointer, *_SEAL_POSITION)
-        for key, value in self.store.scan(start_key, seal_key):
+        for key, value in self.rows(prefix, tx_write_pointer, start):
             if not inclusive and key == start_key:
                 continue
             _gen, wp, write_ms, p_seq = keys.decode_payload_key(key)
