@@ -8,6 +8,9 @@
      ├── TopicNotFoundError                                  HTTP 404
      ├── TopicAlreadyExistsError                             HTTP 409
      ├── TmsCodecError                (also ValueError)      bytes that do not decode
+     ├── UnauthenticatedError                                HTTP 401
+     ├── ForbiddenError                                      HTTP 403
+     ├── RequestTooLargeError                                HTTP 413
      ├── TmsTransientError            retrying may succeed
      │    └── StorageUnavailableError the store failed or is closed  HTTP 503
      └── TransactionServiceError      the transaction service failed (cleanup, fetches)
@@ -19,6 +22,8 @@ machine-readable error code of the JSON error body.
 from __future__ import annotations
 
 __all__ = [
+    "ForbiddenError",
+    "RequestTooLargeError",
     "StorageUnavailableError",
     "TmsCodecError",
     "TmsError",
@@ -28,6 +33,7 @@ __all__ = [
     "TopicNotFoundError",
     "TransactionServiceError",
     "TransactionTooOldError",
+    "UnauthenticatedError",
 ]
 
 
@@ -74,6 +80,25 @@ class TmsCodecError(TmsError, ValueError):
 
     status = 400
     code = "bad_encoding"
+
+
+class UnauthenticatedError(TmsError):
+    """No credentials, or credentials that are not valid."""
+
+    status = 401
+    code = "unauthenticated"
+
+
+class ForbiddenError(TmsError):
+    """Valid credentials without the permission asked for."""
+
+    status = 403
+    code = "forbidden"
+
+
+class RequestTooLargeError(TmsError):
+    status = 413
+    code = "request_too_large"
 
 
 class TmsTransientError(TmsError):

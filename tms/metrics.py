@@ -71,6 +71,16 @@ class TmsMetrics:
         self.cleanup_negated = Counter(
             "tms_cleanup_negated_entries", "Entries of invalid transactions negated", registry=r
         )
+        self.http_requests = Counter(
+            "tms_http_requests", "HTTP requests", ["route", "method", "status"], registry=r
+        )
+        self.http_seconds = Histogram(
+            "tms_http_request_seconds",
+            "HTTP request latency",
+            ["route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self.truncated_invalid = Counter(
             "tms_invalid_ids_truncated",
             "Invalid transaction ids truncated from the manager",

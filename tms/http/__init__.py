@@ -1,0 +1,1 @@
+"""The REST service: routes, wire formats, authentication, metrics, OpenAPI."""

@@ -1,0 +1,445 @@
+"""The REST service (aiohttp): the design's routes under ``/v1/namespaces/{namespace}``.
+
+Bodies are ``avro/binary`` (the v1 schemas, byte-compatible with CDAP's client) or
+``application/json`` (``tms.codec.json``). Every error is ``{"error": CODE, "message":
+TEXT}`` with the status of its ``TmsError`` class, and nothing is stored on any error.
+
+The event loop never blocks on storage: every service call (LevelDB reads, the writer's
+synced group commit) runs on a worker thread pool. A poll streams its messages in chunks
+(one Avro array block, or a slice of the JSON array, per chunk). ``?wait_ms=N`` makes a
+poll that finds nothing wait up to N ms for the topic to change; it answers as soon as
+there is something. A transactional poll that stopped at an uncommitted entry answers at
+once with ``X-Tms-Held: true`` (when the answer fits in one chunk; JSON also says
+``"held": true``): the caller needs a newer transaction to get past it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from tms.codec import avro
+from tms.codec import json as jsonc
+from tms.errors import (
+    RequestTooLargeError,
+    TmsCodecError,
+    TmsError,
+    TmsInvalidArgumentError,
+)
+from tms.fetcher import FetchRequest, MessageFetcher
+from tms.http.auth import Authorizer, Permission
+from tms.http.openapi import openapi_spec
+from tms.ids import MESSAGE_ID_SIZE, MessageId
+from tms.model import Message, StoreRequest, TopicId, validate_namespace
+from tms.service import MessagingService
+from txn.codec import decode_transaction
+from txn.errors import CodecError as TxCodecError
+
+__all__ = ["API", "AVRO", "JSON", "HttpConfig", "create_app"]
+
+log = logging.getLogger(__name__)
+
+AVRO = "avro/binary"
+JSON = "application/json"
+T = TypeVar("T")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    host: str = "127.0.0.1"
+    port: int = 15166
+    max_request_bytes: int = 10 * 1024 * 1024
+    chunk_bytes: int = 60_000
+    """Bytes of messages per streamed poll chunk (approximate; at least one message)."""
+    chunk_messages: int = 5_000
+    """Messages read from storage per step of a streamed poll."""
+    worker_threads: int = 64
+    max_wait_ms: int = 60_000
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise TmsInvalidArgumentError(f"bad port {self.port}")
+        if self.max_request_bytes < 1024 or self.worker_threads < 1 or self.chunk_messages < 1:
+            raise TmsInvalidArgumentError("bad HTTP settings")
+
+
+def _error(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": code, "message": message}, status=status)
+
+
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}
+
+
+def _route_of(request: web.Request) -> str:
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+@dataclass(slots=True)
+class _Read:
+    """A poll's read in progress: the first chunk, and the iterator for the rest."""
+
+    topic: TopicId
+    fetcher: MessageFetcher
+    messages: Any
+    first: list[Message]
+    exhausted: bool
+
+
+class TopicWaiters:
+    """Futures of polls waiting for a topic to change, woken from writer threads."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._waiting: dict[TopicId, set[asyncio.Future[None]]] = {}
+
+    def listener(self, topic: TopicId, version: int) -> None:
+        if topic in self._waiting:  # read from a writer thread; see the note in poll()
+            self._loop.call_soon_threadsafe(self._wake, topic)
+
+    def _wake(self, topic: TopicId) -> None:
+        for future in self._waiting.pop(topic, ()):
+            if not future.done():
+                future.set_result(None)
+
+    def register(self, topic: TopicId) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._waiting.setdefault(topic, set()).add(future)
+        return future
+
+    def discard(self, topic: TopicId, future: asyncio.Future[None]) -> None:
+        waiting = self._waiting.get(topic)
+        if waiting is not None:
+            waiting.discard(future)
+            if not waiting:
+                del self._waiting[topic]
+
+
+class Api:
+    def __init__(
+        self,
+        service: MessagingService,
+        config: HttpConfig,
+        authorizer: Authorizer | None,
+        pool: ThreadPoolExecutor,
+    ) -> None:
+        self.svc = service
+        self.config = config
+        self.auth = authorizer
+        self.pool = pool
+        self.waiters: TopicWaiters | None = None
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+
+    def _namespace(self, request: web.Request, permission: Permission) -> str:
+        namespace = validate_namespace(request.match_info["namespace"])
+        self._authorize(request, namespace, None, permission)
+        return namespace
+
+    def _topic(self, request: web.Request, permission: Permission) -> TopicId:
+        topic = TopicId(request.match_info["namespace"], request.match_info["topic"])
+        self._authorize(request, topic.namespace, topic.topic, permission)
+        return topic
+
+    def _authorize(
+        self, request: web.Request, namespace: str, topic: str | None, permission: Permission
+    ) -> None:
+        if self.auth is not None:
+            principal = self.auth.authenticate(request.headers.get("Authorization"))
+            self.auth.check(principal, namespace, topic, permission)
+
+    @staticmethod
+    def _format(request: web.Request) -> str:
+        content_type = request.content_type
+        if content_type not in (AVRO, JSON):
+            raise TmsInvalidArgumentError(
+                f"Only {AVRO} and {JSON} content types are supported, not {content_type!r}."
+            )
+        return content_type
+
+    async def _body(self, request: web.Request) -> bytes:
+        try:
+            return await request.read()
+        except web.HTTPRequestEntityTooLarge as exc:
+            raise RequestTooLargeError(
+                f"the request body is larger than {self.config.max_request_bytes} bytes"
+            ) from exc
+
+    # -- topics -------------------------------------------------------------------------
+
+    async def create_topic(self, request: web.Request) -> web.Response:
+        topic = self._topic(request, Permission.ADMIN)
+        properties = jsonc.decode_topic_properties(await self._body(request))
+        await self._run(self.svc.create_topic, topic, properties)
+        return web.Response(status=200)
+
+    async def update_topic(self, request: web.Request) -> web.Response:
+        topic = self._topic(request, Permission.ADMIN)
+        properties = jsonc.decode_topic_properties(await self._body(request))
+        await self._run(self.svc.update_topic, topic, properties)
+        return web.Response(status=200)
+
+    async def get_topic(self, request: web.Request) -> web.Response:
+        topic = self._topic(request, Permission.READ)
+        metadata = await self._run(self.svc.get_topic, topic)
+        return web.json_response(dict(metadata.properties))
+
+    async def list_topics(self, request: web.Request) -> web.Response:
+        namespace = self._namespace(request, Permission.READ)
+        topics = await self._run(self.svc.list_topics, namespace)
+        return web.json_response([t.topic for t in topics])
+
+    async def delete_topic(self, request: web.Request) -> web.Response:
+        topic = self._topic(request, Permission.ADMIN)
+        await self._run(self.svc.delete_topic, topic)
+        return web.Response(status=200)
+
+    # -- writing ------------------------------------------------------------------------
+
+    async def _store_request(
+        self, request: web.Request, topic: TopicId
+    ) -> tuple[StoreRequest, str]:
+        fmt = self._format(request)
+        body = await self._body(request)
+        if fmt == AVRO:
+            wp, payloads = avro.decode_publish_request(body)
+            return StoreRequest(topic, payloads, wp), fmt
+        wp, payloads, ttls = jsonc.decode_publish_request(body)
+        return StoreRequest(topic, payloads, wp, ttls), fmt
+
+    async def publish(self, request: web.Request) -> web.Response:
+        topic = self._topic(request, Permission.WRITE)
+        store_request, fmt = await self._store_request(request, topic)
+        detail = await self._run(self.svc.publish, store_request)
+        if fmt == JSON:
+            return web.Response(
+                body=jsonc.encode_publish_response(detail, len(store_request.payloads)),
+                content_type=JSON,
+            )
+        if detail is None:
+            return web.Response(status=200)
+        return web.Response(body=avro.encode_publish_response(detail), content_type=AVRO)
+
+    async def store(self, request: web.Request) -> web.Response:
+        topic = self._topic(request, Permission.WRITE)
+        store_request, _fmt = await self._store_request(request, topic)
+        await self._run(self.svc.store, store_request)
+        return web.Response(status=200)
+
+    async def rollback(self, request: web.Request) -> web.Response:
+        topic = self._topic(request, Permission.WRITE)
+        body = await self._body(request)
+        # The token is echoed back as received: Avro unless the caller says JSON.
+        if request.content_type == JSON:
+            detail = jsonc.decode_publish_response(body)
+        else:
+            detail = avro.decode_publish_response(body)
+        count = await self._run(self.svc.rollback, topic, detail)
+        return (
+            web.json_response({"rolledBack": count})
+            if request.content_type == JSON
+            else web.Response()
+        )
+
+    # -- reading ------------------------------------------------------------------------
+
+    def _fetch_request(self, spec: avro.ConsumeSpec) -> FetchRequest:
+        limit = spec.limit if spec.limit is not None else 2**31 - 1
+        if limit <= 0:
+            raise TmsInvalidArgumentError(f"limit must be positive, got {limit}")
+        start_id = start_ms = None
+        if isinstance(spec.start_from, bytes):
+            if len(spec.start_from) != MESSAGE_ID_SIZE:
+                raise TmsInvalidArgumentError(
+                    f"startFrom must be a {MESSAGE_ID_SIZE}-byte message id"
+                )
+            start_id = MessageId.from_bytes(spec.start_from)
+        elif spec.start_from is not None:
+            start_ms = spec.start_from
+        tx = None
+        if spec.transaction is not None:
+            try:
+                tx = decode_transaction(spec.transaction)
+            except TxCodecError as exc:
+                raise TmsCodecError(f"the transaction does not decode: {exc}") from exc
+        return FetchRequest(start_id, spec.inclusive, start_ms, limit, tx)
+
+    def _wait_ms(self, request: web.Request) -> int:
+        text = request.query.get("wait_ms", "0")
+        try:
+            wait_ms = int(text)
+        except ValueError as exc:
+            raise TmsInvalidArgumentError(f"wait_ms must be an integer, got {text!r}") from exc
+        if not 0 <= wait_ms <= self.config.max_wait_ms:
+            raise TmsInvalidArgumentError(f"wait_ms must be in 0..{self.config.max_wait_ms}")
+        return wait_ms
+
+    def _open(self, topic: TopicId, request: FetchRequest) -> MessageFetcher:
+        metadata = self.svc.get_topic(topic)
+        return MessageFetcher(self.svc.tables, metadata, request, self.svc.now_ms())
+
+    async def poll(self, request: web.Request) -> web.StreamResponse:
+        topic = self._topic(request, Permission.READ)
+        fmt = self._format(request)
+        body = await self._body(request)
+        spec = (
+            avro.decode_consume_request(body) if fmt == AVRO else jsonc.decode_consume_request(body)
+        )
+        fetch_request = self._fetch_request(spec)
+        wait_ms = self._wait_ms(request)
+        deadline = time.monotonic() + wait_ms / 1000
+        assert self.waiters is not None
+        while True:
+            # Register before reading, so a write landing after the read's snapshot is
+            # guaranteed to wake us (its listener runs after the write).
+            waiter = self.waiters.register(topic) if wait_ms else None
+            try:
+                fetcher = await self._run(self._open, topic, fetch_request)
+                messages = iter(fetcher)
+                first: list[Message] = await self._run(_take, messages, self.config.chunk_messages)
+                exhausted = len(first) < self.config.chunk_messages
+                remaining = deadline - time.monotonic()
+                if first or fetcher.held or waiter is None or remaining <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(waiter, remaining)
+            finally:
+                if waiter is not None:
+                    self.waiters.discard(topic, waiter)
+        read = _Read(topic, fetcher, messages, first, exhausted)
+        return await self._stream(request, fmt, read)
+
+    async def _stream(self, request: web.Request, fmt: str, read: _Read) -> web.StreamResponse:
+        topic, fetcher, messages, first, exhausted = (
+            read.topic,
+            read.fetcher,
+            read.messages,
+            read.first,
+            read.exhausted,
+        )
+        response = web.StreamResponse(status=200)
+        response.content_type = fmt
+        if exhausted and fetcher.held:
+            response.headers["X-Tms-Held"] = "true"
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        count = 0
+        size = 0
+        batch = first
+        if fmt == JSON:
+            await response.write(b'{"messages":[')
+        while batch:
+            count += len(batch)
+            size += sum(len(m[1]) for m in batch)
+            if fmt == AVRO:
+                for block in avro.encode_consume_blocks(batch, self.config.chunk_bytes):
+                    await response.write(block)
+            else:
+                await response.write(jsonc.encode_messages(batch, first=count == len(batch)))
+            if exhausted:
+                break
+            batch = await self._run(_take, messages, self.config.chunk_messages)
+            exhausted = len(batch) < self.config.chunk_messages
+        if fmt == AVRO:
+            await response.write(avro.ARRAY_END)
+        else:
+            await response.write(b'],"held":' + (b"true" if fetcher.held else b"false") + b"}")
+        await response.write_eof()
+        self.svc.metrics.fetched(topic, count, size)
+        return response
+
+    # -- misc ---------------------------------------------------------------------------
+
+    async def ping(self, request: web.Request) -> web.Response:
+        return web.Response(text="OK.\n")
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        return web.Response(
+            body=self.svc.metrics.exposition(), content_type="text/plain", charset="utf-8"
+        )
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        return web.json_response(openapi_spec())
+
+
+API: web.AppKey[Api] = web.AppKey("api", Api)
+
+
+def _take(messages: Any, n: int) -> list[Message]:
+    return list(islice(messages, n))
+
+
+def create_app(
+    service: MessagingService,
+    config: HttpConfig | None = None,
+    authorizer: Authorizer | None = None,
+) -> web.Application:
+    """The application; the caller runs it (``tms.http.server``) and owns ``service``."""
+    config = config or HttpConfig()
+    pool = ThreadPoolExecutor(max_workers=config.worker_threads, thread_name_prefix="tms-http")
+    api = Api(service, config, authorizer, pool)
+    metrics = service.metrics
+
+    @web.middleware
+    async def errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.perf_counter()
+        response: web.StreamResponse
+        try:
+            response = await handler(request)
+        except TmsError as exc:
+            response = _error(exc.status, exc.code, str(exc))
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            response = _error(exc.status, _HTTP_CODES.get(exc.status, "http_error"), exc.reason)
+        except Exception as exc:
+            log.exception("internal error on %s %s", request.method, request.path)
+            response = _error(500, "internal_error", f"internal error: {exc!r}")
+        route = _route_of(request)
+        metrics.http_requests.labels(route, request.method, str(response.status)).inc()
+        metrics.http_seconds.labels(route).observe(time.perf_counter() - started)
+        return response
+
+    app = web.Application(
+        client_max_size=config.max_request_bytes, middlewares=[errors_and_metrics]
+    )
+    base = "/v1/namespaces/{namespace}"
+    topic = base + "/topics/{topic}"
+    app.router.add_put(topic, api.create_topic)
+    app.router.add_get(topic, api.get_topic)
+    app.router.add_delete(topic, api.delete_topic)
+    app.router.add_put(topic + "/properties", api.update_topic)
+    app.router.add_get(base + "/topics", api.list_topics)
+    app.router.add_post(topic + "/publish", api.publish)
+    app.router.add_post(topic + "/store", api.store)
+    app.router.add_post(topic + "/rollback", api.rollback)
+    app.router.add_post(topic + "/poll", api.poll)
+    app.router.add_get("/ping", api.ping)
+    app.router.add_get("/metrics", api.metrics)
+    app.router.add_get("/v1/openapi.json", api.openapi)
+
+    async def on_startup(app: web.Application) -> None:
+        api.waiters = TopicWaiters(asyncio.get_running_loop())
+        service.add_listener(api.waiters.listener)
+
+    async def on_cleanup(app: web.Application) -> None:
+        if api.waiters is not None:
+            service.remove_listener(api.waiters.listener)
+        pool.shutdown(wait=True)
+
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    app[API] = api
+    return app

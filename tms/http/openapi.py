@@ -1,0 +1,342 @@
+"""The OpenAPI 3.0 description of the REST API, served at ``/v1/openapi.json``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["openapi_spec"]
+
+_AVRO_BODY = {"schema": {"type": "string", "format": "binary"}}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _body(json_schema: str, avro_record: str | None, required: bool = True) -> dict[str, Any]:
+    content: dict[str, Any] = {"application/json": {"schema": _ref(json_schema)}}
+    if avro_record is not None:
+        content["avro/binary"] = {
+            **_AVRO_BODY,
+            "description": f"Avro binary of the v1 {avro_record} schema",
+        }
+    return {"required": required, "content": content}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    texts = {
+        400: "Bad request (names, bodies, content type, limits)",
+        401: "Missing or invalid bearer token",
+        403: "Not permitted",
+        404: "Topic (or route) not found",
+        409: "Topic exists",
+        413: "Request body too large",
+        503: "Storage unavailable",
+    }
+    return {
+        str(c): {
+            "description": texts[c],
+            "content": {"application/json": {"schema": _ref("Error")}},
+        }
+        for c in codes
+    }
+
+
+_PARAMS = [
+    {
+        "name": "namespace",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": "^[a-zA-Z0-9_]+$"},
+    },
+]
+_TOPIC_PARAMS = [
+    *_PARAMS,
+    {
+        "name": "topic",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": "^[a-zA-Z0-9_-]+$"},
+    },
+]
+
+
+def openapi_spec() -> dict[str, Any]:
+    ok = {"description": "OK"}
+    topic_ops: dict[str, Any] = {
+        "put": {
+            "summary": "Create a topic",
+            "operationId": "createTopic",
+            "parameters": _TOPIC_PARAMS,
+            "requestBody": {
+                "required": False,
+                "content": {"application/json": {"schema": _ref("TopicProperties")}},
+            },
+            "responses": {"200": ok, **_errors(400, 401, 403, 409, 413, 503)},
+        },
+        "get": {
+            "summary": "Get a topic's properties",
+            "operationId": "getTopic",
+            "parameters": _TOPIC_PARAMS,
+            "responses": {
+                "200": {
+                    "description": "Properties",
+                    "content": {"application/json": {"schema": _ref("TopicProperties")}},
+                },
+                **_errors(400, 401, 403, 404, 503),
+            },
+        },
+        "delete": {
+            "summary": "Delete a topic (its data becomes invisible at once)",
+            "operationId": "deleteTopic",
+            "parameters": _TOPIC_PARAMS,
+            "responses": {"200": ok, **_errors(400, 401, 403, 404, 503)},
+        },
+    }
+    publish_response = {
+        "description": (
+            "Published. Avro: empty for a non-transactional publish, else the rollback "
+            "token (a PublishResponse) to send back to rollback"
+        ),
+        "content": {
+            "application/json": {"schema": _ref("PublishResponse")},
+            "avro/binary": _AVRO_BODY,
+        },
+    }
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "txms messaging",
+            "version": "1",
+            "description": (
+                "Transactional messaging: topics, publishing, rollback and polling. Bodies "
+                "are avro/binary (CDAP's v1 schemas) or application/json; bytes in JSON are "
+                "base64; message ids are 40 hex digits."
+            ),
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {
+                    "type": "object",
+                    "required": ["error", "message"],
+                    "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
+                },
+                "TopicProperties": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "properties": {
+                        "ttl": {"type": "string", "description": "seconds, > 0"},
+                        "generation": {"type": "string", "readOnly": True},
+                    },
+                },
+                "OutMessage": {
+                    "oneOf": [
+                        {"type": "string", "format": "byte"},
+                        {
+                            "type": "object",
+                            "required": ["payload"],
+                            "properties": {
+                                "payload": {"type": "string", "format": "byte"},
+                                "ttl": {"type": "integer", "minimum": 1, "description": "seconds"},
+                            },
+                        },
+                    ]
+                },
+                "PublishRequest": {
+                    "type": "object",
+                    "properties": {
+                        "transactionWritePointer": {
+                            "type": "integer",
+                            "format": "int64",
+                            "nullable": True,
+                        },
+                        "messages": {"type": "array", "items": _ref("OutMessage")},
+                    },
+                },
+                "RollbackRange": {
+                    "type": "object",
+                    "required": [
+                        "startTimestamp",
+                        "startSequenceId",
+                        "endTimestamp",
+                        "endSequenceId",
+                    ],
+                    "properties": {
+                        "startTimestamp": {"type": "integer", "format": "int64"},
+                        "startSequenceId": {"type": "integer"},
+                        "endTimestamp": {"type": "integer", "format": "int64"},
+                        "endSequenceId": {"type": "integer"},
+                    },
+                },
+                "PublishResponse": {
+                    "type": "object",
+                    "properties": {
+                        "transactionWritePointer": {"type": "integer", "format": "int64"},
+                        "rollbackRange": _ref("RollbackRange"),
+                        "published": {"type": "integer"},
+                    },
+                },
+                "ConsumeRequest": {
+                    "type": "object",
+                    "properties": {
+                        "startFrom": {
+                            "description": (
+                                "a message id (hex), a time in ms, or null for the oldest"
+                            ),
+                            "oneOf": [
+                                {"type": "string", "pattern": "^[0-9a-f]{40}$"},
+                                {"type": "integer"},
+                            ],
+                            "nullable": True,
+                        },
+                        "inclusive": {"type": "boolean", "default": True},
+                        "limit": {"type": "integer", "minimum": 1, "nullable": True},
+                        "transaction": {
+                            "type": "string",
+                            "format": "byte",
+                            "nullable": True,
+                            "description": "Tephra TransactionCodec bytes",
+                        },
+                    },
+                },
+                "ConsumeResponse": {
+                    "type": "object",
+                    "properties": {
+                        "messages": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "id": {"type": "string"},
+                                    "payload": {"type": "string", "format": "byte"},
+                                    "publishTime": {"type": "integer", "format": "int64"},
+                                },
+                            },
+                        },
+                        "held": {
+                            "type": "boolean",
+                            "description": (
+                                "stopped at an uncommitted transaction: poll again with a newer one"
+                            ),
+                        },
+                    },
+                },
+            },
+        },
+        "security": [{}, {"bearer": []}],
+        "paths": {
+            "/v1/namespaces/{namespace}/topics": {
+                "get": {
+                    "summary": "List the topics of a namespace",
+                    "operationId": "listTopics",
+                    "parameters": _PARAMS,
+                    "responses": {
+                        "200": {
+                            "description": "Topic names",
+                            "content": {
+                                "application/json": {
+                                    "schema": {"type": "array", "items": {"type": "string"}}
+                                }
+                            },
+                        },
+                        **_errors(400, 401, 403, 503),
+                    },
+                }
+            },
+            "/v1/namespaces/{namespace}/topics/{topic}": topic_ops,
+            "/v1/namespaces/{namespace}/topics/{topic}/properties": {
+                "put": {
+                    "summary": "Replace a topic's properties",
+                    "operationId": "updateTopic",
+                    "parameters": _TOPIC_PARAMS,
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": _ref("TopicProperties")}},
+                    },
+                    "responses": {"200": ok, **_errors(400, 401, 403, 404, 413, 503)},
+                }
+            },
+            "/v1/namespaces/{namespace}/topics/{topic}/publish": {
+                "post": {
+                    "summary": "Publish messages (or a commit marker: transactional, no messages)",
+                    "operationId": "publish",
+                    "parameters": _TOPIC_PARAMS,
+                    "requestBody": _body("PublishRequest", "PublishRequest"),
+                    "responses": {"200": publish_response, **_errors(400, 401, 403, 404, 413, 503)},
+                }
+            },
+            "/v1/namespaces/{namespace}/topics/{topic}/store": {
+                "post": {
+                    "summary": "Stage transactional payloads for a later commit marker",
+                    "operationId": "store",
+                    "parameters": _TOPIC_PARAMS,
+                    "requestBody": _body("PublishRequest", "PublishRequest"),
+                    "responses": {"200": ok, **_errors(400, 401, 403, 404, 413, 503)},
+                }
+            },
+            "/v1/namespaces/{namespace}/topics/{topic}/rollback": {
+                "post": {
+                    "summary": "Roll back a transactional publish (send its response back)",
+                    "operationId": "rollback",
+                    "parameters": _TOPIC_PARAMS,
+                    "requestBody": _body("PublishResponse", "PublishResponse"),
+                    "responses": {"200": ok, **_errors(400, 401, 403, 404, 413, 503)},
+                }
+            },
+            "/v1/namespaces/{namespace}/topics/{topic}/poll": {
+                "post": {
+                    "summary": "Read messages",
+                    "operationId": "poll",
+                    "parameters": [
+                        *_TOPIC_PARAMS,
+                        {
+                            "name": "wait_ms",
+                            "in": "query",
+                            "required": False,
+                            "schema": {"type": "integer", "minimum": 0, "maximum": 60000},
+                            "description": (
+                                "wait up to this long for new messages when there are none"
+                            ),
+                        },
+                    ],
+                    "requestBody": _body("ConsumeRequest", "ConsumeRequest"),
+                    "responses": {
+                        "200": {
+                            "description": (
+                                "Messages, streamed. Header X-Tms-Held: true when the "
+                                "read stopped at an uncommitted transaction"
+                            ),
+                            "content": {
+                                "application/json": {"schema": _ref("ConsumeResponse")},
+                                "avro/binary": _AVRO_BODY,
+                            },
+                        },
+                        **_errors(400, 401, 403, 404, 413, 503),
+                    },
+                }
+            },
+            "/ping": {
+                "get": {
+                    "summary": "Liveness",
+                    "operationId": "ping",
+                    "security": [{}],
+                    "responses": {"200": ok},
+                }
+            },
+            "/metrics": {
+                "get": {
+                    "summary": "Prometheus metrics",
+                    "operationId": "metrics",
+                    "responses": {"200": ok},
+                }
+            },
+            "/v1/openapi.json": {
+                "get": {
+                    "summary": "This document",
+                    "operationId": "openapi",
+                    "responses": {"200": ok},
+                }
+            },
+        },
+    }
