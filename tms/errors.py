@@ -12,7 +12,8 @@
      ├── ForbiddenError                                      HTTP 403
      ├── RequestTooLargeError                                HTTP 413
      ├── TmsTransientError            retrying may succeed
-     │    └── StorageUnavailableError the store failed or is closed  HTTP 503
+     │    ├── StorageUnavailableError the store failed or is closed  HTTP 503
+     │    └── ServiceUnavailableError the service could not be reached (client side)
      └── TransactionServiceError      the transaction service failed (cleanup, fetches)
 
 ``status`` on each class is the HTTP status the REST layer answers with; ``code`` is the
@@ -24,6 +25,7 @@ from __future__ import annotations
 __all__ = [
     "ForbiddenError",
     "RequestTooLargeError",
+    "ServiceUnavailableError",
     "StorageUnavailableError",
     "TmsCodecError",
     "TmsError",
@@ -61,8 +63,8 @@ class TopicNotFoundError(TmsError):
     status = 404
     code = "topic_not_found"
 
-    def __init__(self, topic: object) -> None:
-        super().__init__(f"Topic {topic} does not exist.")
+    def __init__(self, topic: object, message: str | None = None) -> None:
+        super().__init__(message or f"Topic {topic} does not exist.")
         self.topic = topic
 
 
@@ -70,8 +72,8 @@ class TopicAlreadyExistsError(TmsError):
     status = 409
     code = "topic_exists"
 
-    def __init__(self, topic: object) -> None:
-        super().__init__(f"Topic {topic} already exists.")
+    def __init__(self, topic: object, message: str | None = None) -> None:
+        super().__init__(message or f"Topic {topic} already exists.")
         self.topic = topic
 
 
@@ -107,11 +109,20 @@ class TmsTransientError(TmsError):
     status = 503
     code = "unavailable"
 
+    # Subclasses set their own codes; every class has a distinct one (clients map codes
+    # back to classes).
+
 
 class StorageUnavailableError(TmsTransientError):
     """The store failed, or is closed."""
 
     code = "storage_unavailable"
+
+
+class ServiceUnavailableError(TmsTransientError):
+    """The messaging service could not be reached (raised by clients)."""
+
+    code = "service_unavailable"
 
 
 class TransactionServiceError(TmsError):

@@ -51,7 +51,9 @@ class HttpServerThread:
     def __init__(self, server: HttpServer) -> None:
         self.server = server
         self._loop = new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="tms-http-loop", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="tms-http-loop", daemon=True
+        )
 
     def start(self) -> str:
         self._thread.start()
