@@ -1,0 +1,231 @@
+"""End to end: the real transaction server (Thrift, loopback) and the real messaging
+service (HTTP, loopback, LevelDB), driven through the Python clients.
+
+* a ``TransactionContext`` with the transaction-aware publisher and another participant:
+  committed -> visible to transactional consumers; aborted -> never visible; in progress
+  -> transactional consumers stop before it;
+* staged publishing for long transactions, checkpoints, the data manager for the
+  ``transaction`` package;
+* non-transactional publishing keeps working while the transaction server is down;
+* error bodies map back to the error tree.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import transaction as zope_transaction
+
+from tests.fakes import RecordingParticipant
+from tms.client import MessagingClient
+from tms.client.aware import TransactionalFetcher, TransactionalPublisher
+from tms.client.datamanager import MessagingDataManager
+from tms.client.http import ERROR_CLASSES
+from tms.config import TmsConfig
+from tms.errors import (
+    ServiceUnavailableError,
+    TmsError,
+    TmsInvalidArgumentError,
+    TopicAlreadyExistsError,
+    TopicNotFoundError,
+)
+from tms.http.app import HttpConfig
+from tms.http.server import HttpServer, HttpServerThread
+from tms.model import TopicId
+from tms.service import MessagingService
+from tms.store.leveldb import LevelDBStore
+from txn.config import ServerConfig, TxConfig
+from txn.context import TransactionContext
+from txn.errors import TransactionFailureError
+from txn.manager import TransactionManager
+from txn.persist.local import LocalDirStorage
+from txn.persist.store import TransactionStateStore
+from txn.rpc.client import ThriftTxClient
+from txn.rpc.retry import RetryNTimes
+from txn.rpc.server import ServerThread, ThriftServer
+
+T = TopicId("app", "events")
+
+
+@dataclass
+class Stack:
+    messaging: MessagingClient
+    tx: ThriftTxClient
+    tx_server: ServerThread
+    service: MessagingService
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    manager = TransactionManager(
+        TxConfig(cleanup_interval_s=0, snapshot_interval_s=0),
+        TransactionStateStore(LocalDirStorage(tmp_path / "txn")),
+    )
+    manager.start()
+    tx_server = ServerThread(ThriftServer(manager, ServerConfig(port=0)))
+    tx_address = tx_server.start()
+    service = MessagingService(LevelDBStore(tmp_path / "tms"), TmsConfig())
+    http = HttpServerThread(HttpServer(service, HttpConfig(port=0)))
+    url = http.start()
+    messaging = MessagingClient(url, retries=1, backoff_s=0.01)
+    tx = ThriftTxClient(tx_address, retry=RetryNTimes(1), timeout_s=5)
+    messaging.create_topic(T)
+    yield Stack(messaging, tx, tx_server, service)
+    messaging.close()
+    tx.close()
+    http.stop()
+    service.close()
+    tx_server.stop()
+    manager.stop()
+
+
+def committed_view(stack: Stack) -> list[bytes]:
+    reader = stack.tx.start_short()
+    try:
+        return [m.payload for m in stack.messaging.poll(T, transaction=reader).messages]
+    finally:
+        stack.tx.abort(reader)
+
+
+def test_commit_makes_messages_visible_at_once(stack: Stack) -> None:
+    publisher = TransactionalPublisher(stack.messaging)
+    table = RecordingParticipant("table")
+    with TransactionContext(stack.tx, publisher, table):
+        publisher.publish(T, ["state changed", "again"])
+        assert committed_view(stack) == []  # nothing yet, not even to us outside
+    assert table.committed and table.post_committed
+    assert committed_view(stack) == [b"state changed", b"again"]
+
+
+def test_in_progress_transaction_holds_consumers(stack: Stack) -> None:
+    stack.messaging.publish(T, ["before"])
+    publisher = TransactionalPublisher(stack.messaging)
+    ctx = TransactionContext(stack.tx, publisher)
+    ctx.start()
+    publisher.publish(T, ["pending"])
+    publisher.commit_tx()  # published with the write pointer; the transaction is not committed
+    stack.messaging.publish(T, ["after"])
+    reader = stack.tx.start_short()
+    result = stack.messaging.poll(T, transaction=reader)
+    stack.tx.abort(reader)
+    assert [m.payload for m in result.messages] == [b"before"] and result.held
+    ctx.finish()
+    assert committed_view(stack) == [b"before", b"pending", b"after"]
+
+
+def test_abort_is_never_visible(stack: Stack) -> None:
+    publisher = TransactionalPublisher(stack.messaging)
+    failing = RecordingParticipant("table")
+    failing.fail_commit = RuntimeError("disk full")
+    with pytest.raises(TransactionFailureError), TransactionContext(stack.tx, publisher, failing):
+        publisher.publish(T, ["never"])
+    assert committed_view(stack) == []
+    # non-transactional consumers see everything, rolled back included
+    assert [m.payload for m in stack.messaging.poll(T).messages] == [b"never"]
+
+
+def test_exception_in_the_block_rolls_back(stack: Stack) -> None:
+    publisher = TransactionalPublisher(stack.messaging)
+    with pytest.raises(KeyError), TransactionContext(stack.tx, publisher):
+        publisher.publish(T, ["no"])
+        publisher.commit_tx()  # even if already published
+        raise KeyError("boom")
+    assert committed_view(stack) == []
+
+
+def test_staged_publishing_and_checkpoints(stack: Stack) -> None:
+    publisher = TransactionalPublisher(stack.messaging, staged=True)
+    fetcher = TransactionalFetcher(stack.messaging)
+    ctx = TransactionContext(stack.tx, publisher, fetcher)
+    ctx.start_long()
+    publisher.publish(T, [f"part1-{i}" for i in range(5)])
+    ctx.checkpoint()  # publishes a commit marker for the first write pointer
+    publisher.publish(T, [f"part2-{i}" for i in range(5)])
+    own = [m.payload for m in fetcher.fetch(T).messages]
+    assert own[:5] == [f"part1-{i}".encode() for i in range(5)]  # a transaction sees its own writes
+    assert committed_view(stack) == []
+    ctx.finish()
+    assert committed_view(stack) == [f"part{p}-{i}".encode() for p in (1, 2) for i in range(5)]
+
+
+def test_data_manager_joins_the_transaction_package(stack: Stack) -> None:
+    manager = zope_transaction.TransactionManager()
+    dm = MessagingDataManager(stack.messaging, stack.tx, manager)
+    with manager:
+        dm.publish(T, ["via 2pc"])
+    assert committed_view(stack) == [b"via 2pc"]
+    with pytest.raises(ValueError), manager:
+        dm.publish(T, ["aborted"])
+        raise ValueError("no")
+    assert committed_view(stack) == [b"via 2pc"]
+    manager.begin()
+    dm.publish(T, ["vote fails"])
+    manager.get().join(FailingVote())
+    with pytest.raises(RuntimeError):
+        manager.commit()
+    manager.abort()
+    assert committed_view(stack) == [b"via 2pc"]
+
+
+class FailingVote:
+    transaction_manager = None
+
+    def abort(self, txn: object) -> None: ...
+    def tpc_begin(self, txn: object) -> None: ...
+    def commit(self, txn: object) -> None: ...
+
+    def tpc_vote(self, txn: object) -> None:
+        raise RuntimeError("another resource says no")
+
+    def tpc_finish(self, txn: object) -> None: ...
+    def tpc_abort(self, txn: object) -> None: ...
+
+    def sortKey(self) -> str:
+        return "zzz-fails-last"
+
+
+def test_non_transactional_publishing_survives_the_transaction_server(stack: Stack) -> None:
+    stack.tx_server.stop()
+    stack.messaging.publish(T, ["still works"])
+    assert [m.payload for m in stack.messaging.poll(T).messages] == [b"still works"]
+
+
+def test_errors_map_back_to_the_tree(stack: Stack) -> None:
+    with pytest.raises(TopicAlreadyExistsError):
+        stack.messaging.create_topic(T)
+    with pytest.raises(TopicNotFoundError):
+        stack.messaging.poll(TopicId("app", "missing"))
+    with pytest.raises(TmsInvalidArgumentError):
+        stack.messaging.publish(T, [])
+    codes = {cls.code for cls in _all_subclasses(TmsError)} | {TmsError.code}
+    assert codes <= set(ERROR_CLASSES), "every error class must be mapped back"
+    assert len(codes) == len({c for c in codes}), "codes must be distinct"
+
+
+def _all_subclasses(cls: type) -> set[type]:
+    found = set()
+    for sub in cls.__subclasses__():
+        found.add(sub)
+        found |= _all_subclasses(sub)
+    return found
+
+
+def test_follow_and_unreachable_service(stack: Stack) -> None:
+    stack.messaging.publish(T, ["a", "b"])
+    seen: list[bytes] = []
+    stop = threading.Event()
+    timer = threading.Timer(0.2, lambda: stack.messaging.publish(T, ["c"]))
+    timer.start()
+    for message in stack.messaging.follow(T, tx_client=stack.tx, wait_ms=2000, stop=stop.is_set):
+        seen.append(message.payload)
+        if len(seen) == 3:
+            stop.set()
+    timer.join()
+    assert seen == [b"a", b"b", b"c"]
+    dead = MessagingClient("http://127.0.0.1:1", retries=1, backoff_s=0.0)
+    with pytest.raises(ServiceUnavailableError):
+        dead.list_topics("app")

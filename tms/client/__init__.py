@@ -1,0 +1,6 @@
+"""Clients of the messaging service: HTTP, transaction-aware publishing and fetching,
+and a data manager for the ``transaction`` package."""
+
+from tms.client.http import MessagingClient, PollResult, RollbackToken
+
+__all__ = ["MessagingClient", "PollResult", "RollbackToken"]

@@ -1,0 +1,360 @@
+"""``MessagingClient``: the REST API from Python (requests).
+
+Every method maps the service's JSON error body back to the ``tms`` error class with that
+code (``error_from_response``), and a connection failure to ``ServiceUnavailableError``
+after retrying idempotent calls. Message payloads are ``bytes``; ``str`` is sent as
+UTF-8. Times are milliseconds since the epoch.
+
+``follow`` iterates a topic forever with long-poll, resuming after the last message it
+yielded and reconnecting with backoff when the service is unavailable; with a transaction
+client it reads each batch with a fresh transaction (and refreshes it at once when a read
+stopped at an uncommitted entry).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import requests
+
+from tms.codec import avro
+from tms.codec import json as jsonc
+from tms.codec.avro import ConsumeSpec
+from tms.errors import (
+    ForbiddenError,
+    RequestTooLargeError,
+    ServiceUnavailableError,
+    StorageUnavailableError,
+    TmsCodecError,
+    TmsError,
+    TmsInvalidArgumentError,
+    TmsTransientError,
+    TopicAlreadyExistsError,
+    TopicNotFoundError,
+    TransactionServiceError,
+    TransactionTooOldError,
+    UnauthenticatedError,
+)
+from tms.ids import MessageId
+from tms.model import Message, RollbackDetail, TopicId
+from txn.codec import encode_transaction
+from txn.transaction import Transaction
+
+__all__ = ["ERROR_CLASSES", "MessagingClient", "PollResult", "RollbackToken", "error_from_response"]
+
+AVRO = "avro/binary"
+
+ERROR_CLASSES: dict[str, type[TmsError]] = {
+    cls.code: cls
+    for cls in (
+        TmsError,
+        TmsInvalidArgumentError,
+        TransactionTooOldError,
+        TopicNotFoundError,
+        TopicAlreadyExistsError,
+        TmsCodecError,
+        UnauthenticatedError,
+        ForbiddenError,
+        RequestTooLargeError,
+        TmsTransientError,
+        StorageUnavailableError,
+        ServiceUnavailableError,
+        TransactionServiceError,
+    )
+}
+"""Error code of the JSON error body -> the class raised."""
+
+
+def error_from_response(response: requests.Response, topic: object = None) -> TmsError:
+    """The ``tms`` error a non-200 response stands for."""
+    try:
+        body = response.json()
+        code, message = body["error"], body["message"]
+    except (ValueError, KeyError, TypeError):
+        code, message = None, response.text or response.reason
+    cls = ERROR_CLASSES.get(code or "")
+    if cls is None:
+        cls = {
+            404: TopicNotFoundError,
+            409: TopicAlreadyExistsError,
+            400: TmsInvalidArgumentError,
+        }.get(response.status_code, TmsError)
+    if cls in (TopicNotFoundError, TopicAlreadyExistsError):
+        return cls(topic, message)
+    return cls(message)
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackToken:
+    """What a transactional publish returns: the exact bytes to send back to rollback,
+    and what they say."""
+
+    raw: bytes
+    detail: RollbackDetail
+
+
+@dataclass(frozen=True, slots=True)
+class PollResult:
+    messages: list[Message]
+    held: bool
+
+
+class _TxSource(Protocol):
+    def start_short(self, timeout_s: int | None = None) -> Transaction: ...
+
+    def abort(self, tx: Transaction) -> None: ...
+
+
+class MessagingClient:
+    """See the module docstring. Thread-safe (one ``requests.Session`` per client)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout_s: float = 30.0,
+        retries: int = 3,
+        backoff_s: float = 0.1,
+        sleep: Callable[[float], None] = time.sleep,
+        session: requests.Session | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._timeout = timeout_s
+        self._retries = retries
+        self._backoff = backoff_s
+        self._sleep = sleep
+        self._http = session or requests.Session()
+        if token:
+            self._http.headers["Authorization"] = f"Bearer {token}"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> MessagingClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    def _url(self, topic: TopicId | None, namespace: str | None = None, action: str = "") -> str:
+        if topic is None:
+            return f"{self.base_url}/v1/namespaces/{namespace}/topics"
+        url = f"{self.base_url}/v1/namespaces/{topic.namespace}/topics/{topic.topic}"
+        return f"{url}/{action}" if action else url
+
+    def _request(
+        self,
+        method: str,
+        url: str,
+        *,
+        topic: object = None,
+        idempotent: bool = True,
+        timeout_s: float | None = None,
+        **kw: Any,
+    ) -> requests.Response:
+        attempts = self._retries + 1 if idempotent else 1
+        delay = self._backoff
+        timeout = timeout_s if timeout_s is not None else self._timeout
+        for attempt in range(attempts):
+            try:
+                response = self._http.request(method, url, timeout=timeout, **kw)
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                if attempt == attempts - 1:
+                    raise ServiceUnavailableError(f"{method} {url}: {exc}") from exc
+                self._sleep(delay)
+                delay *= 4
+                continue
+            if response.status_code == 200:
+                return response
+            error = error_from_response(response, topic)
+            if isinstance(error, TmsTransientError) and attempt < attempts - 1:
+                self._sleep(delay)
+                delay *= 4
+                continue
+            raise error
+        raise AssertionError("unreachable")
+
+    # -- topics -------------------------------------------------------------------------
+
+    def create_topic(self, topic: TopicId, properties: Mapping[str, str] | None = None) -> None:
+        self._request(
+            "PUT", self._url(topic), topic=topic, json=dict(properties or {}), idempotent=False
+        )
+
+    def update_topic(self, topic: TopicId, properties: Mapping[str, str]) -> None:
+        self._request(
+            "PUT", self._url(topic, action="properties"), topic=topic, json=dict(properties)
+        )
+
+    def get_topic(self, topic: TopicId) -> dict[str, str]:
+        result: dict[str, str] = self._request("GET", self._url(topic), topic=topic).json()
+        return result
+
+    def list_topics(self, namespace: str) -> list[str]:
+        result: list[str] = self._request("GET", self._url(None, namespace)).json()
+        return result
+
+    def delete_topic(self, topic: TopicId) -> None:
+        self._request("DELETE", self._url(topic), topic=topic, idempotent=False)
+
+    # -- writing ------------------------------------------------------------------------
+
+    @staticmethod
+    def _payloads(payloads: Iterable[bytes | str]) -> list[bytes]:
+        return [p.encode() if isinstance(p, str) else bytes(p) for p in payloads]
+
+    def publish(
+        self,
+        topic: TopicId,
+        payloads: Iterable[bytes | str],
+        *,
+        tx_write_pointer: int | None = None,
+        ttls: Iterable[int | None] | None = None,
+    ) -> RollbackToken | None:
+        """Publish; a rollback token for a transactional publish. Not retried (a retry
+        after a lost answer would publish twice), except a commit marker, which the
+        service publishes only once per write pointer."""
+        data = self._payloads(payloads)
+        marker = tx_write_pointer is not None and not data
+        if ttls is not None:
+            body = jsonc.encode_publish_request(tx_write_pointer, data, ttls)
+            response = self._request(
+                "POST",
+                self._url(topic, action="publish"),
+                topic=topic,
+                data=body,
+                headers={"Content-Type": "application/json"},
+                idempotent=marker,
+            )
+            if tx_write_pointer is None:
+                return None
+            detail = jsonc.decode_publish_response(response.content)
+            return RollbackToken(avro.encode_publish_response(detail), detail)
+        body = avro.encode_publish_request(tx_write_pointer, data)
+        response = self._request(
+            "POST",
+            self._url(topic, action="publish"),
+            topic=topic,
+            data=body,
+            headers={"Content-Type": AVRO},
+            idempotent=marker,
+        )
+        if not response.content:
+            return None
+        return RollbackToken(response.content, avro.decode_publish_response(response.content))
+
+    def store(
+        self, topic: TopicId, payloads: Iterable[bytes | str], *, tx_write_pointer: int
+    ) -> None:
+        """Stage payloads under a write pointer (made visible by a later commit marker)."""
+        body = avro.encode_publish_request(tx_write_pointer, self._payloads(payloads))
+        self._request(
+            "POST",
+            self._url(topic, action="store"),
+            topic=topic,
+            data=body,
+            headers={"Content-Type": AVRO},
+            idempotent=False,
+        )
+
+    def rollback(self, topic: TopicId, token: RollbackToken) -> None:
+        """Roll back a transactional publish (idempotent)."""
+        self._request(
+            "POST",
+            self._url(topic, action="rollback"),
+            topic=topic,
+            data=token.raw,
+            headers={"Content-Type": AVRO},
+        )
+
+    # -- reading ------------------------------------------------------------------------
+
+    def poll(
+        self,
+        topic: TopicId,
+        *,
+        start: MessageId | bytes | str | int | None = None,
+        inclusive: bool = True,
+        limit: int | None = None,
+        transaction: Transaction | None = None,
+        wait_ms: int = 0,
+    ) -> PollResult:
+        """Read up to ``limit`` messages from ``start`` (an id, its bytes or hex, a time in
+        ms, or None for the oldest); with ``wait_ms``, wait that long for new ones."""
+        start_from: bytes | int | None
+        if isinstance(start, MessageId):
+            start_from = start.to_bytes()
+        elif isinstance(start, str):
+            start_from = bytes.fromhex(start)
+        else:
+            start_from = start
+        spec = ConsumeSpec(
+            start_from,
+            inclusive,
+            limit,
+            encode_transaction(transaction) if transaction is not None else None,
+        )
+        response = self._request(
+            "POST",
+            self._url(topic, action="poll"),
+            topic=topic,
+            data=avro.encode_consume_request(spec),
+            headers={"Content-Type": AVRO},
+            params={"wait_ms": str(wait_ms)} if wait_ms else None,
+            timeout_s=self._timeout + wait_ms / 1000,
+        )
+        return PollResult(
+            avro.decode_consume_response(response.content),
+            response.headers.get("X-Tms-Held") == "true",
+        )
+
+    def follow(
+        self,
+        topic: TopicId,
+        *,
+        start: MessageId | bytes | str | int | None = None,
+        inclusive: bool = True,
+        tx_client: _TxSource | None = None,
+        batch: int = 1000,
+        wait_ms: int = 10_000,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> Iterator[Message]:
+        """Every message from ``start`` on, waiting for new ones; ends when ``stop()``."""
+        position = start
+        first = inclusive
+        delay = self._backoff
+        held_delay = 0.01
+        while not stop():
+            tx = tx_client.start_short() if tx_client is not None else None
+            try:
+                result = self.poll(
+                    topic,
+                    start=position,
+                    inclusive=first,
+                    limit=batch,
+                    transaction=tx,
+                    wait_ms=wait_ms,
+                )
+            except ServiceUnavailableError:
+                self._sleep(delay)
+                delay = min(delay * 4, 10.0)
+                continue
+            finally:
+                if tx is not None and tx_client is not None:
+                    tx_client.abort(tx)
+            delay = self._backoff
+            yield from result.messages
+            if result.messages:
+                position, first = result.messages[-1][0], False
+                held_delay = 0.01
+            elif result.held:
+                # An uncommitted transaction is in the way: wait a little, then read
+                # again with a fresh transaction (not spinning, not skipping it).
+                self._sleep(held_delay)
+                held_delay = min(held_delay * 2, 1.0)
