@@ -229,3 +229,21 @@ def test_follow_and_unreachable_service(stack: Stack) -> None:
     dead = MessagingClient("http://127.0.0.1:1", retries=1, backoff_s=0.0)
     with pytest.raises(ServiceUnavailableError):
         dead.list_topics("app")
+
+
+def test_background_publisher(stack: Stack) -> None:
+    from tms.client.background import BackgroundPublisher
+
+    done: list[object] = []
+    with BackgroundPublisher(stack.messaging, max_pending=10, max_batch=4) as background:
+        futures = [background.submit(T, f"m{i}", callback=done.append) for i in range(50)]
+        missing = background.submit(TopicId("app", "missing"), "x")
+        assert background.flush(10)
+    for future in futures:
+        assert future.result(0) is None
+    with pytest.raises(TopicNotFoundError):
+        missing.result(0)
+    assert len(done) == 50
+    assert [m.payload for m in stack.messaging.poll(T).messages] == [
+        f"m{i}".encode() for i in range(50)
+    ]
