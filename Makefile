@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/txn serve --data-dir ./data/txn
+	$(BIN)/python -m tms.standalone --data-dir ./data
 
 lint: $(STAMP)
 	$(BIN)/ruff check txn tms tests benchmarks

@@ -1,14 +1,346 @@
-"""The ``tms`` command line."""
+"""The ``tms`` command line.
+
+::
+
+    tms serve [--host H] [--port P] [--data-dir D] [--tx-server H:P] [--auth FILE]
+              [--config FILE.toml] [--truncate-invalid]
+    tms topics create NS TOPIC [--ttl S] [--property K=V ...]
+    tms topics list NS | get NS TOPIC | delete NS TOPIC
+    tms topics update NS TOPIC [--ttl S] [--property K=V ...]
+    tms publish NS TOPIC [MESSAGE ...]          (no messages: one per line of stdin)
+    tms tail NS TOPIC [--from-start | --from-time MS | --from-id HEX] [--tx-server H:P]
+    tms inspect NS TOPIC [--start-ms MS] [--end-ms MS] [--limit N] [--json]
+
+Client commands talk to ``--url`` (default ``$TMS_URL`` or http://127.0.0.1:15166) with
+``--token`` (default ``$TMS_TOKEN``). Exit codes: 0 success, 1 failure, 2 bad usage.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import base64
+import json
+import logging
+import os
+import signal
+import sys
+import time
+import tomllib
+from collections.abc import Iterator
 from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from tms.errors import TmsError, TmsInvalidArgumentError
+from tms.model import TopicId
+
+__all__ = ["main"]
+
+DEFAULT_URL = "http://127.0.0.1:15166"
+log = logging.getLogger("tms")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tms", description="txms messaging")
+    p.add_argument("--version", action="version", version=f"tms {version('txms')}")
+    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--url", default=os.environ.get("TMS_URL", DEFAULT_URL), help="service URL")
+    p.add_argument("--token", default=os.environ.get("TMS_TOKEN"), help="bearer token")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the messaging service")
+    serve.add_argument("--host", default=None)
+    serve.add_argument("--port", type=int, default=None)
+    serve.add_argument("--data-dir", type=Path, default=Path("data/tms"))
+    serve.add_argument("--tx-server", help="HOST:PORT of the transaction server (for cleanup)")
+    serve.add_argument("--auth", type=Path, help="TOML file of tokens and grants")
+    serve.add_argument("--config", type=Path, help="TOML file: [tms] and [http] tables")
+    serve.add_argument(
+        "--truncate-invalid",
+        action="store_true",
+        help="let cleanup truncate cleaned invalid transactions from the transaction manager",
+    )
+
+    topics = sub.add_parser("topics", help="manage topics").add_subparsers(
+        dest="action", required=True
+    )
+    for name in ("create", "update"):
+        cmd = topics.add_parser(name)
+        cmd.add_argument("namespace")
+        cmd.add_argument("topic")
+        cmd.add_argument("--ttl", type=int, help="seconds")
+        cmd.add_argument("--property", action="append", default=[], metavar="K=V")
+    listing = topics.add_parser("list")
+    listing.add_argument("namespace")
+    for name in ("get", "delete"):
+        cmd = topics.add_parser(name)
+        cmd.add_argument("namespace")
+        cmd.add_argument("topic")
+
+    publish = sub.add_parser("publish", help="publish messages (arguments or stdin lines)")
+    publish.add_argument("namespace")
+    publish.add_argument("topic")
+    publish.add_argument("messages", nargs="*")
+    publish.add_argument("--batch", type=int, default=500, help="messages per request from stdin")
+
+    tail = sub.add_parser("tail", help="follow a topic")
+    tail.add_argument("namespace")
+    tail.add_argument("topic")
+    where = tail.add_mutually_exclusive_group()
+    where.add_argument("--from-start", action="store_true")
+    where.add_argument("--from-time", type=int, metavar="MS")
+    where.add_argument("--from-id", metavar="HEX")
+    tail.add_argument("--tx-server", help="read transactionally through this transaction server")
+    tail.add_argument("--format", choices=["text", "json"], default="text")
+    tail.add_argument("--count", type=int, help="stop after this many messages")
+
+    inspect = sub.add_parser("inspect", help="raw rows of a topic (consumes nothing)")
+    inspect.add_argument("namespace")
+    inspect.add_argument("topic")
+    inspect.add_argument("--start-ms", type=int, default=0)
+    inspect.add_argument("--end-ms", type=int)
+    inspect.add_argument("--limit", type=int, default=1000)
+    inspect.add_argument("--json", action="store_true")
+    return p
+
+
+# -- serve ----------------------------------------------------------------------------------
+
+
+def _config_tables(path: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    if path is None:
+        return {}, {}
+    with path.open("rb") as f:
+        data = tomllib.load(f)
+    unknown = set(data) - {"tms", "http"}
+    if unknown:
+        raise TmsInvalidArgumentError(f"{path}: unknown sections {sorted(unknown)}")
+    return dict(data.get("tms", {})), dict(data.get("http", {}))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from tms.cleanup import Cleaner, CleanupLoop  # noqa: PLC0415 - server-only imports
+    from tms.config import TmsConfig  # noqa: PLC0415
+    from tms.http.app import HttpConfig  # noqa: PLC0415
+    from tms.http.auth import Authorizer  # noqa: PLC0415
+    from tms.http.server import HttpServer  # noqa: PLC0415
+    from tms.service import MessagingService  # noqa: PLC0415
+    from tms.store.leveldb import LevelDBStore  # noqa: PLC0415
+    from txn.rpc.client import ThriftTxClient  # noqa: PLC0415
+    from txn.rpc.server import new_event_loop  # noqa: PLC0415
+
+    tms_values, http_values = _config_tables(args.config)
+    if args.truncate_invalid:
+        tms_values["truncate_invalid"] = True
+    if args.host is not None:
+        http_values["host"] = args.host
+    if args.port is not None:
+        http_values["port"] = args.port
+    tms_config = TmsConfig(**tms_values)
+    http_config = HttpConfig(**http_values)
+    authorizer = Authorizer.from_file(args.auth) if args.auth else None
+    service = MessagingService(LevelDBStore(args.data_dir), tms_config)
+    tx_client = ThriftTxClient(args.tx_server) if args.tx_server else None
+    cleanup = None
+    if tms_config.cleanup_interval_s > 0:
+        cleanup = CleanupLoop(Cleaner(service, tx_client), tms_config.cleanup_interval_s)
+        cleanup.start()
+
+    async def run() -> None:
+        server = HttpServer(service, http_config, authorizer)
+        host, port = await server.start()
+        print(
+            f"tms: messaging service listening on http://{host}:{port} (data: {args.data_dir})",
+            flush=True,
+        )
+        await _until_signal()
+        await server.stop()
+
+    try:
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(run())
+    finally:
+        if cleanup is not None:
+            cleanup.stop()
+        if tx_client is not None:
+            tx_client.close()
+        service.close()
+    print("tms: stopped", flush=True)
+    return 0
+
+
+async def _until_signal() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+# -- client commands --------------------------------------------------------------------------
+
+
+def _properties(args: argparse.Namespace) -> dict[str, str]:
+    props: dict[str, str] = {}
+    for item in args.property:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise TmsInvalidArgumentError(f"--property wants K=V, got {item!r}")
+        props[key] = value
+    if args.ttl is not None:
+        props["ttl"] = str(args.ttl)
+    return props
+
+
+def _topics(client: Any, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        for name in client.list_topics(args.namespace):
+            print(name)
+        return 0
+    topic = TopicId(args.namespace, args.topic)
+    if args.action == "create":
+        client.create_topic(topic, _properties(args))
+    elif args.action == "update":
+        client.update_topic(topic, _properties(args))
+    elif args.action == "get":
+        print(json.dumps(client.get_topic(topic), indent=2, sort_keys=True))
+    elif args.action == "delete":
+        client.delete_topic(topic)
+    return 0
+
+
+def _stdin_batches(batch: int) -> Iterator[list[bytes]]:
+    current: list[bytes] = []
+    for line in sys.stdin.buffer:
+        current.append(line.rstrip(b"\r\n"))
+        if len(current) >= batch:
+            yield current
+            current = []
+    if current:
+        yield current
+
+
+def _publish(client: Any, args: argparse.Namespace) -> int:
+    from tqdm import tqdm  # noqa: PLC0415 - only for this command
+
+    topic = TopicId(args.namespace, args.topic)
+    if args.messages:
+        client.publish(topic, args.messages)
+        return 0
+    with tqdm(unit="msg", desc=str(topic), disable=not sys.stderr.isatty()) as progress:
+        for batch in _stdin_batches(max(1, args.batch)):
+            client.publish(topic, batch)
+            progress.update(len(batch))
+    return 0
+
+
+def _tail(client: Any, args: argparse.Namespace) -> int:
+    topic = TopicId(args.namespace, args.topic)
+    start: bytes | str | int | None = None
+    if args.from_time is not None:
+        start = args.from_time
+    elif args.from_id is not None:
+        start = args.from_id
+    elif not args.from_start:
+        start = int(time.time() * 1000)  # from now on
+    tx_client = None
+    if args.tx_server:
+        from txn.rpc.client import ThriftTxClient  # noqa: PLC0415
+
+        tx_client = ThriftTxClient(args.tx_server)
+    seen = 0
+    try:
+        for message in client.follow(topic, start=start, tx_client=tx_client):
+            if args.format == "json":
+                record = {
+                    "id": message.id_hex,
+                    "publishTime": message.publish_ms,
+                    "payload": base64.b64encode(message.payload).decode(),
+                }
+                print(json.dumps(record), flush=True)
+            else:
+                print(f"{message.id_hex} {message.payload.decode('utf-8', 'replace')}", flush=True)
+            seen += 1
+            if args.count is not None and seen >= args.count:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if tx_client is not None:
+            tx_client.close()
+    return 0
+
+
+def _inspect(client: Any, args: argparse.Namespace) -> int:
+    topic = TopicId(args.namespace, args.topic)
+    report = client.inspect(topic, start_ms=args.start_ms, end_ms=args.end_ms, limit=args.limit)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    state = "deleted" if report["deleted"] else "live"
+    print(f"topic {args.namespace}:{args.topic}  generation {abs(report['generation'])} ({state})")
+    columns = ("table", "gen", "time/ms", "seq", "kind", "tx write pointer", "bytes", "notes")
+    print(_row_line(columns))
+    for row in report["rows"]:
+        notes = []
+        if row.get("rolled_back"):
+            notes.append("ROLLED BACK")
+        if row.get("ttl_s") is not None:
+            notes.append(f"ttl {row['ttl_s']}s")
+        sealed = "seal" in row
+        if sealed:
+            notes.append(f"seal of marker {row['seal']['publish_ms']}/{row['seal']['seq']}")
+        print(
+            _row_line(
+                (
+                    row["table"],
+                    row["generation"],
+                    "-" if sealed else row.get("publish_ms", row.get("write_ms")),
+                    row.get("seq", "-"),
+                    "seal" if sealed else row.get("kind", "payload"),
+                    row.get("tx_write_pointer") or "-",
+                    row.get("payload_bytes") or "-",
+                    " ".join(notes),
+                )
+            )
+        )
+    if report["truncated"]:
+        print(f"... (more rows; raise --limit above {args.limit})")
+    return 0
+
+
+def _row_line(cells: tuple[object, ...]) -> str:
+    widths = (8, 4, 14, 6, 13, 20, 8)
+    text = " ".join(
+        f"{cell!s:<{w}}" if i in (0, 4) else f"{cell!s:>{w}}"
+        for i, (cell, w) in enumerate(zip(cells, widths, strict=False))
+    )
+    return f"{text}  {cells[-1]}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tms", description="txms messaging service")
-    parser.add_argument("--version", action="version", version=f"tms {version('txms')}")
-    parser.parse_args(argv)
-    parser.print_help()
-    return 0
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        from tms.client import MessagingClient  # noqa: PLC0415
+
+        with MessagingClient(args.url, token=args.token) as client:
+            if args.command == "topics":
+                return _topics(client, args)
+            if args.command == "publish":
+                return _publish(client, args)
+            if args.command == "tail":
+                return _tail(client, args)
+            return _inspect(client, args)
+    except (TmsError, OSError, ValueError) as exc:
+        print(f"tms: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

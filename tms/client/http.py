@@ -314,6 +314,18 @@ class MessagingClient:
             response.headers.get("X-Tms-Held") == "true",
         )
 
+    def inspect(
+        self, topic: TopicId, *, start_ms: int = 0, end_ms: int | None = None, limit: int = 1000
+    ) -> dict[str, Any]:
+        """Raw rows of the topic's tables (the table debugger; needs admin permission)."""
+        params = {"start_ms": str(start_ms), "limit": str(limit)}
+        if end_ms is not None:
+            params["end_ms"] = str(end_ms)
+        report: dict[str, Any] = self._request(
+            "GET", self._url(topic, action="inspect"), topic=topic, params=params
+        ).json()
+        return report
+
     def follow(
         self,
         topic: TopicId,

@@ -39,6 +39,7 @@ from tms.fetcher import FetchRequest, MessageFetcher
 from tms.http.auth import Authorizer, Permission
 from tms.http.openapi import openapi_spec
 from tms.ids import MESSAGE_ID_SIZE, MessageId
+from tms.inspect import inspect_topic
 from tms.model import Message, StoreRequest, TopicId, validate_namespace
 from tms.service import MessagingService
 from txn.codec import decode_transaction
@@ -360,6 +361,22 @@ class Api:
         self.svc.metrics.fetched(topic, count, size)
         return response
 
+    async def inspect(self, request: web.Request) -> web.Response:
+        topic = self._topic(request, Permission.ADMIN)
+        query = request.query
+        try:
+            start_ms = int(query.get("start_ms", "0"))
+            end_ms = int(query["end_ms"]) if "end_ms" in query else None
+            limit = int(query.get("limit", "1000"))
+        except ValueError as exc:
+            raise TmsInvalidArgumentError(
+                f"start_ms, end_ms and limit must be integers: {exc}"
+            ) from exc
+        if start_ms < 0 or not 0 < limit <= 100_000:
+            raise TmsInvalidArgumentError("start_ms must be >= 0 and limit in 1..100000")
+        report = await self._run(inspect_topic, self.svc.tables, topic, start_ms, end_ms, limit)
+        return web.json_response(report)
+
     # -- misc ---------------------------------------------------------------------------
 
     async def ping(self, request: web.Request) -> web.Response:
@@ -426,6 +443,7 @@ def create_app(
     app.router.add_post(topic + "/store", api.store)
     app.router.add_post(topic + "/rollback", api.rollback)
     app.router.add_post(topic + "/poll", api.poll)
+    app.router.add_get(topic + "/inspect", api.inspect)
     app.router.add_get("/ping", api.ping)
     app.router.add_get("/metrics", api.metrics)
     app.router.add_get("/v1/openapi.json", api.openapi)

@@ -316,6 +316,33 @@ def openapi_spec() -> dict[str, Any]:
                     },
                 }
             },
+            "/v1/namespaces/{namespace}/topics/{topic}/inspect": {
+                "get": {
+                    "summary": "Raw rows of a topic (the table debugger); consumes nothing",
+                    "operationId": "inspect",
+                    "parameters": [
+                        *_TOPIC_PARAMS,
+                        {
+                            "name": "start_ms",
+                            "in": "query",
+                            "schema": {"type": "integer", "minimum": 0},
+                        },
+                        {"name": "end_ms", "in": "query", "schema": {"type": "integer"}},
+                        {
+                            "name": "limit",
+                            "in": "query",
+                            "schema": {"type": "integer", "minimum": 1},
+                        },
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "Rows",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        },
+                        **_errors(400, 401, 403, 404, 503),
+                    },
+                }
+            },
             "/ping": {
                 "get": {
                     "summary": "Liveness",

@@ -257,6 +257,13 @@ class MetadataTable:
             self._put(deleted)
             return deleted
 
+    def get_any(self, topic: TopicId) -> TopicMetadata:
+        """The topic's row, deleted or not; 404 if it never existed."""
+        current = self._read(topic)
+        if current is None:
+            raise TopicNotFoundError(topic)
+        return current
+
     def get(self, topic: TopicId) -> TopicMetadata:
         current = self._read(topic)
         if current is None or not current.exists:
