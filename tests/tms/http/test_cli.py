@@ -1,0 +1,77 @@
+"""The ``tms`` client commands against a real HTTP service."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from typing import Any
+
+import pytest
+
+from tests.tms.http.conftest import Served
+from tms.cli import main
+from tms.model import StoreRequest, TopicId
+
+
+def run(served: Served, *argv: str) -> int:
+    return main(["--url", served.url, *argv])
+
+
+def test_topic_commands(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(served, "topics", "create", "ns", "t1", "--ttl", "60", "--property", "owner=me") == 0
+    assert run(served, "topics", "create", "ns", "t2") == 0
+    assert run(served, "topics", "list", "ns") == 0
+    assert capsys.readouterr().out == "t1\nt2\n"
+    assert run(served, "topics", "get", "ns", "t1") == 0
+    assert json.loads(capsys.readouterr().out) == {"generation": "1", "owner": "me", "ttl": "60"}
+    assert run(served, "topics", "update", "ns", "t1", "--ttl", "90") == 0
+    assert served.service.get_topic(TopicId("ns", "t1")).ttl_s == 90
+    assert run(served, "topics", "delete", "ns", "t2") == 0
+    assert run(served, "topics", "create", "ns", "t1") == 1
+    assert "already exists" in capsys.readouterr().err
+    assert run(served, "topics", "create", "ns", "t3", "--property", "novalue") == 1
+
+
+def test_publish_tail_inspect(
+    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    topic = TopicId("ns", "t")
+    served.service.create_topic(topic)
+    assert run(served, "publish", "ns", "t", "one", "two") == 0
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"three\nfour\r\n")))
+    assert run(served, "publish", "ns", "t", "--batch", "1") == 0
+    detail = served.service.publish(StoreRequest.of(topic, ["undone"], tx_write_pointer=7))
+    assert detail is not None
+    served.service.rollback(topic, detail)
+    assert run(served, "tail", "ns", "t", "--from-start", "--count", "5") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" ", 1)[1] for line in lines] == ["one", "two", "three", "four", "undone"]
+    assert (
+        run(
+            served,
+            "tail",
+            "ns",
+            "t",
+            "--from-id",
+            lines[3].split()[0],
+            "--count",
+            "1",
+            "--format",
+            "json",
+        )
+        == 0
+    )
+    record = json.loads(capsys.readouterr().out)
+    assert record["id"] == lines[3].split()[0]
+    assert run(served, "inspect", "ns", "t") == 0
+    out = capsys.readouterr().out
+    assert "generation 1 (live)" in out and "ROLLED BACK" in out and out.count("\nmessage") == 5
+    assert run(served, "inspect", "ns", "t", "--json", "--limit", "2") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["truncated"] and len(report["rows"]) == 2
+
+
+def test_unreachable_service_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--url", "http://127.0.0.1:1", "topics", "list", "ns"]) == 1
+    assert capsys.readouterr().err.startswith("tms:")
