@@ -10,9 +10,10 @@ Contract (every method thread-safe; errors from ``tms.errors``):
 * ``publish`` returns only once the messages are durable; the ``RollbackDetail`` of a
   transactional publish is what ``rollback`` takes. ``store`` stages payloads under a write
   pointer; an empty transactional ``publish`` is the commit marker that makes them
-  visible. Transactional publish and store are refused (``TransactionTooOldError``) once
-  the transaction is older than ``tx_max_lifetime_s``: its id may already have been
-  truncated from the invalid list.
+  visible. ``write`` takes many of these for one topic at once (one group commit), each
+  with its own outcome. Transactional publish and store are refused
+  (``TransactionTooOldError``) once the transaction is older than ``tx_max_lifetime_s``:
+  its id may already have been truncated from the invalid list.
 * ``fetch`` reads with ``tms.fetcher`` semantics and returns a ``FetchResult``.
 * long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
   entries; ``wait_for_change`` blocks until it moves past a version or a timeout, and
@@ -24,9 +25,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any
 
 from tms.config import TmsConfig
 from tms.errors import TmsError, TransactionTooOldError
@@ -46,9 +48,12 @@ from tms.writer import BatchStats, TopicWriter
 from txn.clock import SYSTEM_CLOCK, Clock
 from txn.transaction import MAX_TX_PER_MS
 
-__all__ = ["FetchResult", "MessagingService", "TopicListener"]
+__all__ = ["FetchResult", "MessagingService", "TopicListener", "WriteOperation"]
 
 log = logging.getLogger(__name__)
+
+WriteOperation = tuple[str, Any]
+"""``("publish" | "store", StoreRequest)`` or ``("rollback", RollbackDetail)``."""
 
 TopicListener = Callable[[TopicId, int], None]
 """Called with (topic, new version) after new entries landed; on the writer's thread."""
@@ -139,34 +144,55 @@ class MessagingService:
     # -- writing ------------------------------------------------------------------------
 
     def publish(self, request: StoreRequest) -> RollbackDetail | None:
-        started = time.perf_counter()
-        try:
-            self._check_lifetime(request)
-            result = self._writer(request.topic).publish(request)
-        except TmsError:
-            self.metrics.requests.labels("publish", "error").inc()
-            raise
-        self.metrics.requests.labels("publish", "ok").inc()
-        self.metrics.latency.labels("publish").observe(time.perf_counter() - started)
+        result: RollbackDetail | None = self._one(request.topic, "publish", request)
         return result
 
     def store(self, request: StoreRequest) -> None:
-        started = time.perf_counter()
-        try:
-            self._check_lifetime(request)
-            self._writer(request.topic).store(request)
-        except TmsError:
-            self.metrics.requests.labels("store", "error").inc()
-            raise
-        self.metrics.requests.labels("store", "ok").inc()
-        self.metrics.latency.labels("store").observe(time.perf_counter() - started)
+        self._one(request.topic, "store", request)
 
     def rollback(self, topic: TopicId, detail: RollbackDetail) -> int:
         """Roll back a transactional publish in the topic's current generation; the
         number of entries negated."""
-        count = self._writer(topic).rollback(detail)
-        self.metrics.requests.labels("rollback", "ok").inc()
+        count: int = self._one(topic, "rollback", detail)
         return count
+
+    def write(self, topic: TopicId, operations: Sequence[WriteOperation]) -> list[Any]:
+        """Several publishes, stores and rollbacks of ``topic`` in one group commit: for
+        each, in order, its result (as the methods above return) or the ``TmsError`` it
+        failed with; one failing does not fail the others."""
+        started = time.perf_counter()
+        outcomes: list[Any] = [None] * len(operations)
+        accepted: list[int] = []
+        for i, (kind, arg) in enumerate(operations):
+            try:
+                if kind != "rollback":
+                    self._check_lifetime(arg)
+            except TmsError as exc:
+                outcomes[i] = exc
+            else:
+                accepted.append(i)
+        if accepted:
+            try:
+                results = self._writer(topic).submit([operations[i] for i in accepted])
+            except TmsError as exc:
+                results = [exc] * len(accepted)
+            for i, result in zip(accepted, results, strict=True):
+                outcomes[i] = result
+        elapsed = time.perf_counter() - started
+        m = self.metrics
+        for (kind, _arg), outcome in zip(operations, outcomes, strict=True):
+            if isinstance(outcome, TmsError):
+                m.requests.labels(kind, "error").inc()
+            else:
+                m.requests.labels(kind, "ok").inc()
+                m.latency.labels(kind).observe(elapsed)
+        return outcomes
+
+    def _one(self, topic: TopicId, kind: str, arg: StoreRequest | RollbackDetail) -> Any:
+        outcome = self.write(topic, [(kind, arg)])[0]
+        if isinstance(outcome, TmsError):
+            raise outcome
+        return outcome
 
     def _check_lifetime(self, request: StoreRequest) -> None:
         wp = request.tx_write_pointer

@@ -26,7 +26,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,47 +111,78 @@ class TopicWriter:
 
     def publish(self, request: StoreRequest) -> RollbackDetail | None:
         """Append ``request``'s messages; the rollback range for a transactional one."""
-        if not request.payloads and not request.transactional:
-            raise TmsInvalidArgumentError(
-                "Empty payload is only allowed for publishing transactional message. "
-                f"Topic: {request.topic}"
-            )
-        result: RollbackDetail | None = self._submit(_Op("publish", request))
+        result: RollbackDetail | None = self._one(self._op("publish", request))
         return result
 
     def store(self, request: StoreRequest) -> None:
         """Stage ``request``'s payloads in the payload table under its write pointer."""
-        if not request.transactional or not request.payloads:
-            raise TmsInvalidArgumentError(
-                f"Store request must be transactional with payload. Topic: {request.topic}"
-            )
-        self._submit(_Op("store", request))
+        self._one(self._op("store", request))
 
     def rollback(self, detail: RollbackDetail) -> int:
         """Negate the write pointer of ``detail``'s entries; how many were negated."""
-        count: int = self._submit(_Op("rollback", detail))
+        count: int = self._one(self._op("rollback", detail))
         return count
+
+    def submit(self, operations: Sequence[tuple[str, Any]]) -> list[Any]:
+        """Run several operations (``(kind, argument)`` as for the methods above) in one
+        group commit: for each, in order, its result or the ``TmsError`` it failed with.
+        The others' outcomes do not depend on one failing. Blocks until all are durable."""
+        ops: list[_Op] = []
+        for kind, arg in operations:
+            try:
+                ops.append(self._op(kind, arg))
+            except TmsError as exc:
+                ops.append(_Op(kind, arg, error=exc, done=True))
+        self._submit([op for op in ops if not op.done])
+        return [op.error if op.error is not None else op.result for op in ops]
 
     def close(self) -> None:
         """Refuse new operations (queued ones are still written)."""
         with self._cond:
             self._closed = True
 
+    @staticmethod
+    def _op(kind: str, arg: Any) -> _Op:
+        """An operation, checked on its own."""
+        if kind == "publish":
+            if not arg.payloads and not arg.transactional:
+                raise TmsInvalidArgumentError(
+                    "Empty payload is only allowed for publishing transactional message. "
+                    f"Topic: {arg.topic}"
+                )
+        elif kind == "store":
+            if not arg.transactional or not arg.payloads:
+                raise TmsInvalidArgumentError(
+                    f"Store request must be transactional with payload. Topic: {arg.topic}"
+                )
+        elif kind != "rollback":
+            raise TmsInvalidArgumentError(f"unknown write operation {kind!r}")
+        return _Op(kind, arg)
+
     # -- group commit -------------------------------------------------------------------
 
-    def _submit(self, op: _Op) -> Any:
+    def _one(self, op: _Op) -> Any:
+        self._submit([op])
+        if op.error is not None:
+            raise op.error
+        return op.result
+
+    def _submit(self, ops: list[_Op]) -> None:
+        if not ops:
+            return
         with self._cond:
             if self._closed:
                 raise StorageUnavailableError(f"the writer of {self.metadata.topic} is closed")
-            self._queue.append(op)
-            while not op.done:
+            # Queued together, so a leader takes them all at once: one is done when all are.
+            self._queue.extend(ops)
+            while not ops[0].done:
                 if not self._writing:
                     self._writing = True
                     batch, self._queue = self._queue, []
                     break
                 self._cond.wait()
             else:
-                return self._outcome(op)
+                return
         try:
             stats = self._write_batch(batch)
         finally:
@@ -162,13 +193,6 @@ class TopicWriter:
                 self._cond.notify_all()
         if stats is not None and self._on_batch is not None:
             self._on_batch(self.metadata, stats)
-        return self._outcome(op)
-
-    @staticmethod
-    def _outcome(op: _Op) -> Any:
-        if op.error is not None:
-            raise op.error
-        return op.result
 
     def _write_batch(self, batch: list[_Op]) -> BatchStats | None:
         started = self._monotonic()

@@ -47,6 +47,7 @@ from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
 from txn.rpc.retry import RetryNTimes
 from txn.rpc.server import ServerThread, ThriftServer
+from txn.transaction import Transaction
 
 T = TopicId("app", "events")
 
@@ -229,6 +230,54 @@ def test_follow_and_unreachable_service(stack: Stack) -> None:
     dead = MessagingClient("http://127.0.0.1:1", retries=1, backoff_s=0.0)
     with pytest.raises(ServiceUnavailableError):
         dead.list_topics("app")
+
+
+class CountingTxClient:
+    """The real transaction client, counting the transactions it starts and aborts."""
+
+    def __init__(self, inner: ThriftTxClient) -> None:
+        self.inner = inner
+        self.started: list[Transaction] = []
+        self.aborted: list[Transaction] = []
+
+    def start_short(self, timeout_s: int | None = None) -> Transaction:
+        tx = self.inner.start_short(timeout_s)
+        self.started.append(tx)
+        return tx
+
+    def abort(self, tx: Transaction) -> None:
+        self.aborted.append(tx)
+        self.inner.abort(tx)
+
+
+def test_follow_reuses_its_transaction_until_it_is_held(stack: Stack) -> None:
+    """Following costs no transaction per read; a transaction that commits after the
+    reader's started is still delivered (the read is held, a new transaction passes it);
+    one in progress is never skipped."""
+    counting = CountingTxClient(stack.tx)
+    publisher = TransactionalPublisher(stack.messaging)
+    seen: list[bytes] = []
+    follower = stack.messaging.follow(T, tx_client=counting, wait_ms=2000, tx_refresh_s=3600)
+    stack.messaging.publish(T, ["a"])
+    seen.append(next(follower).payload)
+    for i in range(5):  # non-transactional messages: visible to the old transaction
+        stack.messaging.publish(T, [f"n{i}"])
+        seen.append(next(follower).payload)
+    assert len(counting.started) == 1
+    ctx = TransactionContext(stack.tx, publisher)
+    ctx.start()
+    publisher.publish(T, ["t1", "t2"])
+    publisher.commit_tx()  # written with its write pointer, not committed yet
+    stack.messaging.publish(T, ["after"])  # behind the uncommitted entries
+    committer = threading.Timer(0.3, ctx.finish)
+    committer.start()
+    seen.extend(next(follower).payload for _ in range(3))
+    committer.join()
+    assert seen == [b"a", b"n0", b"n1", b"n2", b"n3", b"n4", b"t1", b"t2", b"after"]
+    # held with the old transaction, then with new ones until the commit; not one per read
+    assert 2 <= len(counting.started) <= 12
+    follower.close()  # the generator's finally aborts the transaction in use
+    assert counting.aborted == counting.started
 
 
 def test_background_publisher(stack: Stack) -> None:

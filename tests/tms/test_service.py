@@ -175,6 +175,40 @@ def test_transaction_max_lifetime(kv: KeyValueStore, clock: FakeClock) -> None:
     assert fetch(svc) == [b"a"]
 
 
+def test_write_many_operations_each_with_its_own_outcome(
+    kv: KeyValueStore, clock: FakeClock
+) -> None:
+    svc = MessagingService(kv, TmsConfig(tx_max_lifetime_s=60), clock=clock)
+    svc.create_topic(T1)
+    wp = (NOW - 1_000) * 1_000_000
+    stale = (NOW - 61_000) * 1_000_000
+    outcomes = svc.write(
+        T1,
+        [
+            ("publish", StoreRequest.of(T1, ["a"])),
+            ("publish", StoreRequest.of(T1, [])),  # empty and not transactional
+            ("store", StoreRequest.of(T1, ["s1"], tx_write_pointer=wp)),
+            ("publish", StoreRequest.of(T1, ["b"], tx_write_pointer=stale)),
+            ("publish", StoreRequest.of(T1, [], tx_write_pointer=wp)),  # commit marker
+            ("store", StoreRequest.of(T1, ["late"], tx_write_pointer=wp)),  # after the seal
+            ("frobnicate", StoreRequest.of(T1, ["x"])),
+            ("publish", StoreRequest.of(T1, ["c"])),
+        ],
+    )
+    kinds = [type(o).__name__ if isinstance(o, Exception) else o for o in outcomes]
+    assert kinds[0] is None and kinds[2] is None and kinds[7] is None
+    assert kinds[1] == kinds[5] == kinds[6] == "TmsInvalidArgumentError"
+    assert kinds[3] == "TransactionTooOldError"
+    assert outcomes[4].tx_write_pointer == wp
+    # The marker expands to the stored payload; nothing of the failed ones is there.
+    assert fetch(svc, transaction=tx(wp + 1, wp + 2)) == [b"a", b"s1", b"c"]
+    sample = svc.metrics.registry.get_sample_value
+    assert sample("tms_requests_total", {"op": "publish", "outcome": "error"}) == 2
+    assert sample("tms_requests_total", {"op": "store", "outcome": "ok"}) == 1
+    [missing] = svc.write(TopicId(NS, "missing"), [("publish", StoreRequest.of(T1, ["a"]))])
+    assert isinstance(missing, TopicNotFoundError)
+
+
 def test_topic_ttl_bound_and_start_positions(svc: MessagingService, clock: FakeClock) -> None:
     svc.create_topic(T1, {"ttl": "10"})
     svc.publish(StoreRequest.of(T1, ["old"]))

@@ -7,12 +7,17 @@ UTF-8. Times are milliseconds since the epoch.
 
 ``follow`` iterates a topic forever with long-poll, resuming after the last message it
 yielded and reconnecting with backoff when the service is unavailable; with a transaction
-client it reads each batch with a fresh transaction (and refreshes it at once when a read
-stopped at an uncommitted entry).
+client it reads with a transaction no older than ``tx_refresh_s``, replaced at once when a
+read stopped at an entry that transaction cannot see.
+
+The client reads the environment's proxy and CA bundle settings once, when it is made
+(``requests`` would read them again on every request, a large part of its cost per call);
+``.netrc`` is not consulted: the service authenticates with bearer tokens.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -120,6 +125,7 @@ class MessagingClient:
         retries: int = 3,
         backoff_s: float = 0.1,
         sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
         session: requests.Session | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -127,7 +133,14 @@ class MessagingClient:
         self._retries = retries
         self._backoff = backoff_s
         self._sleep = sleep
-        self._http = session or requests.Session()
+        self._monotonic = monotonic
+        if session is None:
+            session = requests.Session()
+            settings = session.merge_environment_settings(self.base_url, {}, None, None, None)
+            session.proxies.update(settings["proxies"])
+            session.verify = settings["verify"]
+            session.trust_env = False
+        self._http = session
         if token:
             self._http.headers["Authorization"] = f"Bearer {token}"
 
@@ -335,38 +348,59 @@ class MessagingClient:
         tx_client: _TxSource | None = None,
         batch: int = 1000,
         wait_ms: int = 10_000,
+        tx_refresh_s: float = 1.0,
         stop: Callable[[], bool] = lambda: False,
     ) -> Iterator[Message]:
-        """Every message from ``start`` on, waiting for new ones; ends when ``stop()``."""
+        """Every message from ``start`` on, waiting for new ones; ends when ``stop()``.
+
+        With ``tx_client``, reads are transactional: a transaction is used for reads for
+        at most ``tx_refresh_s`` and replaced at once when a read stopped at an entry it
+        cannot see (which may have committed after it started), so following costs no
+        transaction per read. Each transaction is aborted when replaced (it wrote nothing).
+        """
         position = start
         first = inclusive
         delay = self._backoff
         held_delay = 0.01
-        while not stop():
-            tx = tx_client.start_short() if tx_client is not None else None
-            try:
-                result = self.poll(
-                    topic,
-                    start=position,
-                    inclusive=first,
-                    limit=batch,
-                    transaction=tx,
-                    wait_ms=wait_ms,
-                )
-            except ServiceUnavailableError:
-                self._sleep(delay)
-                delay = min(delay * 4, 10.0)
-                continue
-            finally:
-                if tx is not None and tx_client is not None:
+        tx: Transaction | None = None
+        tx_started = 0.0
+        try:
+            while not stop():
+                fresh = False
+                if tx_client is not None and (
+                    tx is None or self._monotonic() - tx_started >= tx_refresh_s
+                ):
+                    if tx is not None:
+                        tx_client.abort(tx)
+                        tx = None
+                    tx, tx_started, fresh = tx_client.start_short(), self._monotonic(), True
+                try:
+                    result = self.poll(
+                        topic,
+                        start=position,
+                        inclusive=first,
+                        limit=batch,
+                        transaction=tx,
+                        wait_ms=wait_ms,
+                    )
+                except ServiceUnavailableError:
+                    self._sleep(delay)
+                    delay = min(delay * 4, 10.0)
+                    continue
+                delay = self._backoff
+                yield from result.messages
+                if result.messages:
+                    position, first = result.messages[-1][0], False
+                    held_delay = 0.01
+                elif result.held:
+                    # An uncommitted transaction is in the way: read again with a new
+                    # transaction; if this one was new already, wait a little first (not
+                    # spinning, not skipping the entry).
+                    tx_started = -float("inf")
+                    if fresh:
+                        self._sleep(held_delay)
+                        held_delay = min(held_delay * 2, 1.0)
+        finally:
+            if tx is not None and tx_client is not None:
+                with contextlib.suppress(Exception):
                     tx_client.abort(tx)
-            delay = self._backoff
-            yield from result.messages
-            if result.messages:
-                position, first = result.messages[-1][0], False
-                held_delay = 0.01
-            elif result.held:
-                # An uncommitted transaction is in the way: wait a little, then read
-                # again with a fresh transaction (not spinning, not skipping it).
-                self._sleep(held_delay)
-                held_delay = min(held_delay * 2, 1.0)

@@ -5,12 +5,14 @@ Bodies are ``avro/binary`` (the v1 schemas, byte-compatible with CDAP's client) 
 TEXT}`` with the status of its ``TmsError`` class, and nothing is stored on any error.
 
 The event loop never blocks on storage: every service call (LevelDB reads, the writer's
-synced group commit) runs on a worker thread pool. A poll streams its messages in chunks
-(one Avro array block, or a slice of the JSON array, per chunk). ``?wait_ms=N`` makes a
-poll that finds nothing wait up to N ms for the topic to change; it answers as soon as
-there is something. A transactional poll that stopped at an uncommitted entry answers at
-once with ``X-Tms-Held: true`` (when the answer fits in one chunk; JSON also says
-``"held": true``): the caller needs a newer transaction to get past it.
+synced group commit) runs on a worker thread pool. Writes go through ``WriteBatcher``:
+the requests that arrive while a topic's batch is being written go out as its next one.
+A poll streams its messages in chunks (one Avro array block, or a slice of the JSON
+array, per chunk). ``?wait_ms=N`` makes a poll that finds nothing wait up to N ms for
+the topic to change; it answers as soon as there is something. A transactional poll
+that stopped at an uncommitted entry answers at once with ``X-Tms-Held: true`` (when the
+answer fits in one chunk; JSON also says ``"held": true``): the caller needs a newer
+transaction to get past it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from tms.errors import (
 )
 from tms.fetcher import FetchRequest, MessageFetcher
 from tms.http.auth import Authorizer, Permission
+from tms.http.batcher import WriteBatcher
 from tms.http.openapi import openapi_spec
 from tms.ids import MESSAGE_ID_SIZE, MessageId
 from tms.inspect import inspect_topic
@@ -140,9 +143,14 @@ class Api:
         self.auth = authorizer
         self.pool = pool
         self.waiters: TopicWaiters | None = None
+        self.batcher: WriteBatcher | None = None
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+
+    async def _write(self, topic: TopicId, kind: str, arg: Any) -> Any:
+        assert self.batcher is not None
+        return await self.batcher.submit(topic, kind, arg)
 
     def _namespace(self, request: web.Request, permission: Permission) -> str:
         namespace = validate_namespace(request.match_info["namespace"])
@@ -223,7 +231,7 @@ class Api:
     async def publish(self, request: web.Request) -> web.Response:
         topic = self._topic(request, Permission.WRITE)
         store_request, fmt = await self._store_request(request, topic)
-        detail = await self._run(self.svc.publish, store_request)
+        detail = await self._write(topic, "publish", store_request)
         if fmt == JSON:
             return web.Response(
                 body=jsonc.encode_publish_response(detail, len(store_request.payloads)),
@@ -236,7 +244,7 @@ class Api:
     async def store(self, request: web.Request) -> web.Response:
         topic = self._topic(request, Permission.WRITE)
         store_request, _fmt = await self._store_request(request, topic)
-        await self._run(self.svc.store, store_request)
+        await self._write(topic, "store", store_request)
         return web.Response(status=200)
 
     async def rollback(self, request: web.Request) -> web.Response:
@@ -247,7 +255,7 @@ class Api:
             detail = jsonc.decode_publish_response(body)
         else:
             detail = avro.decode_publish_response(body)
-        count = await self._run(self.svc.rollback, topic, detail)
+        count = await self._write(topic, "rollback", detail)
         return (
             web.json_response({"rolledBack": count})
             if request.content_type == JSON
@@ -450,6 +458,7 @@ def create_app(
 
     async def on_startup(app: web.Application) -> None:
         api.waiters = TopicWaiters(asyncio.get_running_loop())
+        api.batcher = WriteBatcher(service, pool, asyncio.get_running_loop())
         service.add_listener(api.waiters.listener)
 
     async def on_cleanup(app: web.Application) -> None:

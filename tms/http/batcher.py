@@ -1,0 +1,79 @@
+"""``WriteBatcher``: group commit driven from the event loop.
+
+Handlers of publish, store and rollback hand their operation to the batcher and await a
+future. Per topic, at most one batch is being written (on a worker thread) at a time; the
+operations that arrive meanwhile are taken together as the next batch as soon as it is
+done. So a burst of concurrent requests costs one thread hand-off and one synced write,
+not one of each per request; with nothing in flight an operation goes out in the next
+turn of the loop (after the requests already read in this turn joined it).
+
+Outcomes are ``MessagingService.write``'s: each future gets its own result or error, and
+a request's outcome never depends on another one in its batch failing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Executor
+from typing import Any
+
+from tms.errors import StorageUnavailableError
+from tms.model import TopicId
+from tms.service import MessagingService, WriteOperation
+
+__all__ = ["WriteBatcher"]
+
+_Item = tuple[WriteOperation, asyncio.Future[Any]]
+
+
+class WriteBatcher:
+    """See the module docstring. Use from the event loop's thread only."""
+
+    def __init__(
+        self, service: MessagingService, pool: Executor, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self._svc = service
+        self._pool = pool
+        self._loop = loop
+        self._pending: dict[TopicId, list[_Item]] = {}
+        self._busy: set[TopicId] = set()  # a batch is being written, or is about to be
+
+    def submit(self, topic: TopicId, kind: str, arg: Any) -> asyncio.Future[Any]:
+        """Queue one operation; the future resolves once it is durable (or failed)."""
+        future: asyncio.Future[Any] = self._loop.create_future()
+        pending = self._pending.get(topic)
+        if pending is None:
+            pending = self._pending[topic] = []
+            if topic not in self._busy:
+                self._busy.add(topic)
+                self._loop.call_soon(self._flush, topic)
+        pending.append(((kind, arg), future))
+        return future
+
+    def _flush(self, topic: TopicId) -> None:
+        items = self._pending.pop(topic, None)
+        if not items:
+            self._busy.discard(topic)
+            return
+        done = self._loop.run_in_executor(
+            self._pool, self._svc.write, topic, [operation for operation, _ in items]
+        )
+        done.add_done_callback(lambda outcome: self._settle(topic, items, outcome))
+
+    def _settle(
+        self, topic: TopicId, items: list[_Item], outcome: asyncio.Future[list[Any]]
+    ) -> None:
+        error = (
+            StorageUnavailableError("the write was cancelled")
+            if outcome.cancelled()
+            else outcome.exception()
+        )
+        results: list[Any] = [error] * len(items) if error is not None else outcome.result()
+        for (_, future), result in zip(items, results, strict=True):
+            if future.done():  # the request went away
+                continue
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+        self._flush(topic)  # what arrived meanwhile, or release the topic
