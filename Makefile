@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench bench-txn bench-tms bench-quick clean
+.PHONY: run test lint typecheck unit bench bench-txn bench-tms bench-http bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,7 +29,7 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
-bench: bench-txn bench-tms
+bench: bench-txn bench-tms bench-http
 
 bench-txn: $(STAMP)
 	$(BIN)/python -m benchmarks.txn_bench
@@ -37,9 +37,13 @@ bench-txn: $(STAMP)
 bench-tms: $(STAMP)
 	$(BIN)/python -m benchmarks.tms_bench
 
+bench-http: $(STAMP)
+	$(BIN)/python -m benchmarks.http_bench
+
 bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks.txn_bench --quick --out benchmarks/results/txn-quick.json
 	$(BIN)/python -m benchmarks.tms_bench --quick --out benchmarks/results/tms-quick.json
+	$(BIN)/python -m benchmarks.http_bench --quick --out benchmarks/results/http-quick.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
