@@ -7,11 +7,22 @@ Names follow Prometheus conventions (``_total`` counters, base units).
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import logging
+from collections.abc import Callable, Iterable, Iterator
 
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from tms.errors import TmsError
 from tms.model import TopicId
 
-__all__ = ["TmsMetrics"]
+__all__ = ["TmsMetrics", "TopicSizes"]
+
+log = logging.getLogger(__name__)
+
+TopicSizes = Callable[[], Iterable[tuple[TopicId, int]]]
+"""Approximate stored bytes per live topic, read when metrics are collected."""
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 16384)
@@ -87,6 +98,10 @@ class TmsMetrics:
             registry=r,
         )
 
+    def watch_topic_sizes(self, source: TopicSizes) -> None:
+        """Export ``tms_topic_bytes`` from ``source`` at every collection."""
+        self.registry.register(_TopicSizeCollector(source))
+
     def wrote(self, topic: TopicId, op: str, messages: int, payload_bytes: int) -> None:
         self.published_messages.labels(topic.namespace, topic.topic, op).inc(messages)
         self.published_bytes.labels(topic.namespace, topic.topic, op).inc(payload_bytes)
@@ -104,3 +119,22 @@ class TmsMetrics:
         """The Prometheus text format."""
         data: bytes = generate_latest(self.registry)
         return data
+
+
+class _TopicSizeCollector(Collector):
+    def __init__(self, source: TopicSizes) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "tms_topic_bytes",
+            "Approximate bytes a topic takes in storage (LevelDB: on disk; the newest writes "
+            "count once flushed from the write buffer)",
+            labels=["namespace", "topic"],
+        )
+        try:
+            for topic, size in self._source():
+                family.add_metric([topic.namespace, topic.topic], size)
+        except TmsError as exc:  # metrics must not fail because storage did
+            log.warning("topic sizes unavailable: %s", exc)
+        yield family

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+from tms.codec import keys
 from tms.config import TmsConfig
 from tms.errors import TmsError, TransactionTooOldError
 from tms.fetcher import FetchRequest, MessageFetcher
@@ -91,6 +92,7 @@ class MessagingService:
         self._changed = threading.Condition(self._lock)
         self._listeners: list[TopicListener] = []
         self._closed = False
+        self.metrics.watch_topic_sizes(self.topic_sizes)
 
     def now_ms(self) -> int:
         """The service's clock."""
@@ -137,6 +139,14 @@ class MessagingService:
         with self._lock:
             self._topics[topic] = metadata
         return metadata
+
+    def topic_sizes(self) -> list[tuple[TopicId, int]]:
+        """Approximate bytes stored per live topic (``KeyValueStore.approximate_size``)."""
+        return [
+            (m.topic, self.tables.topic_bytes(keys.topic_prefix(m.topic, m.generation)))
+            for m in self.tables.metadata.scan_all()
+            if m.exists
+        ]
 
     def list_topics(self, namespace: str) -> list[TopicId]:
         return self.tables.metadata.list_topics(validate_namespace(namespace))

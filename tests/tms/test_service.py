@@ -3,6 +3,7 @@ on both backends, plus TTLs, generations and long-poll notification."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 
@@ -22,6 +23,8 @@ from tms.ids import MessageId
 from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
+from tms.store.leveldb import LevelDBStore
+from tms.store.memory import MemoryStore
 
 NS = "ns1"
 T1 = TopicId(NS, "t1")
@@ -207,6 +210,27 @@ def test_write_many_operations_each_with_its_own_outcome(
     assert sample("tms_requests_total", {"op": "store", "outcome": "ok"}) == 1
     [missing] = svc.write(TopicId(NS, "missing"), [("publish", StoreRequest.of(T1, ["a"]))])
     assert isinstance(missing, TopicNotFoundError)
+
+
+def test_topic_sizes_metric(svc: MessagingService, kv: KeyValueStore) -> None:
+    t2 = TopicId(NS, "t2")
+    svc.create_topic(T1)
+    svc.create_topic(t2)
+    svc.publish(StoreRequest.of(T1, [os.urandom(1000) for _ in range(100)]))
+    svc.store(StoreRequest.of(t2, [os.urandom(1000) for _ in range(20)], tx_write_pointer=7))
+    if isinstance(kv, LevelDBStore):
+        kv.db.compact_range()  # LevelDB counts data once it is out of the write buffer,
+        # in blocks of ~4 KiB
+
+    def size(topic: TopicId) -> float:
+        return svc.metrics.value("tms_topic_bytes", {"namespace": NS, "topic": topic.topic})
+
+    assert size(T1) > size(t2) > 0
+    if isinstance(kv, MemoryStore):
+        assert 100_000 < size(T1) < 103_000 and 20_000 < size(t2) < 21_000
+    svc.delete_topic(T1)
+    assert size(T1) == 0 and size(t2) > 0
+    assert b"tms_topic_bytes{" in svc.metrics.exposition()
 
 
 def test_topic_ttl_bound_and_start_positions(svc: MessagingService, clock: FakeClock) -> None:

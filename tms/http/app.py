@@ -391,9 +391,8 @@ class Api:
         return web.Response(text="OK.\n")
 
     async def metrics(self, request: web.Request) -> web.Response:
-        return web.Response(
-            body=self.svc.metrics.exposition(), content_type="text/plain", charset="utf-8"
-        )
+        body = await self._run(self.svc.metrics.exposition)  # topic sizes read storage
+        return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
     async def openapi(self, request: web.Request) -> web.Response:
         return web.json_response(openapi_spec())

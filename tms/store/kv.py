@@ -9,6 +9,9 @@ Contract:
 * ``scan(start, stop)`` yields ``(key, value)`` with ``start <= key < stop`` (``stop`` None:
   to the end), ascending, or descending with ``reverse=True``; it sees one consistent
   state, unaffected by writes made while it is being consumed;
+* ``approximate_size(start, stop)`` is roughly how many bytes a table's key range takes
+  in storage (LevelDB: on disk, compressed; writes still in its write buffer are not
+  counted yet), for metrics only;
 * every method raises ``StorageUnavailableError`` when the medium fails or the store is
   closed.
 
@@ -42,6 +45,8 @@ class TableStore(Protocol):
         *,
         sync: bool = True,
     ) -> None: ...
+
+    def approximate_size(self, start: bytes, stop: bytes | None) -> int: ...
 
 
 class KeyValueStore(Protocol):

@@ -51,6 +51,10 @@ class _MemoryTable:
             for key in deletes:
                 self.apply(key, None)
 
+    def approximate_size(self, start: bytes, stop: bytes | None) -> int:
+        """Exact: the bytes of the range's keys and values."""
+        return sum(len(k) + len(v) for k, v in self.scan(start, stop))
+
     def apply(self, key: bytes, value: bytes | None) -> None:
         """One change; the caller holds the store's lock."""
         if value is None:

@@ -295,5 +295,12 @@ class Tables:
         self.payloads = PayloadTable(store.table(PAYLOAD_TABLE))
         self.metadata = MetadataTable(store.table(METADATA_TABLE))
 
+    def topic_bytes(self, prefix: bytes) -> int:
+        """Approximately how many bytes a topic generation takes (both tables)."""
+        stop = keys.stop_key_for_prefix(prefix)
+        return self.messages.store.approximate_size(
+            prefix, stop
+        ) + self.payloads.store.approximate_size(prefix, stop)
+
     def close(self) -> None:
         self.kv.close()

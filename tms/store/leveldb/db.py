@@ -61,6 +61,14 @@ class _LevelDBTable:
         except (plyvel.Error, RuntimeError) as exc:
             raise StorageUnavailableError(f"LevelDB write failed: {exc}") from exc
 
+    def approximate_size(self, start: bytes, stop: bytes | None) -> int:
+        end = self._prefix[:-1] + b"0" if stop is None else self._prefix + stop  # '0' > '/'
+        try:
+            size: int = self._owner.db.approximate_size(self._prefix + start, end)
+            return size
+        except (plyvel.Error, RuntimeError) as exc:
+            raise StorageUnavailableError(f"LevelDB size estimate failed: {exc}") from exc
+
 
 def _scan(iterator: Any, snapshot: Any) -> Iterator[tuple[bytes, bytes]]:
     # ``yield from`` hands the C iterator's items through without running Python code per
