@@ -6,7 +6,7 @@ One run (``Cleaner.run_once``), for every topic row, deleted ones included:
    (all of them, for a deleted topic) is deleted.
 2. **TTL**: message rows older than the topic's TTL are deleted (rows are time-ordered,
    so the scan stops at the first live one); payload rows by their write time; a commit
-   marker's seal row with its marker.
+   marker's seal row with its marker; idempotency rows by the time they were written.
 3. **Invalid transactions** (with a transaction client): read the invalid list from a
    fresh transaction, then negate every message entry still carrying one of those write
    pointers — it now reads as rolled back, and transactional consumers skip it for good.
@@ -37,7 +37,7 @@ from tms.errors import TmsError, TransactionServiceError
 from tms.model import TopicMetadata
 from tms.service import MessagingService
 from tms.store.kv import WriteOp
-from tms.store.tables import MESSAGE_TABLE, PAYLOAD_TABLE, SEAL_POSITION
+from tms.store.tables import IDEMPOTENCY_TABLE, MESSAGE_TABLE, PAYLOAD_TABLE, SEAL_POSITION
 from txn.errors import TxError
 from txn.transaction import MAX_TX_PER_MS, Transaction
 
@@ -150,6 +150,16 @@ class Cleaner:
             else:
                 continue  # payload rows are ordered by write pointer, not time
             ops.append((PAYLOAD_TABLE, key, None))
+            if len(ops) >= batch:
+                self._write(ops, sync=False)
+        for key, value in tables.idempotency.store.scan(name_prefix, stop):
+            if is_older_generation(keys.generation_of(key, n), current):
+                report.deleted_old_generation += 1
+            elif int.from_bytes(value[:8], "big", signed=True) < cutoff:
+                report.deleted_expired += 1
+            else:
+                continue  # keyed by name, not time
+            ops.append((IDEMPOTENCY_TABLE, key, None))
             if len(ops) >= batch:
                 self._write(ops, sync=False)
         self._write(ops, sync=False)

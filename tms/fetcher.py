@@ -31,11 +31,11 @@ from tms.codec import keys
 from tms.codec.values import decode_message_value, decode_payload_value
 from tms.errors import TmsInvalidArgumentError
 from tms.ids import MessageId
-from tms.model import Message, TopicMetadata
+from tms.model import Message, TopicBounds, TopicMetadata
 from tms.store.tables import Tables
 from txn.transaction import Transaction
 
-__all__ = ["FetchRequest", "MessageFetcher"]
+__all__ = ["FetchRequest", "MessageFetcher", "scan_bounds"]
 
 _MAX_LIMIT = 2**31 - 1
 _NO_PAYLOAD_POSITION = bytes(10)  # write_ms = 0, p_seq = 0: an inline message
@@ -61,6 +61,49 @@ class FetchRequest:
             raise TmsInvalidArgumentError(f"limit must be in 1..{_MAX_LIMIT}, got {self.limit}")
 
 
+def _start(request: FetchRequest, smallest: int) -> tuple[tuple[int, int], bool, MessageId | None]:
+    """(position, skip the row at it, payload id to resume at) of a read."""
+    start = request.start_id
+    if start is None or start.publish_ms < smallest:
+        begin = (
+            smallest
+            if start is not None or request.start_ms is None
+            else max(smallest, request.start_ms)
+        )
+        return (begin, 0), False, None
+    skip_start = not request.inclusive and not start.is_payload_message
+    return (start.publish_ms, start.seq), skip_start, start if start.is_payload_message else None
+
+
+def scan_bounds(
+    tables: Tables, metadata: TopicMetadata, request: FetchRequest, now_ms: int
+) -> TopicBounds:
+    """The ``TopicBounds`` of ``request`` (its ``limit`` is ignored). Reads message rows
+    only (no payloads), with the fetch's start rules and transactional filter."""
+    prefix = keys.topic_prefix(metadata.topic, metadata.generation)
+    smallest = max(0, now_ms - metadata.ttl_s * 1000)
+    tx = request.transaction
+    position, skip_start, _payload = _start(request, smallest)
+    start_key = keys.message_key(prefix, *position)
+    first = last_key = None
+    for key, value in tables.messages.rows(prefix, position):
+        if skip_start and key == start_key:
+            continue
+        if tx is not None and value[0] != 0:
+            ptr = decode_message_value(value).tx_write_pointer
+            if ptr is not None and ptr > 0 and not tx.is_visible(ptr) and not tx.is_invalid(ptr):
+                held = keys.decode_message_key(key)[1:]
+                return TopicBounds(first, _position(last_key), held)
+        if first is None:
+            first = keys.decode_message_key(key)[1:]
+        last_key = key
+    return TopicBounds(first, _position(last_key), None)
+
+
+def _position(key: bytes | None) -> tuple[int, int] | None:
+    return keys.decode_message_key(key)[1:] if key is not None else None
+
+
 class MessageFetcher:
     """Iterate the messages of one read; ``held`` tells whether it stopped at an
     entry of a transaction the reader cannot see yet."""
@@ -83,18 +126,7 @@ class MessageFetcher:
         topic_ttl_ms = self._metadata.ttl_s * 1000
         smallest = max(0, now - topic_ttl_ms)
         tx = request.transaction
-        start = request.start_id
-        if start is None or start.publish_ms < smallest:
-            begin = (
-                smallest
-                if start is not None or request.start_ms is None
-                else max(smallest, request.start_ms)
-            )
-            position, skip_start, payload_start = (begin, 0), False, None
-        else:
-            position = (start.publish_ms, start.seq)
-            skip_start = not request.inclusive and not start.is_payload_message
-            payload_start = start if start.is_payload_message else None
+        position, skip_start, payload_start = _start(request, smallest)
         start_key = keys.message_key(prefix, *position)
 
         remaining = request.limit

@@ -12,10 +12,14 @@ from tms.ids import MessageId
 
 __all__ = [
     "DEFAULT_TTL_S",
+    "MAX_MARKERS",
     "MAX_NAME_LENGTH",
+    "MarkersRequest",
+    "MarkersResult",
     "Message",
     "RollbackDetail",
     "StoreRequest",
+    "TopicBounds",
     "TopicId",
     "TopicMetadata",
 ]
@@ -24,6 +28,8 @@ DEFAULT_TTL_S = 7 * 24 * 3600
 MAX_NAME_LENGTH = 255
 _NAMESPACE = re.compile(r"[a-zA-Z0-9_]+")
 _TOPIC = re.compile(r"[a-zA-Z0-9_-]+")
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")
+MAX_MARKERS = 10_000
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -211,3 +217,52 @@ class Message(tuple[bytes, bytes]):
 
     def __repr__(self) -> str:
         return f"Message(id={self[0].hex()}, payload={self[1]!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class MarkersRequest:
+    """Commit markers for several write pointers of one topic, written at once: all or
+    none, next to each other, in the given order (a repeated pointer counts once).
+
+    With ``idempotency_key`` (1-200 printable ASCII characters), the request takes
+    effect at most once per topic generation: repeating it (within the topic's TTL)
+    returns the first outcome, marked ``duplicate``."""
+
+    topic: TopicId
+    write_pointers: tuple[int, ...]
+    idempotency_key: str | None = None
+
+    def __post_init__(self) -> None:
+        pointers = tuple(dict.fromkeys(self.write_pointers))
+        if not pointers or len(pointers) > MAX_MARKERS:
+            raise TmsInvalidArgumentError(f"between 1 and {MAX_MARKERS} write pointers needed")
+        for wp in pointers:
+            if not isinstance(wp, int) or isinstance(wp, bool) or not 0 < wp < 2**63:
+                raise TmsInvalidArgumentError(f"bad transaction write pointer {wp!r}")
+        key = self.idempotency_key
+        if key is not None and not (isinstance(key, str) and _IDEMPOTENCY_KEY.fullmatch(key)):
+            raise TmsInvalidArgumentError(
+                "an idempotency key is 1-200 printable ASCII characters without spaces"
+            )
+        object.__setattr__(self, "write_pointers", pointers)
+
+
+@dataclass(frozen=True, slots=True)
+class MarkersResult:
+    """Where each marker of a ``MarkersRequest`` landed (its rollback range), in order;
+    ``duplicate``: an earlier request with the same idempotency key wrote them."""
+
+    details: tuple[RollbackDetail, ...]
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TopicBounds:
+    """What a read from a start position would pass over, in message-table positions
+    (``(publish_ms, seq)``): ``first`` and ``last`` entry it would pass (accepted or
+    skipped), and ``held``, the entry where a transactional read stops, if any (``last``
+    is then the entry before it). Nones when there is no such entry."""
+
+    first: tuple[int, int] | None
+    last: tuple[int, int] | None
+    held: tuple[int, int] | None

@@ -14,7 +14,8 @@ Contract (every method thread-safe; errors from ``tms.errors``):
   with its own outcome. Transactional publish and store are refused
   (``TransactionTooOldError``) once the transaction is older than ``tx_max_lifetime_s``:
   its id may already have been truncated from the invalid list.
-* ``fetch`` reads with ``tms.fetcher`` semantics and returns a ``FetchResult``.
+* ``fetch`` reads with ``tms.fetcher`` semantics and returns a ``FetchResult``;
+  ``bounds`` says where such a read would start and stop, reading no payloads.
 * long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
   entries; ``wait_for_change`` blocks until it moves past a version or a timeout, and
   ``add_listener`` tells event loops without blocking a thread.
@@ -33,12 +34,15 @@ from typing import Any
 from tms.codec import keys
 from tms.config import TmsConfig
 from tms.errors import TmsError, TransactionTooOldError
-from tms.fetcher import FetchRequest, MessageFetcher
+from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
 from tms.metrics import TmsMetrics
 from tms.model import (
+    MarkersRequest,
+    MarkersResult,
     Message,
     RollbackDetail,
     StoreRequest,
+    TopicBounds,
     TopicId,
     TopicMetadata,
     validate_namespace,
@@ -54,7 +58,8 @@ __all__ = ["FetchResult", "MessagingService", "TopicListener", "WriteOperation"]
 log = logging.getLogger(__name__)
 
 WriteOperation = tuple[str, Any]
-"""``("publish" | "store", StoreRequest)`` or ``("rollback", RollbackDetail)``."""
+"""``("publish" | "store", StoreRequest)``, ``("rollback", RollbackDetail)`` or
+``("markers", MarkersRequest)``."""
 
 TopicListener = Callable[[TopicId, int], None]
 """Called with (topic, new version) after new entries landed; on the writer's thread."""
@@ -166,6 +171,11 @@ class MessagingService:
         count: int = self._one(topic, "rollback", detail)
         return count
 
+    def publish_markers(self, request: MarkersRequest) -> MarkersResult:
+        """Commit markers for several write pointers at once (see ``MarkersRequest``)."""
+        result: MarkersResult = self._one(request.topic, "markers", request)
+        return result
+
     def write(self, topic: TopicId, operations: Sequence[WriteOperation]) -> list[Any]:
         """Several publishes, stores and rollbacks of ``topic`` in one group commit: for
         each, in order, its result (as the methods above return) or the ``TmsError`` it
@@ -175,8 +185,11 @@ class MessagingService:
         accepted: list[int] = []
         for i, (kind, arg) in enumerate(operations):
             try:
-                if kind != "rollback":
-                    self._check_lifetime(arg)
+                if kind in ("publish", "store"):
+                    self._check_lifetime(arg.tx_write_pointer)
+                elif kind == "markers":
+                    for wp in arg.write_pointers:
+                        self._check_lifetime(wp)
             except TmsError as exc:
                 outcomes[i] = exc
             else:
@@ -198,14 +211,15 @@ class MessagingService:
                 m.latency.labels(kind).observe(elapsed)
         return outcomes
 
-    def _one(self, topic: TopicId, kind: str, arg: StoreRequest | RollbackDetail) -> Any:
+    def _one(
+        self, topic: TopicId, kind: str, arg: StoreRequest | RollbackDetail | MarkersRequest
+    ) -> Any:
         outcome = self.write(topic, [(kind, arg)])[0]
         if isinstance(outcome, TmsError):
             raise outcome
         return outcome
 
-    def _check_lifetime(self, request: StoreRequest) -> None:
-        wp = request.tx_write_pointer
+    def _check_lifetime(self, wp: int | None) -> None:
         if wp is None:
             return
         started_ms = wp // MAX_TX_PER_MS
@@ -261,6 +275,12 @@ class MessagingService:
         self.metrics.requests.labels("fetch", "ok").inc()
         self.metrics.latency.labels("fetch").observe(time.perf_counter() - started)
         return FetchResult(messages, fetcher.held, version)
+
+    def bounds(self, topic: TopicId, request: FetchRequest | None = None) -> TopicBounds:
+        """Where a read would start and stop (``tms.fetcher.TopicBounds``), without reading
+        payloads: how a reader plans parallel reads of one consistent snapshot."""
+        metadata = self.get_topic(topic)
+        return scan_bounds(self.tables, metadata, request or FetchRequest(), self.now_ms())
 
     # -- change notification --------------------------------------------------------------
 

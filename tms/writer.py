@@ -16,7 +16,8 @@ others. So:
 * a commit marker *seals* its write pointer in the payload table: later stores under it
   are refused (consumers that already expanded the marker would never see them), and
   publishing the marker again returns the first marker's range instead of a duplicate
-  (unless that one was rolled back);
+  (unless that one was rolled back); ``markers`` writes several markers as one operation,
+  at most once per idempotency key;
 * an operation that is invalid on its own fails alone; a storage failure fails the
   whole batch and nothing of it is written.
 """
@@ -33,10 +34,11 @@ from typing import Any
 from tms.codec import keys
 from tms.codec.values import MessageEntry, encode_message_value
 from tms.errors import StorageUnavailableError, TmsError, TmsInvalidArgumentError
-from tms.model import RollbackDetail, StoreRequest, TopicMetadata
+from tms.model import MarkersRequest, MarkersResult, RollbackDetail, StoreRequest, TopicMetadata
 from tms.store.kv import WriteOp
 from tms.store.tables import (
     MESSAGE_TABLE,
+    IdempotencyTable,
     MessageRow,
     MessageTable,
     PayloadRow,
@@ -155,7 +157,7 @@ class TopicWriter:
                 raise TmsInvalidArgumentError(
                     f"Store request must be transactional with payload. Topic: {arg.topic}"
                 )
-        elif kind != "rollback":
+        elif kind not in ("rollback", "markers"):
             raise TmsInvalidArgumentError(f"unknown write operation {kind!r}")
         return _Op(kind, arg)
 
@@ -201,6 +203,7 @@ class TopicWriter:
         ops: list[WriteOp] = []
         messages = payload_bytes = rolled_back = 0
         sealed: dict[int, tuple[int, int]] = {}
+        keyed: dict[str, MarkersResult] = {}
         published = False
         for op in batch:
             try:
@@ -211,6 +214,10 @@ class TopicWriter:
                     messages += len(request.payloads)
                     payload_bytes += sum(map(len, request.payloads))
                     published = published or bool(publish_ops)
+                elif op.kind == "markers":
+                    marker_ops, op.result = self._markers_ops(op.arg, sealed, keyed)
+                    ops.extend(marker_ops)
+                    published = published or bool(marker_ops)
                 elif op.kind == "store":
                     request = op.arg
                     ops.extend(PayloadTable.ops(self._prefix, self._store_rows(request, sealed)))
@@ -304,6 +311,35 @@ class TopicWriter:
         ops = MessageTable.ops(self._prefix, [MessageRow(ms, seq, MessageEntry(wp, None))])
         ops.append(PayloadTable.seal_op(self._prefix, wp, (ms, seq)))
         return ops, RollbackDetail(wp, ms, seq, ms, seq)
+
+    def _markers_ops(
+        self,
+        request: MarkersRequest,
+        sealed: dict[int, tuple[int, int]],
+        keyed: dict[str, MarkersResult],
+    ) -> tuple[list[WriteOp], MarkersResult]:
+        """Several markers as one operation (see ``MarkersRequest``)."""
+        key = request.idempotency_key
+        if key is not None:
+            earlier = keyed.get(key)
+            if earlier is None:
+                stored = self._tables.idempotency.get(self._prefix, key)
+                earlier = MarkersResult(stored[1]) if stored is not None else None
+            if earlier is not None:
+                return [], MarkersResult(earlier.details, duplicate=True)
+        mine = dict(sealed)  # merged only if every marker could be made
+        ops: list[WriteOp] = []
+        details = []
+        for wp in request.write_pointers:
+            marker_ops, detail = self._marker_ops(wp, mine)
+            ops.extend(marker_ops)
+            details.append(detail)
+        sealed.update(mine)
+        result = MarkersResult(tuple(details))
+        if key is not None:
+            keyed[key] = result
+            ops.append(IdempotencyTable.op(self._prefix, key, self._now, details))
+        return ops, result
 
     def _entry_pointer(self, position: tuple[int, int]) -> int | None:
         entry = self._tables.messages.get(self._prefix, *position)

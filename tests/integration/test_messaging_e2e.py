@@ -280,6 +280,37 @@ def test_follow_reuses_its_transaction_until_it_is_held(stack: Stack) -> None:
     assert counting.aborted == counting.started
 
 
+def test_staged_checkpoints_and_markers_commit_as_one(stack: Stack) -> None:
+    """The pattern of a parallel job: each worker stages under its own checkpoint of one
+    long transaction; markers for the ones that succeeded go out in one request; the
+    commit makes exactly those visible, together and contiguous."""
+    job = stack.tx.start_long()
+    attempts = [stack.tx.checkpoint(job) for _ in range(3)]
+    for i, attempt in enumerate(attempts):
+        stack.messaging.store(
+            T, [f"w{i}-a", f"w{i}-b"], tx_write_pointer=attempt.write_pointer, ttls=[60, None]
+        )
+    stack.messaging.publish(T, ["outside"])
+    # the middle attempt "failed": its rows are never marked
+    winners = [attempts[0].write_pointer, attempts[2].write_pointer]
+    outcome = stack.messaging.publish_markers(T, winners, idempotency_key="job-1")
+    assert not outcome.duplicate and len(outcome.tokens) == 2
+    # before the commit a transactional reader stops at the first marker
+    reader = stack.tx.start_short()
+    bounds = stack.messaging.bounds(T, transaction=reader)
+    first_marker = outcome.tokens[0].detail
+    assert bounds.held == (first_marker.start_ms, first_marker.start_seq)
+    assert [m.payload for m in stack.messaging.poll(T, transaction=reader).messages] == [b"outside"]
+    stack.tx.abort(reader)
+    assert stack.messaging.publish_markers(T, winners, idempotency_key="job-1").duplicate
+    stack.tx.can_commit_or_throw(job, [])
+    stack.tx.commit_or_throw(job)
+    assert committed_view(stack) == [b"outside", b"w0-a", b"w0-b", b"w2-a", b"w2-b"]
+    reader = stack.tx.start_short()
+    assert stack.messaging.bounds(T, transaction=reader).held is None
+    stack.tx.abort(reader)
+
+
 def test_background_publisher(stack: Stack) -> None:
     from tms.client.background import BackgroundPublisher
 

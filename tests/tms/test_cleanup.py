@@ -15,7 +15,7 @@ from tms.codec import keys
 from tms.config import TmsConfig
 from tms.errors import TransactionTooOldError
 from tms.fetcher import FetchRequest
-from tms.model import StoreRequest, TopicId
+from tms.model import MarkersRequest, StoreRequest, TopicId
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
 from txn.config import TxConfig
@@ -200,3 +200,31 @@ def test_cleanup_loop_runs_in_the_background(svc: MessagingService, clock: FakeC
     loop.stop()
     assert loop.last_report is not None and loop.last_report.deleted_expired == 1
     assert rows(svc) == (0, 0)
+
+
+def test_idempotency_rows_expire_and_go_with_their_generation(
+    svc: MessagingService, clock: FakeClock
+) -> None:
+    def keyed() -> int:
+        prefix = keys.topic_name_prefix(T1)
+        return sum(
+            1 for _ in svc.tables.idempotency.store.scan(prefix, keys.stop_key_for_prefix(prefix))
+        )
+
+    svc.create_topic(T1, {"ttl": "3"})
+    wp = NOW * 1_000_000
+    svc.publish_markers(MarkersRequest(T1, (wp,), "early"))
+    clock.advance(2_000)
+    svc.publish_markers(MarkersRequest(T1, (wp + 1,), "late"))
+    cleaner = Cleaner(svc)
+    cleaner.run_once()
+    assert keyed() == 2
+    clock.advance(1_500)  # "early" is 3.5 s old, past the 3 s TTL; "late" 1.5 s
+    assert cleaner.run_once().deleted_expired >= 1
+    assert keyed() == 1
+    assert svc.publish_markers(MarkersRequest(T1, (wp + 1,), "late")).duplicate
+    svc.delete_topic(T1)
+    svc.create_topic(T1)
+    assert not svc.publish_markers(MarkersRequest(T1, (wp + 2,), "late")).duplicate
+    assert cleaner.run_once().deleted_old_generation >= 1
+    assert keyed() == 1  # the new generation's row

@@ -11,6 +11,7 @@ import pytest
 
 from tests.fakes import FakeClock
 from tests.tms.helpers import payloads, tx
+from tms.codec import keys
 from tms.config import TmsConfig
 from tms.errors import (
     TmsInvalidArgumentError,
@@ -20,7 +21,7 @@ from tms.errors import (
 )
 from tms.fetcher import FetchRequest
 from tms.ids import MessageId
-from tms.model import StoreRequest, TopicId
+from tms.model import MarkersRequest, StoreRequest, TopicBounds, TopicId
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
 from tms.store.leveldb import LevelDBStore
@@ -210,6 +211,76 @@ def test_write_many_operations_each_with_its_own_outcome(
     assert sample("tms_requests_total", {"op": "store", "outcome": "ok"}) == 1
     [missing] = svc.write(TopicId(NS, "missing"), [("publish", StoreRequest.of(T1, ["a"]))])
     assert isinstance(missing, TopicNotFoundError)
+
+
+def test_markers_are_atomic_contiguous_and_idempotent(svc: MessagingService) -> None:
+    # Given payloads staged under three write pointers and a message published between
+    svc.create_topic(T1)
+    for wp, name in ((101, "a"), (102, "b"), (103, "c")):
+        svc.store(StoreRequest.of(T1, [f"{name}1", f"{name}2"], tx_write_pointer=wp))
+    svc.publish(StoreRequest.of(T1, ["before"]))
+    # When their markers are published in one request, with a key
+    request = MarkersRequest(T1, (102, 101, 103, 101), "job-7")
+    result = svc.publish_markers(request)
+    # Then the markers sit next to each other, in request order, after "before"
+    assert [d.tx_write_pointer for d in result.details] == [102, 101, 103]
+    positions = [(d.start_ms, d.start_seq) for d in result.details]
+    assert positions == sorted(positions) and not result.duplicate
+    assert positions[2][1] - positions[0][1] == 2
+    reader = tx(200, 201)
+    assert fetch(svc, transaction=reader) == [b"before", b"b1", b"b2", b"a1", b"a2", b"c1", b"c2"]
+    # and repeating the request (same key) changes nothing and says so
+    again = svc.publish_markers(MarkersRequest(T1, (102, 101, 103), "job-7"))
+    assert again.duplicate and again.details == result.details
+    assert len(fetch(svc, transaction=reader)) == 7
+    # A marker of a write pointer sealed by the request is the earlier one, not a copy
+    svc.store(StoreRequest.of(T1, ["d1"], tx_write_pointer=104))
+    mixed = svc.publish_markers(MarkersRequest(T1, (104, 101)))
+    assert mixed.details[1] == result.details[1]
+    assert fetch(svc, transaction=reader)[-1] == b"d1"
+
+
+def test_markers_all_or_nothing(kv: KeyValueStore, clock: FakeClock) -> None:
+    svc = MessagingService(kv, TmsConfig(tx_max_lifetime_s=60), clock=clock)
+    svc.create_topic(T1)
+    fresh, stale = (NOW - 1_000) * 1_000_000, (NOW - 61_000) * 1_000_000
+    with pytest.raises(TransactionTooOldError):
+        svc.publish_markers(MarkersRequest(T1, (fresh, stale), "k"))
+    assert fetch(svc) == [] and svc.tables.idempotency.get(svc_prefix(svc), "k") is None
+    for bad in ((), (0,), (-5,), (True,)):
+        with pytest.raises(TmsInvalidArgumentError):
+            MarkersRequest(T1, bad)  # type: ignore[arg-type]
+    for key in ("", "has space", "x" * 201, "é"):
+        with pytest.raises(TmsInvalidArgumentError):
+            MarkersRequest(T1, (fresh,), key)
+    with pytest.raises(TopicNotFoundError):
+        svc.publish_markers(MarkersRequest(TopicId(NS, "missing"), (fresh,)))
+
+
+def svc_prefix(svc: MessagingService, topic: TopicId = T1) -> bytes:
+    return keys.topic_prefix(topic, svc.get_topic(topic).generation)
+
+
+def test_bounds_stop_where_a_transactional_reader_would(svc: MessagingService) -> None:
+    svc.create_topic(T1)
+    assert svc.bounds(T1) == TopicBounds(None, None, None)
+    svc.publish(StoreRequest.of(T1, ["a", "b"]))
+    svc.publish(StoreRequest.of(T1, ["committed"], tx_write_pointer=90))
+    svc.rollback(T1, svc.publish(StoreRequest.of(T1, ["x"], tx_write_pointer=91)))  # type: ignore[arg-type]
+    svc.publish(StoreRequest.of(T1, ["invalid"], tx_write_pointer=95))
+    svc.publish(StoreRequest.of(T1, ["open"], tx_write_pointer=97))
+    svc.publish(StoreRequest.of(T1, ["after"]))
+    ids = [m.id for m in svc.fetch(T1).messages]  # all 7, the rolled-back one included
+    pos = [(i.publish_ms, i.seq) for i in ids]
+    reader = tx(96, 98, invalids=(95,), in_progress=(97,))
+    # transactional: stops at the open transaction's entry; skipped ones are passed over
+    assert svc.bounds(T1, FetchRequest(transaction=reader)) == TopicBounds(pos[0], pos[4], pos[5])
+    # everything, without a transaction; from an id, exclusive
+    assert svc.bounds(T1) == TopicBounds(pos[0], pos[6], None)
+    later = FetchRequest(start_id=ids[5], inclusive=False, transaction=reader)
+    assert svc.bounds(T1, later) == TopicBounds(pos[6], pos[6], None)
+    held_first = FetchRequest(start_id=ids[5], transaction=reader)
+    assert svc.bounds(T1, held_first) == TopicBounds(None, None, pos[5])
 
 
 def test_topic_sizes_metric(svc: MessagingService, kv: KeyValueStore) -> None:

@@ -44,11 +44,18 @@ from tms.errors import (
     UnauthenticatedError,
 )
 from tms.ids import MessageId
-from tms.model import Message, RollbackDetail, TopicId
+from tms.model import Message, RollbackDetail, TopicBounds, TopicId
 from txn.codec import encode_transaction
 from txn.transaction import Transaction
 
-__all__ = ["ERROR_CLASSES", "MessagingClient", "PollResult", "RollbackToken", "error_from_response"]
+__all__ = [
+    "ERROR_CLASSES",
+    "MarkersOutcome",
+    "MessagingClient",
+    "PollResult",
+    "RollbackToken",
+    "error_from_response",
+]
 
 AVRO = "avro/binary"
 
@@ -99,6 +106,23 @@ class RollbackToken:
 
     raw: bytes
     detail: RollbackDetail
+
+
+@dataclass(frozen=True, slots=True)
+class MarkersOutcome:
+    """What ``publish_markers`` returns: a rollback token per marker, in request order;
+    ``duplicate``: an earlier request with the same idempotency key published them."""
+
+    tokens: list[RollbackToken]
+    duplicate: bool
+
+
+def _start_from(start: MessageId | bytes | str | int | None) -> bytes | int | None:
+    if isinstance(start, MessageId):
+        return start.to_bytes()
+    if isinstance(start, str):
+        return bytes.fromhex(start)
+    return start
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,16 +287,28 @@ class MessagingClient:
         return RollbackToken(response.content, avro.decode_publish_response(response.content))
 
     def store(
-        self, topic: TopicId, payloads: Iterable[bytes | str], *, tx_write_pointer: int
+        self,
+        topic: TopicId,
+        payloads: Iterable[bytes | str],
+        *,
+        tx_write_pointer: int,
+        ttls: Iterable[int | None] | None = None,
     ) -> None:
-        """Stage payloads under a write pointer (made visible by a later commit marker)."""
-        body = avro.encode_publish_request(tx_write_pointer, self._payloads(payloads))
+        """Stage payloads under a write pointer (made visible by a later commit marker);
+        ``ttls``: a TTL in seconds (or None) per payload."""
+        data = self._payloads(payloads)
+        if ttls is not None:
+            body = jsonc.encode_publish_request(tx_write_pointer, data, ttls)
+            content_type = "application/json"
+        else:
+            body = avro.encode_publish_request(tx_write_pointer, data)
+            content_type = AVRO
         self._request(
             "POST",
             self._url(topic, action="store"),
             topic=topic,
             data=body,
-            headers={"Content-Type": AVRO},
+            headers={"Content-Type": content_type},
             idempotent=False,
         )
 
@@ -286,7 +322,54 @@ class MessagingClient:
             headers={"Content-Type": AVRO},
         )
 
+    def publish_markers(
+        self,
+        topic: TopicId,
+        write_pointers: Iterable[int],
+        *,
+        idempotency_key: str | None = None,
+    ) -> MarkersOutcome:
+        """Commit markers for several write pointers at once: all or none, next to each
+        other, in order (``tms.model.MarkersRequest``). Retried: markers are published
+        once per write pointer, and a keyed request once per key."""
+        pointers = list(write_pointers)
+        response = self._request(
+            "POST",
+            self._url(topic, action="markers"),
+            topic=topic,
+            data=jsonc.encode_markers_request(pointers, idempotency_key),
+            headers={"Content-Type": "application/json"},
+        )
+        result = jsonc.decode_markers_response(response.content)
+        tokens = [RollbackToken(avro.encode_publish_response(d), d) for d in result.details]
+        return MarkersOutcome(tokens, result.duplicate)
+
     # -- reading ------------------------------------------------------------------------
+
+    def bounds(
+        self,
+        topic: TopicId,
+        *,
+        start: MessageId | bytes | str | int | None = None,
+        inclusive: bool = True,
+        transaction: Transaction | None = None,
+    ) -> TopicBounds:
+        """Where a read from ``start`` would start and stop (``tms.model.TopicBounds``),
+        without reading payloads."""
+        spec = ConsumeSpec(
+            _start_from(start),
+            inclusive,
+            None,
+            encode_transaction(transaction) if transaction is not None else None,
+        )
+        response = self._request(
+            "POST",
+            self._url(topic, action="bounds"),
+            topic=topic,
+            data=avro.encode_consume_request(spec),
+            headers={"Content-Type": AVRO},
+        )
+        return jsonc.decode_bounds(response.content)
 
     def poll(
         self,
@@ -300,15 +383,8 @@ class MessagingClient:
     ) -> PollResult:
         """Read up to ``limit`` messages from ``start`` (an id, its bytes or hex, a time in
         ms, or None for the oldest); with ``wait_ms``, wait that long for new ones."""
-        start_from: bytes | int | None
-        if isinstance(start, MessageId):
-            start_from = start.to_bytes()
-        elif isinstance(start, str):
-            start_from = bytes.fromhex(start)
-        else:
-            start_from = start
         spec = ConsumeSpec(
-            start_from,
+            _start_from(start),
             inclusive,
             limit,
             encode_transaction(transaction) if transaction is not None else None,

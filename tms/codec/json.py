@@ -13,6 +13,11 @@ message ids 40 lower-case hex digits, times milliseconds since the epoch.
                      "limit": int | null, "transaction": "<base64 TransactionCodec>" | null}
     ConsumeResponse {"messages": [{"id": "<hex>", "payload": "<base64>",
                                    "publishTime": ms}, ...], "held": bool}
+    MarkersRequest  {"transactionWritePointers": [int, ...], "idempotencyKey": str | null}
+    MarkersResponse {"markers": [PublishResponse without "published", ...],
+                     "duplicate": bool}
+    Bounds          {"first" | "last" | "held": {"id": "<hex>", "publishTime": ms,
+                                                 "sequenceId": int} | null}
 """
 
 from __future__ import annotations
@@ -25,14 +30,21 @@ from typing import Any
 
 from tms.codec.avro import ConsumeSpec
 from tms.errors import TmsCodecError, TmsInvalidArgumentError
-from tms.model import Message, RollbackDetail
+from tms.ids import MessageId
+from tms.model import MarkersResult, Message, RollbackDetail, TopicBounds
 
 __all__ = [
+    "decode_bounds",
     "decode_consume_request",
+    "decode_markers_request",
+    "decode_markers_response",
     "decode_publish_request",
     "decode_publish_response",
     "decode_topic_properties",
+    "encode_bounds",
     "encode_consume_request",
+    "encode_markers_request",
+    "encode_markers_response",
     "encode_messages",
     "encode_publish_request",
     "encode_publish_response",
@@ -68,6 +80,12 @@ def _int(value: Any, what: str, *, nullable: bool = True) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TmsInvalidArgumentError(f"{what} must be an integer")
     return value
+
+
+def _required_int(value: Any, what: str) -> int:
+    result = _int(value, what, nullable=False)
+    assert result is not None
+    return result
 
 
 def decode_topic_properties(data: bytes) -> dict[str, str]:
@@ -118,22 +136,26 @@ def decode_publish_request(data: bytes) -> tuple[int | None, list[bytes], list[i
 def encode_publish_response(detail: RollbackDetail | None, published: int) -> bytes:
     if detail is None:
         return json.dumps({"published": published}).encode()
-    return json.dumps(
-        {
-            "transactionWritePointer": detail.tx_write_pointer,
-            "rollbackRange": {
-                "startTimestamp": detail.start_ms,
-                "startSequenceId": detail.start_seq,
-                "endTimestamp": detail.end_ms,
-                "endSequenceId": detail.end_seq,
-            },
-            "published": published,
-        }
-    ).encode()
+    return json.dumps({**_detail(detail), "published": published}).encode()
+
+
+def _detail(detail: RollbackDetail) -> dict[str, Any]:
+    return {
+        "transactionWritePointer": detail.tx_write_pointer,
+        "rollbackRange": {
+            "startTimestamp": detail.start_ms,
+            "startSequenceId": detail.start_seq,
+            "endTimestamp": detail.end_ms,
+            "endSequenceId": detail.end_seq,
+        },
+    }
 
 
 def decode_publish_response(data: bytes) -> RollbackDetail:
-    obj = loads_object(data, "PublishResponse")
+    return _decode_detail(loads_object(data, "PublishResponse"))
+
+
+def _decode_detail(obj: dict[str, Any]) -> RollbackDetail:
     rr = obj.get("rollbackRange")
     wp = _int(obj.get("transactionWritePointer"), "transactionWritePointer")
     if wp is None or not isinstance(rr, dict):
@@ -141,8 +163,8 @@ def decode_publish_response(data: bytes) -> RollbackDetail:
             "a rollback request needs transactionWritePointer and rollbackRange"
         )
     fields = ("startTimestamp", "startSequenceId", "endTimestamp", "endSequenceId")
-    values = [_int(rr.get(f), f"rollbackRange.{f}", nullable=False) for f in fields]
-    return RollbackDetail(wp, *values)  # type: ignore[arg-type]
+    values = [_required_int(rr.get(f), f"rollbackRange.{f}") for f in fields]
+    return RollbackDetail(wp, *values)
 
 
 def encode_consume_request(spec: ConsumeSpec) -> bytes:
@@ -185,3 +207,70 @@ def encode_messages(messages: Iterable[Message], first: bool) -> bytes:
     if text and not first:
         text = "," + text
     return text.encode()
+
+
+def encode_markers_request(write_pointers: Iterable[int], idempotency_key: str | None) -> bytes:
+    return json.dumps(
+        {"transactionWritePointers": list(write_pointers), "idempotencyKey": idempotency_key}
+    ).encode()
+
+
+def decode_markers_request(data: bytes) -> tuple[tuple[int, ...], str | None]:
+    """(write pointers, idempotency key); ``tms.model.MarkersRequest`` checks the values."""
+    obj = loads_object(data, "MarkersRequest")
+    raw = obj.get("transactionWritePointers")
+    if not isinstance(raw, list):
+        raise TmsInvalidArgumentError("transactionWritePointers must be a list of integers")
+    pointers = tuple(
+        _required_int(wp, f"transactionWritePointers[{i}]") for i, wp in enumerate(raw)
+    )
+    key = obj.get("idempotencyKey")
+    if key is not None and not isinstance(key, str):
+        raise TmsInvalidArgumentError("idempotencyKey must be a string")
+    return pointers, key
+
+
+def encode_markers_response(result: MarkersResult) -> bytes:
+    return json.dumps(
+        {"markers": [_detail(d) for d in result.details], "duplicate": result.duplicate}
+    ).encode()
+
+
+def decode_markers_response(data: bytes) -> MarkersResult:
+    obj = loads_object(data, "MarkersResponse")
+    markers = obj.get("markers")
+    if not isinstance(markers, list) or not all(isinstance(m, dict) for m in markers):
+        raise TmsInvalidArgumentError("markers must be a list of objects")
+    return MarkersResult(tuple(map(_decode_detail, markers)), obj.get("duplicate") is True)
+
+
+def encode_bounds(bounds: TopicBounds) -> bytes:
+    def position(value: tuple[int, int] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        ms, seq = value
+        return {"id": MessageId(ms, seq).to_bytes().hex(), "publishTime": ms, "sequenceId": seq}
+
+    return json.dumps(
+        {
+            "first": position(bounds.first),
+            "last": position(bounds.last),
+            "held": position(bounds.held),
+        }
+    ).encode()
+
+
+def decode_bounds(data: bytes) -> TopicBounds:
+    obj = loads_object(data, "Bounds")
+
+    def position(name: str) -> tuple[int, int] | None:
+        value = obj.get(name)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise TmsInvalidArgumentError(f"{name} must be an object or null")
+        ms = _required_int(value.get("publishTime"), f"{name}.publishTime")
+        seq = _required_int(value.get("sequenceId"), f"{name}.sequenceId")
+        return ms, seq
+
+    return TopicBounds(position("first"), position("last"), position("held"))

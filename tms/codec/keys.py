@@ -6,6 +6,7 @@
     topic prefix  := metadata row || int32 generation
     message row   := topic prefix || int64 publish_ms || uint16 seq
     payload row   := topic prefix || int64 tx_write_pointer || int64 write_ms || uint16 p_seq
+    idempotency   := topic prefix || ASCII(key)        (its own table)
 
 Big-endian throughout; LevelDB compares keys as unsigned bytes, so for non-negative
 numbers key order is numeric order: message rows sort in consumption order, payload rows
@@ -24,6 +25,7 @@ __all__ = [
     "decode_message_key",
     "decode_payload_key",
     "generation_of",
+    "idempotency_key",
     "message_key",
     "metadata_key",
     "namespace_prefix",
@@ -108,3 +110,8 @@ def stop_key_for_prefix(prefix: bytes) -> bytes | None:
         if prefix[i] != 0xFF:
             return prefix[:i] + bytes([prefix[i] + 1])
     return None
+
+
+def idempotency_key(prefix: bytes, key: str) -> bytes:
+    """The row of an idempotency key in a topic generation (``prefix``)."""
+    return prefix + key.encode("ascii")

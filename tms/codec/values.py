@@ -11,22 +11,29 @@ invalid transactions) negates it. Kinds 0x00-0x02 without TTL are CDAP's LevelDB
 
 Payload table value: ``0x00 payload``, or ``0x80 ttl(4) payload``.
 Metadata value: the topic's properties as a JSON object with sorted keys, UTF-8.
+
+Idempotency value (the outcome of a keyed ``MarkersRequest``)::
+
+    write_ms(8) count(4) { tx_ptr(8) start_ms(8) start_seq(2) end_ms(8) end_seq(2) } * count
 """
 
 from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tms.errors import TmsCodecError
+from tms.errors import TmsCodecError, TmsInvalidArgumentError
+from tms.model import RollbackDetail
 
 __all__ = [
     "MessageEntry",
+    "decode_idempotency_value",
     "decode_message_value",
     "decode_metadata",
     "decode_payload_value",
+    "encode_idempotency_value",
     "encode_message_value",
     "encode_metadata",
     "encode_payload_value",
@@ -37,6 +44,8 @@ _NON_TX, _TX_INLINE, _TX_REF = 0, 1, 2
 _TTL_FLAG = 0x80
 _PTR = struct.Struct(">q")
 _TTL = struct.Struct(">i")
+_IDEMPOTENCY_HEAD = struct.Struct(">qi")
+_RANGE = struct.Struct(">qqHqH")
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,3 +140,29 @@ def decode_metadata(value: bytes) -> dict[str, str]:
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise TmsCodecError("metadata must be a JSON object of strings")
     return data
+
+
+def encode_idempotency_value(write_ms: int, details: Sequence[RollbackDetail]) -> bytes:
+    parts = [_IDEMPOTENCY_HEAD.pack(write_ms, len(details))]
+    parts.extend(
+        _RANGE.pack(d.tx_write_pointer, d.start_ms, d.start_seq, d.end_ms, d.end_seq)
+        for d in details
+    )
+    return b"".join(parts)
+
+
+def decode_idempotency_value(value: bytes) -> tuple[int, tuple[RollbackDetail, ...]]:
+    """(write_ms, details)."""
+    head = _IDEMPOTENCY_HEAD.size
+    if len(value) < head:
+        raise TmsCodecError(f"idempotency value too short: {len(value)} bytes")
+    write_ms, count = _IDEMPOTENCY_HEAD.unpack_from(value)
+    if len(value) != head + count * _RANGE.size:
+        raise TmsCodecError(f"idempotency value of {len(value)} bytes for {count} ranges")
+    try:
+        details = tuple(
+            RollbackDetail(*_RANGE.unpack_from(value, head + i * _RANGE.size)) for i in range(count)
+        )
+    except TmsInvalidArgumentError as exc:
+        raise TmsCodecError(f"bad range in an idempotency value: {exc}") from exc
+    return int(write_ms), details

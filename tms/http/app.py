@@ -43,7 +43,7 @@ from tms.http.batcher import WriteBatcher
 from tms.http.openapi import openapi_spec
 from tms.ids import MESSAGE_ID_SIZE, MessageId
 from tms.inspect import inspect_topic
-from tms.model import Message, StoreRequest, TopicId, validate_namespace
+from tms.model import MarkersRequest, Message, StoreRequest, TopicId, validate_namespace
 from tms.service import MessagingService
 from txn.codec import decode_transaction
 from txn.errors import CodecError as TxCodecError
@@ -262,7 +262,25 @@ class Api:
             else web.Response()
         )
 
+    async def markers(self, request: web.Request) -> web.Response:
+        topic = self._topic(request, Permission.WRITE)
+        if request.content_type != JSON:
+            raise TmsInvalidArgumentError(f"markers take {JSON} bodies")
+        pointers, key = jsonc.decode_markers_request(await self._body(request))
+        result = await self._write(topic, "markers", MarkersRequest(topic, pointers, key))
+        return web.Response(body=jsonc.encode_markers_response(result), content_type=JSON)
+
     # -- reading ------------------------------------------------------------------------
+
+    async def bounds(self, request: web.Request) -> web.Response:
+        topic = self._topic(request, Permission.READ)
+        fmt = self._format(request)
+        body = await self._body(request)
+        spec = (
+            avro.decode_consume_request(body) if fmt == AVRO else jsonc.decode_consume_request(body)
+        )
+        bounds = await self._run(self.svc.bounds, topic, self._fetch_request(spec))
+        return web.Response(body=jsonc.encode_bounds(bounds), content_type=JSON)
 
     def _fetch_request(self, spec: avro.ConsumeSpec) -> FetchRequest:
         limit = spec.limit if spec.limit is not None else 2**31 - 1
@@ -450,6 +468,8 @@ def create_app(
     app.router.add_post(topic + "/store", api.store)
     app.router.add_post(topic + "/rollback", api.rollback)
     app.router.add_post(topic + "/poll", api.poll)
+    app.router.add_post(topic + "/markers", api.markers)
+    app.router.add_post(topic + "/bounds", api.bounds)
     app.router.add_get(topic + "/inspect", api.inspect)
     app.router.add_get("/ping", api.ping)
     app.router.add_get("/metrics", api.metrics)

@@ -177,6 +177,51 @@ def openapi_spec() -> dict[str, Any]:
                         "published": {"type": "integer"},
                     },
                 },
+                "MarkersRequest": {
+                    "type": "object",
+                    "required": ["transactionWritePointers"],
+                    "properties": {
+                        "transactionWritePointers": {
+                            "type": "array",
+                            "minItems": 1,
+                            "maxItems": 10000,
+                            "items": {"type": "integer", "format": "int64", "minimum": 1},
+                        },
+                        "idempotencyKey": {
+                            "type": "string",
+                            "pattern": "^[!-~]{1,200}$",
+                            "nullable": True,
+                            "description": (
+                                "the request takes effect at most once per key (within the "
+                                "topic's TTL); a repeat answers the first outcome"
+                            ),
+                        },
+                    },
+                },
+                "MarkersResponse": {
+                    "type": "object",
+                    "properties": {
+                        "markers": {"type": "array", "items": _ref("PublishResponse")},
+                        "duplicate": {"type": "boolean"},
+                    },
+                },
+                "Position": {
+                    "type": "object",
+                    "nullable": True,
+                    "properties": {
+                        "id": {"type": "string", "pattern": "^[0-9a-f]{40}$"},
+                        "publishTime": {"type": "integer", "format": "int64"},
+                        "sequenceId": {"type": "integer"},
+                    },
+                },
+                "Bounds": {
+                    "type": "object",
+                    "properties": {
+                        "first": _ref("Position"),
+                        "last": _ref("Position"),
+                        "held": _ref("Position"),
+                    },
+                },
                 "ConsumeRequest": {
                     "type": "object",
                     "properties": {
@@ -311,6 +356,48 @@ def openapi_spec() -> dict[str, Any]:
                                 "application/json": {"schema": _ref("ConsumeResponse")},
                                 "avro/binary": _AVRO_BODY,
                             },
+                        },
+                        **_errors(400, 401, 403, 404, 413, 503),
+                    },
+                }
+            },
+            "/v1/namespaces/{namespace}/topics/{topic}/markers": {
+                "post": {
+                    "summary": (
+                        "Publish the commit markers of several write pointers at once: all or "
+                        "none, next to each other, in order"
+                    ),
+                    "operationId": "publishMarkers",
+                    "parameters": _TOPIC_PARAMS,
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": _ref("MarkersRequest")}},
+                    },
+                    "responses": {
+                        "200": {
+                            "description": "Where each marker landed (rollback tokens)",
+                            "content": {"application/json": {"schema": _ref("MarkersResponse")}},
+                        },
+                        **_errors(400, 401, 403, 404, 413, 503),
+                    },
+                }
+            },
+            "/v1/namespaces/{namespace}/topics/{topic}/bounds": {
+                "post": {
+                    "summary": (
+                        "Where a read would start and stop (message-table positions), "
+                        "reading no payloads: for planning parallel reads of one snapshot"
+                    ),
+                    "operationId": "bounds",
+                    "parameters": _TOPIC_PARAMS,
+                    "requestBody": _body("ConsumeRequest", "ConsumeRequest"),
+                    "responses": {
+                        "200": {
+                            "description": (
+                                "first and last entry the read passes; held: where a "
+                                "transactional read stops"
+                            ),
+                            "content": {"application/json": {"schema": _ref("Bounds")}},
                         },
                         **_errors(400, 401, 403, 404, 413, 503),
                     },

@@ -1,10 +1,13 @@
-"""The message, payload and metadata tables, built once on any ``KeyValueStore``.
+"""The message, payload, metadata and idempotency tables, built once on any
+``KeyValueStore``.
 
 * ``MessageTable``: rows keyed (topic, generation, publish_ms, seq); values carry the
   optional transaction write pointer and the optional payload (``tms.codec.values``).
 * ``PayloadTable``: rows keyed (topic, generation, write pointer, write_ms, seq), written
   ahead of a transaction's commit marker.
 * ``MetadataTable``: one row per topic; the generation lifecycle of the design.
+* ``IdempotencyTable``: rows keyed (topic, generation, key) holding the outcome of a
+  keyed ``MarkersRequest``; they expire with the topic's TTL.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from dataclasses import dataclass
 from tms.codec import keys
 from tms.codec.values import (
     MessageEntry,
+    decode_idempotency_value,
     decode_message_value,
     decode_metadata,
     decode_payload_value,
+    encode_idempotency_value,
     encode_message_value,
     encode_metadata,
     encode_payload_value,
@@ -30,9 +35,11 @@ from tms.model import RollbackDetail, TopicId, TopicMetadata
 from tms.store.kv import KeyValueStore, TableStore, WriteOp
 
 __all__ = [
+    "IDEMPOTENCY_TABLE",
     "MESSAGE_TABLE",
     "METADATA_TABLE",
     "PAYLOAD_TABLE",
+    "IdempotencyTable",
     "MessageRow",
     "MessageTable",
     "MetadataTable",
@@ -44,6 +51,7 @@ __all__ = [
 MESSAGE_TABLE = b"m"
 PAYLOAD_TABLE = b"p"
 METADATA_TABLE = b"t"
+IDEMPOTENCY_TABLE = b"k"
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,14 +294,35 @@ class MetadataTable:
             yield TopicMetadata(keys.topic_id_from_metadata_key(key), decode_metadata(value))
 
 
+class IdempotencyTable:
+    """Outcomes of keyed marker requests (see ``tms.model.MarkersRequest``)."""
+
+    def __init__(self, store: TableStore) -> None:
+        self.store = store
+
+    def get(self, prefix: bytes, key: str) -> tuple[int, tuple[RollbackDetail, ...]] | None:
+        """(write_ms, rollback ranges) recorded under ``key``, or None."""
+        value = self.store.get(keys.idempotency_key(prefix, key))
+        return decode_idempotency_value(value) if value is not None else None
+
+    @staticmethod
+    def op(prefix: bytes, key: str, write_ms: int, details: Sequence[RollbackDetail]) -> WriteOp:
+        return (
+            IDEMPOTENCY_TABLE,
+            keys.idempotency_key(prefix, key),
+            encode_idempotency_value(write_ms, details),
+        )
+
+
 class Tables:
-    """The three tables of one store."""
+    """The tables of one store."""
 
     def __init__(self, store: KeyValueStore) -> None:
         self.kv = store
         self.messages = MessageTable(store.table(MESSAGE_TABLE))
         self.payloads = PayloadTable(store.table(PAYLOAD_TABLE))
         self.metadata = MetadataTable(store.table(METADATA_TABLE))
+        self.idempotency = IdempotencyTable(store.table(IDEMPOTENCY_TABLE))
 
     def topic_bytes(self, prefix: bytes) -> int:
         """Approximately how many bytes a topic generation takes (both tables)."""

@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 from tms.codec import keys
 from tms.codec.values import (
     MessageEntry,
+    decode_idempotency_value,
     decode_message_value,
     decode_metadata,
     decode_payload_value,
+    encode_idempotency_value,
     encode_message_value,
     encode_metadata,
     encode_payload_value,
@@ -21,7 +23,7 @@ from tms.codec.values import (
 )
 from tms.errors import TmsCodecError, TmsInvalidArgumentError
 from tms.ids import MessageId
-from tms.model import TopicId
+from tms.model import RollbackDetail, TopicId
 
 T = TopicId("default", "t1")
 
@@ -151,3 +153,35 @@ def test_payload_values_and_metadata() -> None:
     assert decode_metadata(b'{"generation":"1","ttl":"5"}') == {"generation": "1", "ttl": "5"}
     with pytest.raises(TmsCodecError):
         decode_metadata(b"[1]")
+
+
+def test_golden_idempotency_value_and_key() -> None:
+    details = (RollbackDetail(7, 1_700_000_000_000, 1, 1_700_000_000_000, 2),)
+    encoded = encode_idempotency_value(1_700_000_000_123, details)
+    assert encoded == (
+        struct.pack(">qi", 1_700_000_000_123, 1)
+        + struct.pack(">q", 7)
+        + struct.pack(">qH", 1_700_000_000_000, 1)
+        + struct.pack(">qH", 1_700_000_000_000, 2)
+    )
+    assert encoded.hex() == (
+        "0000018bcfe5687b0000000100000000000000070000018bcfe5680000010000018bcfe568000002"
+    )
+    assert decode_idempotency_value(encoded) == (1_700_000_000_123, details)
+    assert decode_idempotency_value(encode_idempotency_value(5, ())) == (5, ())
+    prefix = keys.topic_prefix(T, 3)
+    assert keys.idempotency_key(prefix, "spark:q1:42") == b"default:t1:\x00\x00\x00\x03spark:q1:42"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"",
+        b"\x00" * 11,
+        struct.pack(">qi", 1, 2) + bytes(28),  # says 2 ranges, holds 1
+        struct.pack(">qi", 1, 1) + struct.pack(">qqHqH", 0, 5, 0, 5, 0),  # write pointer 0
+    ],
+)
+def test_bad_idempotency_values(bad: bytes) -> None:
+    with pytest.raises(TmsCodecError):
+        decode_idempotency_value(bad)

@@ -69,6 +69,16 @@ CASES: list[tuple[str, Callable[[Served], Any], int, str]] = [
     ("bad wait", lambda s: s.http.post(url(s, action="poll"), json={}, params={"wait_ms": "soon"}), 400, "invalid_argument"),
     ("too long a wait", lambda s: s.http.post(url(s, action="poll"), json={}, params={"wait_ms": "999999"}), 400, "invalid_argument"),
     ("poll unknown topic", lambda s: s.http.post(url(s, "nope", "poll"), json={}), 404, "topic_not_found"),
+    # markers and bounds
+    ("markers in Avro", lambda s: s.http.post(url(s, action="markers"), data=b"\x02", headers=AVRO), 400, "invalid_argument"),
+    ("markers not a list", lambda s: s.http.post(url(s, action="markers"), json={"transactionWritePointers": 5}), 400, "invalid_argument"),
+    ("no markers", lambda s: s.http.post(url(s, action="markers"), json={"transactionWritePointers": []}), 400, "invalid_argument"),
+    ("marker pointer not an int", lambda s: s.http.post(url(s, action="markers"), json={"transactionWritePointers": ["7"]}), 400, "invalid_argument"),
+    ("marker pointer zero", lambda s: s.http.post(url(s, action="markers"), json={"transactionWritePointers": [7, 0]}), 400, "invalid_argument"),
+    ("bad idempotency key", lambda s: s.http.post(url(s, action="markers"), json={"transactionWritePointers": [7], "idempotencyKey": "a b"}), 400, "invalid_argument"),
+    ("markers to unknown topic", lambda s: s.http.post(url(s, "nope", "markers"), json={"transactionWritePointers": [7]}), 404, "topic_not_found"),
+    ("bounds with a bad transaction", lambda s: s.http.post(url(s, action="bounds"), data=poll_body(transaction=b"\x11"), headers=AVRO), 400, "bad_encoding"),
+    ("bounds of unknown topic", lambda s: s.http.post(url(s, "nope", "bounds"), json={}), 404, "topic_not_found"),
     # routing
     ("no such route", lambda s: s.http.get(f"{s.url}/v2/nothing"), 404, "not_found"),
     ("wrong method", lambda s: s.http.post(url(s)), 405, "method_not_allowed"),
@@ -84,6 +94,7 @@ def test_bad_input_is_refused_and_changes_nothing(
     served.http.post(url(served, action="publish"), data=GOOD_PUBLISH, headers=AVRO)
     before = served.service.fetch(TopicId(NS, "t")).messages
     topics_before = served.service.list_topics(NS)
+    rows_before = every_row(served)
 
     response = call(served)
 
@@ -93,6 +104,14 @@ def test_bad_input_is_refused_and_changes_nothing(
     assert body["error"] == code and body["message"]
     assert served.service.fetch(TopicId(NS, "t")).messages == before
     assert served.service.list_topics(NS) == topics_before
+    assert every_row(served) == rows_before
+
+
+def every_row(served: Served) -> list[list[tuple[bytes, bytes]]]:
+    """Every row of every table."""
+    t = served.service.tables
+    stores = (t.messages.store, t.payloads.store, t.metadata.store, t.idempotency.store)
+    return [list(store.scan()) for store in stores]
 
 
 @pytest.fixture
