@@ -11,15 +11,15 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/python -m tms.standalone --data-dir ./data
 
 lint: $(STAMP)
-	$(BIN)/ruff check txn tms tests benchmarks
-	$(BIN)/ruff format --check txn tms tests benchmarks
+	$(BIN)/ruff check txn tms pyspark_tms tests benchmarks
+	$(BIN)/ruff format --check txn tms pyspark_tms tests benchmarks
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

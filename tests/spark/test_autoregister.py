@@ -1,0 +1,45 @@
+"""Spark finds the ``tms`` format by itself (``pyspark_tms.DefaultSource``): a fresh
+Spark, in its own process, with no ``register`` call."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.spark.conftest import Stack
+from tms.model import TopicId
+
+SCRIPT = """
+import sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+url, tx = sys.argv[1], sys.argv[2]
+df = spark.read.format("tms").options(url=url, topic="auto", txServer=tx).load()
+print("ROWS", sorted(bytes(r.payload).decode() for r in df.collect()))
+spark.stop()
+"""
+
+
+def test_spark_finds_the_format_without_registration(stack: Stack, tmp_path: Path) -> None:
+    topic = TopicId("default", "auto")
+    stack.messaging.create_topic(topic)
+    stack.messaging.publish(topic, ["x", "y"])
+    root = Path(__file__).resolve().parents[2]  # where pyspark_tms lives in this checkout
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, stack.url, stack.tx_address],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert "ROWS ['x', 'y']" in done.stdout, done.stderr[-3000:]
