@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench bench-txn bench-tms bench-http bench-quick clean
+.PHONY: run example test lint typecheck unit bench bench-txn bench-tms bench-http bench-spark bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,12 +14,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
+example: $(STAMP)
+	$(BIN)/python examples/program_states.py
+
 run: $(STAMP)
 	$(BIN)/python -m tms.standalone --data-dir ./data
 
 lint: $(STAMP)
-	$(BIN)/ruff check txn tms pyspark_tms tests benchmarks
-	$(BIN)/ruff format --check txn tms pyspark_tms tests benchmarks
+	$(BIN)/ruff check txn tms pyspark_tms tests benchmarks examples
+	$(BIN)/ruff format --check txn tms pyspark_tms tests benchmarks examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -29,7 +32,7 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
-bench: bench-txn bench-tms bench-http
+bench: bench-txn bench-tms bench-http bench-spark
 
 bench-txn: $(STAMP)
 	$(BIN)/python -m benchmarks.txn_bench
@@ -39,6 +42,9 @@ bench-tms: $(STAMP)
 
 bench-http: $(STAMP)
 	$(BIN)/python -m benchmarks.http_bench
+
+bench-spark: $(STAMP)
+	$(BIN)/python -m benchmarks.spark_bench
 
 bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks.txn_bench --quick --out benchmarks/results/txn-quick.json

@@ -20,8 +20,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -32,49 +30,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from tms.standalone import Launched
+
 RESULTS = Path(__file__).with_name("results")
 PAYLOAD = os.urandom(50) + b"\x00" * 50
-_TX = re.compile(r"transaction server \(Tephra Thrift protocol\): ([\d.]+):(\d+)")
-_HTTP = re.compile(r"messaging service .*: (http://[\d.]+:\d+)$")
-
-
-class Stack:
-    def __init__(self, data_dir: Path) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tms.standalone",
-                "--data-dir",
-                str(data_dir),
-                "--tx-port",
-                "0",
-                "--http-port",
-                "0",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        assert self.proc.stdout is not None
-        self.url = ""
-        self.tx: tuple[str, int] = ("", 0)
-        deadline = time.monotonic() + 60
-        while (not self.url or not self.tx[1]) and time.monotonic() < deadline:
-            line = self.proc.stdout.readline().rstrip()
-            if m := _TX.search(line):
-                self.tx = (m.group(1), int(m.group(2)))
-            if m := _HTTP.search(line):
-                self.url = m.group(1)
-        if not self.url:
-            raise RuntimeError("the standalone stack did not start")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(60)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
 
 
 @dataclass(frozen=True)
@@ -205,7 +164,7 @@ def _paced_publisher(url: str, tag: str, count: int, rate: int, ready: Any) -> N
                 time.sleep(delay)
 
 
-def bench_latency(stack: Stack, seconds: float, rate: int = 1000) -> dict[str, float]:
+def bench_latency(stack: Launched, seconds: float, rate: int = 1000) -> dict[str, float]:
     """Publisher and consumer in separate processes (one would hold the other's GIL)."""
     from tms.client import MessagingClient
     from tms.model import TopicId
@@ -213,7 +172,7 @@ def bench_latency(stack: Stack, seconds: float, rate: int = 1000) -> dict[str, f
 
     topic = TopicId("bench", "latency")
     consumer = MessagingClient(stack.url)
-    tx = ThriftTxClient(stack.tx)
+    tx = ThriftTxClient(stack.tx_address)
     consumer.create_topic(topic)
     latencies: list[float] = []
     expected = int(seconds * rate)
@@ -266,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         "message_bytes": len(PAYLOAD),
     }
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
-        stack = Stack(Path(tmp) / "data")
+        stack = Launched(Path(tmp) / "data")
         try:
             from tms.client import MessagingClient
             from tms.model import TopicId

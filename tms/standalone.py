@@ -9,15 +9,24 @@ in one process, on one event loop, with their state under one directory.
 
     python -m tms.standalone [--data-dir ./data] [--host 127.0.0.1]
                              [--tx-port 15165] [--http-port 15166]
+
+``Launched`` runs it in a child process on free ports (for examples and benchmarks).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
+import re
 import signal
+import subprocess
 import sys
+import threading
+import time
+from collections import deque
 from pathlib import Path
 
 from tms.cleanup import Cleaner, CleanupLoop
@@ -33,7 +42,7 @@ from txn.persist.local import LocalDirStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc.server import ThriftServer, new_event_loop
 
-__all__ = ["main"]
+__all__ = ["Launched", "main"]
 
 
 def _example(http: tuple[str, int], tx: tuple[str, int]) -> str:
@@ -83,6 +92,74 @@ async def _run(args: argparse.Namespace) -> None:
         service.close()
         manager.stop()
     print("stopped.", flush=True)
+
+
+_TX_LINE = re.compile(r"transaction server \(Tephra Thrift protocol\): ([\d.]+):(\d+)")
+_HTTP_LINE = re.compile(r"messaging service .*: (http://[\d.]+:\d+)$")
+
+
+class Launched:
+    """The standalone stack in a child process on free loopback ports, state under
+    ``data_dir``: ``url`` of the messaging service, ``tx_address`` (``HOST:PORT``) of the
+    transaction server. Its output is read all along (a full pipe would stall it); the
+    last lines are in ``lines``. ``stop()`` (or leaving the ``with`` block) stops it
+    cleanly."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], *, timeout_s: float = 60.0) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tms.standalone",
+                "--data-dir",
+                os.fspath(data_dir),
+                "--tx-port",
+                "0",
+                "--http-port",
+                "0",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        assert self.proc.stdout is not None
+        self.url = self.tx_address = ""
+        deadline = time.monotonic() + timeout_s
+        while not (self.url and self.tx_address) and time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            if m := _TX_LINE.search(line):
+                self.tx_address = f"{m.group(1)}:{m.group(2)}"
+            if m := _HTTP_LINE.search(line.rstrip()):
+                self.url = m.group(1)
+        self.lines: deque[str] = deque(maxlen=50)
+        self._drain = threading.Thread(target=self._read, name="standalone-output", daemon=True)
+        self._drain.start()
+        if not (self.url and self.tx_address):
+            self.stop()
+            raise RuntimeError("the standalone stack did not start")
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        with contextlib.suppress(ValueError, OSError):
+            for line in self.proc.stdout:
+                self.lines.append(line)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(60)
+        self._drain.join(10)  # to the end of its output, before the pipe closes
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def __enter__(self) -> Launched:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

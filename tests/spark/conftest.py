@@ -39,6 +39,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         SparkSession.builder.master("local[2,4]")  # 2 threads; a task may run 4 times
         .appName("txms-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local")))

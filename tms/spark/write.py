@@ -29,9 +29,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import Row
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import StructType
 
 from tms.client.http import MessagingClient
@@ -72,6 +78,12 @@ def _columns(schema: StructType) -> tuple[int, int | None]:
     return names.index("payload"), names.index("ttl") if "ttl" in names else None
 
 
+def _check_topic(options: SourceOptions) -> None:
+    """Fail on the driver, before any task runs, when the topic is missing."""
+    with MessagingClient(options.url, token=options.token) as client:
+        client.get_topic(options.topic)
+
+
 def _task() -> tuple[int, int]:
     from pyspark import TaskContext  # noqa: PLC0415 - only on executors
 
@@ -79,15 +91,19 @@ def _task() -> tuple[int, int]:
     return (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (0, 0)
 
 
+def _pairs(rows: Iterator[Row], columns: tuple[int, int | None]) -> Iterator[tuple[Any, Any]]:
+    payload_at, ttl_at = columns
+    for row in rows:
+        yield row[payload_at], row[ttl_at] if ttl_at is not None else None
+
+
 def _stage(
     options: SourceOptions,
-    rows: Iterator[Row],
-    columns: tuple[int, int | None],
+    rows: Iterator[tuple[Any, Any]],
     pointer: Callable[[], int],
 ) -> tuple[int | None, int]:
-    """Store ``rows`` in batches under the write pointer ``pointer()`` gives on first use;
-    (write pointer, rows stored)."""
-    payload_at, ttl_at = columns
+    """Store ``(payload, ttl)`` pairs in batches under the write pointer ``pointer()``
+    gives on first use; (write pointer, rows stored)."""
     wp: int | None = None
     count = 0
     payloads: list[bytes] = []
@@ -105,12 +121,11 @@ def _stage(
             payloads.clear()
             ttls.clear()
 
-        for row in rows:
-            value = row[payload_at]
+        for value, ttl in rows:
             if value is None:
                 raise TmsInvalidArgumentError("payload must not be null")
             payloads.append(value.encode() if isinstance(value, str) else bytes(value))
-            ttls.append(int(row[ttl_at]) if ttl_at is not None and row[ttl_at] else None)
+            ttls.append(int(ttl) if ttl else None)
             count += 1
             if wp is None:
                 wp = pointer()
@@ -121,13 +136,29 @@ def _stage(
     return wp, count
 
 
-class TmsWriter(DataSourceWriter):
+def _arrow_rows(
+    batches: Iterator[pa.RecordBatch], columns: tuple[int, int | None]
+) -> Iterator[tuple[Any, Any]]:
+    """(payload, ttl) pairs from record batches, converted a column at a time."""
+    payload_at, ttl_at = columns
+    for batch in batches:
+        payloads = batch.column(payload_at).to_pylist()
+        ttls = batch.column(ttl_at).to_pylist() if ttl_at is not None else None
+        if ttls is None:
+            for payload in payloads:
+                yield payload, None
+        else:
+            yield from zip(payloads, ttls, strict=True)
+
+
+class TmsWriter(DataSourceArrowWriter):
     """Batch writes (see the module docstring). Made on the driver, which starts (or
     joins) the transaction; pickled to the executors with it."""
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.columns = _columns(schema)
+        _check_topic(options)
         self.owned = options.transaction is None
         if options.transaction is not None:
             joined = decode_transaction(options.transaction)
@@ -144,13 +175,15 @@ class TmsWriter(DataSourceWriter):
         finally:
             client.close()
 
-    def write(self, iterator: Iterator[Row]) -> StagedRows:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRows:
         partition, attempt = _task()
         tx = decode_transaction(self.transaction)
         client = ThriftTxClient(self.options.require_tx_server())
         try:
             wp, count = _stage(
-                self.options, iterator, self.columns, lambda: client.checkpoint(tx).write_pointer
+                self.options,
+                _arrow_rows(iterator, self.columns),
+                lambda: client.checkpoint(tx).write_pointer,
             )
         finally:
             client.close()
@@ -196,6 +229,7 @@ class TmsStreamWriter(DataSourceStreamWriter):
             )
         self.options = options
         self.columns = _columns(schema)
+        _check_topic(options)
 
     def write(self, iterator: Iterator[Row]) -> StagedRows:
         partition, attempt = _task()
@@ -207,7 +241,7 @@ class TmsStreamWriter(DataSourceStreamWriter):
             return own[0].write_pointer
 
         try:
-            wp, count = _stage(self.options, iterator, self.columns, pointer)
+            wp, count = _stage(self.options, _pairs(iterator, self.columns), pointer)
         except BaseException:
             for tx in own:
                 client.abort(tx)
