@@ -2,12 +2,38 @@
 
 from __future__ import annotations
 
+import json
+import os
+import platform
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-__all__ = ["ThreadRun", "run_threads"]
+__all__ = ["ThreadRun", "new_report", "run_threads", "write_report"]
+
+
+def new_report(name: str, **fields: Any) -> dict[str, Any]:
+    """A result file's head: which benchmark, when, on what machine; then ``fields``."""
+    return {
+        "benchmark": name,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+        },
+        **fields,
+    }
+
+
+def write_report(path: Path, report: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {path}")
 
 
 @dataclass

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import multiprocessing as mp
 import os
-import platform
 import sys
 import tempfile
 import threading
@@ -30,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from benchmarks.common import new_report, write_report
 from tms.standalone import Launched
 
 RESULTS = Path(__file__).with_name("results")
@@ -214,16 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS / "http.json")
     args = parser.parse_args(argv)
     seconds = args.seconds or (1.5 if args.quick else 5.0)
-    report: dict[str, Any] = {
-        "benchmark": "http",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": sys.version.split()[0],
-            "platform": platform.platform(),
-        },
-        "message_bytes": len(PAYLOAD),
-    }
+    report: dict[str, Any] = new_report(
+        "http",
+        message_bytes=len(PAYLOAD),
+    )
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         stack = Launched(Path(tmp) / "data")
         try:
@@ -257,9 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"publish->visible (transactional long-poll consumer): {latency}", flush=True)
         finally:
             stack.stop()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 

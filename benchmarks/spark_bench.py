@@ -17,42 +17,23 @@ Results: ``benchmarks/results/spark.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import new_report, write_report
 from tms.client import MessagingClient
 from tms.model import TopicId
+from tms.spark import local_session
 from tms.standalone import Launched
 from txn.rpc.client import ThriftTxClient
 
 RESULTS = Path(__file__).with_name("results")
 PAYLOAD = os.urandom(50) + b"\x00" * 50
 BATCH = 1000
-
-
-def _spark(partitions: int) -> Any:
-    from pyspark.sql import SparkSession
-
-    from tms.spark import register
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("txms-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.default.parallelism", str(partitions))
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
 
 
 def client_publish(stack: Launched, topic: TopicId, rows: int, *, transactional: bool) -> float:
@@ -142,20 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = args.rows or (100_000 if args.quick else 1_000_000)
     parts = args.partitions
-    report: dict[str, Any] = {
-        "benchmark": "spark",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": sys.version.split()[0],
-            "platform": platform.platform(),
-        },
-        "rows": rows,
-        "row_bytes": len(PAYLOAD),
-        "spark": "local[2]",
-        "partitions": parts,
-    }
-    spark = _spark(parts)
+    report: dict[str, Any] = new_report(
+        "spark",
+        rows=rows,
+        row_bytes=len(PAYLOAD),
+        spark="local[2]",
+        partitions=parts,
+    )
+    spark = local_session("txms-bench", **{"spark.default.parallelism": str(parts)})
     spark.range(10).count()  # the JVM and Python workers warm, outside the timings
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         stack = Launched(Path(tmp) / "data")
@@ -186,9 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             "read_rows_per_s": {"client_poll": round(polled), "spark_dataframe": round(read)},
         }
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from typing import Any
 
 import plyvel
 
-from benchmarks.common import run_threads
+from benchmarks.common import new_report, run_threads, write_report
 from tms.fetcher import FetchRequest
 from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
@@ -188,17 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.sizes
         else ([10_000, 100_000] if args.quick else [10_000, 1_000_000, 10_000_000])
     )
-    report: dict[str, Any] = {
-        "benchmark": "tms",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": sys.version.split()[0],
-            "platform": platform.platform(),
-        },
-        "message_bytes": len(PAYLOAD),
-        "publish": {},
-    }
+    report: dict[str, Any] = new_report(
+        "tms",
+        message_bytes=len(PAYLOAD),
+        publish={},
+    )
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         root = Path(tmp)
         for batch in (1, 10, 100):
@@ -225,9 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         report["fetch"]["tail_ratio"] = round(fetch["fetch_tail_1000"] / fetch["raw_tail_1000"], 3)
         print(f"fetch: {json.dumps(report['fetch'])}", flush=True)
         report["growth"] = bench_growth(root, sizes)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 

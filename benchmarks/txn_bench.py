@@ -19,10 +19,8 @@ timings in tests; this is where they are measured.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
-import platform
 import socket
 import struct
 import sys
@@ -33,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_threads
+from benchmarks.common import new_report, run_threads, write_report
 
 RESULTS = Path(__file__).with_name("results")
 ECHO_IDL = Path(__file__).with_name("echo.thrift")
@@ -282,22 +280,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     seconds = args.seconds or (1.5 if args.quick else 6.0)
     concurrency = [1, 4, 16]
-    report: dict[str, Any] = {
-        "benchmark": "txn",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": sys.version.split()[0],
-            "platform": platform.platform(),
-        },
-        "seconds_per_point": seconds,
-        "in_process": {},
-        "thrift": {},
-        "thrift_lean_client": {},
-        "rpc_floor_status": {},
-        "rpc_floor_status_lean_client": {},
-        "rpc_floor_thriftpy2_echo": {},
-    }
+    report: dict[str, Any] = new_report(
+        "txn",
+        seconds_per_point=seconds,
+        in_process={},
+        thrift={},
+        thrift_lean_client={},
+        rpc_floor_status={},
+        rpc_floor_status_lean_client={},
+        rpc_floor_thriftpy2_echo={},
+    )
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         root = Path(tmp)
         for n in concurrency:
@@ -340,9 +332,7 @@ def main(argv: list[str] | None = None) -> int:
             cycles = report[section][str(n)]["per_second"]
             floor = report[floor_section][str(n)]["per_second"] / 3
             report[section][str(n)]["fraction_of_rpc_floor"] = round(cycles / floor, 3)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 

@@ -18,20 +18,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
 import sys
 import tempfile
 from typing import Any
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as sf
 
 from tms.client import MessagingClient
 from tms.client.aware import TransactionalPublisher
 from tms.errors import TopicAlreadyExistsError
 from tms.model import TopicId
-from tms.spark import register
+from tms.spark import local_session
 from tms.standalone import Launched
 from txn.context import TransactionContext
 from txn.rpc.client import ThriftTxClient
@@ -128,26 +126,11 @@ def committed(client: MessagingClient, tx_client: ThriftTxClient, topic: TopicId
     return [json.loads(m.payload) for m in messages]
 
 
-def spark_session() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("program-states")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
-
-
 def run(url: str, tx_server: str) -> None:
     client, tx_client = MessagingClient(url), ThriftTxClient(tx_server)
     print(f"seeding {EVENTS.namespace}:{EVENTS.topic} ...")
     print(f"  {seed(client, tx_client)} committed events, and one run left open")
-    spark = spark_session()
+    spark = local_session("program-states", **{"spark.sql.shuffle.partitions": "2"})
     try:
         written = summarize(spark, url, tx_server)
     finally:

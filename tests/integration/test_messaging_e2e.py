@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import transaction as zope_transaction
 
 from tests.fakes import RecordingParticipant
+from tests.servers import Stack, running_stack
 from tms.client import MessagingClient
 from tms.client.aware import TransactionalFetcher, TransactionalPublisher
 from tms.client.datamanager import MessagingDataManager
 from tms.client.http import ERROR_CLASSES
-from tms.config import TmsConfig
 from tms.errors import (
     ServiceUnavailableError,
     TmsError,
@@ -33,55 +32,20 @@ from tms.errors import (
     TopicAlreadyExistsError,
     TopicNotFoundError,
 )
-from tms.http.app import HttpConfig
-from tms.http.server import HttpServer, HttpServerThread
 from tms.model import TopicId
-from tms.service import MessagingService
-from tms.store.leveldb import LevelDBStore
-from txn.config import ServerConfig, TxConfig
 from txn.context import TransactionContext
 from txn.errors import TransactionFailureError
-from txn.manager import TransactionManager
-from txn.persist.local import LocalDirStorage
-from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
-from txn.rpc.server import ServerThread, ThriftServer
 from txn.transaction import Transaction
 
 T = TopicId("app", "events")
 
 
-@dataclass
-class Stack:
-    messaging: MessagingClient
-    tx: ThriftTxClient
-    tx_server: ServerThread
-    service: MessagingService
-
-
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[Stack]:
-    manager = TransactionManager(
-        TxConfig(cleanup_interval_s=0, snapshot_interval_s=0),
-        TransactionStateStore(LocalDirStorage(tmp_path / "txn")),
-    )
-    manager.start()
-    tx_server = ServerThread(ThriftServer(manager, ServerConfig(port=0)))
-    tx_address = tx_server.start()
-    service = MessagingService(LevelDBStore(tmp_path / "tms"), TmsConfig())
-    http = HttpServerThread(HttpServer(service, HttpConfig(port=0)))
-    url = http.start()
-    messaging = MessagingClient(url, retries=1, backoff_s=0.01)
-    tx = ThriftTxClient(tx_address, retry=RetryNTimes(1), timeout_s=5)
-    messaging.create_topic(T)
-    yield Stack(messaging, tx, tx_server, service)
-    messaging.close()
-    tx.close()
-    http.stop()
-    service.close()
-    tx_server.stop()
-    manager.stop()
+    with running_stack(tmp_path) as running:
+        running.messaging.create_topic(T)
+        yield running
 
 
 def committed_view(stack: Stack) -> list[bytes]:

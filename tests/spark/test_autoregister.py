@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.spark.conftest import Stack
+from tests.servers import Stack
 from tms.model import TopicId
 
 SCRIPT = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from examples import program_states as example
-from tests.spark.conftest import Stack
+from tests.servers import Stack
 
 
 def test_program_states_pipeline(spark: Any, stack: Stack) -> None:

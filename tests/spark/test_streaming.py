@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.spark.conftest import Stack
+from tests.servers import Stack
 from tests.spark.test_write_read import committed
 from tms.model import MarkersResult, TopicId
 

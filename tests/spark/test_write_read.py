@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as sf
 
-from tests.spark.conftest import Stack
+from tests.servers import Stack
 from tms.codec import keys
 from tms.errors import StorageUnavailableError
 from tms.model import TopicId
