@@ -465,17 +465,17 @@ class MessagingClient:
                     continue
                 delay = self._backoff
                 yield from result.messages
+                if result.held:
+                    # An entry this transaction cannot see is in the way: read on with a
+                    # new transaction; if this one was new and got nowhere, wait a little
+                    # first (not spinning, not skipping the entry).
+                    tx_started = -float("inf")
+                    if fresh and not result.messages:
+                        self._sleep(held_delay)
+                        held_delay = min(held_delay * 2, 1.0)
                 if result.messages:
                     position, first = result.messages[-1][0], False
                     held_delay = 0.01
-                elif result.held:
-                    # An uncommitted transaction is in the way: read again with a new
-                    # transaction; if this one was new already, wait a little first (not
-                    # spinning, not skipping the entry).
-                    tx_started = -float("inf")
-                    if fresh:
-                        self._sleep(held_delay)
-                        held_delay = min(held_delay * 2, 1.0)
         finally:
             if tx is not None and tx_client is not None:
                 with contextlib.suppress(Exception):

@@ -45,6 +45,7 @@ from tms.ids import MessageId
 from tms.model import TopicBounds
 from tms.spark.options import SourceOptions
 from txn.codec import decode_transaction, encode_transaction
+from txn.rpc.client import ThriftTxClient
 
 __all__ = [
     "SCHEMA",
@@ -99,6 +100,8 @@ def plan_ranges(first: Position, stop: Position, count: int) -> list[tuple[Posit
 
 def read_range(options: SourceOptions, part: ReadRange) -> Iterator[pa.RecordBatch]:
     """The messages of one range, as record batches of up to 10,000 rows."""
+    if part.start >= part.stop:
+        return
     tx = decode_transaction(part.transaction) if part.transaction is not None else None
     with MessagingClient(options.url, token=options.token) as client:
         start: bytes = MessageId(*part.start).to_bytes()
@@ -137,8 +140,6 @@ def _snapshot(options: SourceOptions) -> bytes | None:
     transactional)."""
     if not options.transactional:
         return None
-    from txn.rpc.client import ThriftTxClient  # noqa: PLC0415 - only with a tx server
-
     client = ThriftTxClient(options.require_tx_server())
     try:
         tx = client.start_short()
