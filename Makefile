@@ -6,7 +6,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run example test lint typecheck unit bench bench-txn bench-tms bench-http bench-spark bench-quick clean
+.PHONY: run example test lint typecheck unit bench bench-txn bench-tms bench-http bench-spark bench-quick clean \
+        bench-deps bench-peers bench-peers-quick
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +51,27 @@ bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks.txn_bench --quick --out benchmarks/results/txn-quick.json
 	$(BIN)/python -m benchmarks.tms_bench --quick --out benchmarks/results/tms-quick.json
 	$(BIN)/python -m benchmarks.http_bench --quick --out benchmarks/results/http-quick.json
+
+# Benchmarks against peers (docs/benchmarks.md, "Against peers"): bench-deps installs
+# redis-server and PostgreSQL from Debian's packages (once, as root or with sudo); the
+# harness starts its own throwaway servers on loopback and never uses the packages' ones.
+BENCH_STAMP := $(VENV)/.installed-bench
+SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	touch $(BENCH_STAMP)
+
+bench-deps:
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y --no-install-recommends redis-server postgresql
+
+bench-peers: $(BENCH_STAMP)
+	$(BIN)/python -m benchmarks.peers
+
+bench-peers-quick: $(BENCH_STAMP)
+	$(BIN)/python -m benchmarks.peers --quick
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
