@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from tms.errors import TmsError
@@ -26,6 +28,21 @@ TopicSizes = Callable[[], Iterable[tuple[TopicId, int]]]
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 16384)
+
+
+class _Children:
+    """A labelled metric's children by label values, each looked up once: ``labels()``
+    costs several microseconds, and these are on every request's path."""
+
+    def __init__(self, metric: MetricWrapperBase) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
 
 
 class TmsMetrics:
@@ -98,17 +115,38 @@ class TmsMetrics:
             registry=r,
         )
 
+        self._published_messages = _Children(self.published_messages)
+        self._published_bytes = _Children(self.published_bytes)
+        self._fetched_messages = _Children(self.fetched_messages)
+        self._fetched_bytes = _Children(self.fetched_bytes)
+        self._requests = _Children(self.requests)
+        self._latency = _Children(self.latency)
+        self._http_requests = _Children(self.http_requests)
+        self._http_seconds = _Children(self.http_seconds)
+
     def watch_topic_sizes(self, source: TopicSizes) -> None:
         """Export ``tms_topic_bytes`` from ``source`` at every collection."""
         self.registry.register(_TopicSizeCollector(source))
 
     def wrote(self, topic: TopicId, op: str, messages: int, payload_bytes: int) -> None:
-        self.published_messages.labels(topic.namespace, topic.topic, op).inc(messages)
-        self.published_bytes.labels(topic.namespace, topic.topic, op).inc(payload_bytes)
+        self._published_messages(topic.namespace, topic.topic, op).inc(messages)
+        self._published_bytes(topic.namespace, topic.topic, op).inc(payload_bytes)
 
     def fetched(self, topic: TopicId, messages: int, payload_bytes: int) -> None:
-        self.fetched_messages.labels(topic.namespace, topic.topic).inc(messages)
-        self.fetched_bytes.labels(topic.namespace, topic.topic).inc(payload_bytes)
+        self._fetched_messages(topic.namespace, topic.topic).inc(messages)
+        self._fetched_bytes(topic.namespace, topic.topic).inc(payload_bytes)
+
+    def operation(self, op: str, seconds: float | None) -> None:
+        """One core operation: done in ``seconds``, or failed (``None``)."""
+        if seconds is None:
+            self._requests(op, "error").inc()
+        else:
+            self._requests(op, "ok").inc()
+            self._latency(op).observe(seconds)
+
+    def http_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        self._http_requests(route, method, str(status)).inc()
+        self._http_seconds(route).observe(seconds)
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:
         """A sample's current value (0 when absent), for tests and the CLI."""

@@ -204,11 +204,7 @@ class MessagingService:
         elapsed = time.perf_counter() - started
         m = self.metrics
         for (kind, _arg), outcome in zip(operations, outcomes, strict=True):
-            if isinstance(outcome, TmsError):
-                m.requests.labels(kind, "error").inc()
-            else:
-                m.requests.labels(kind, "ok").inc()
-                m.latency.labels(kind).observe(elapsed)
+            m.operation(kind, None if isinstance(outcome, TmsError) else elapsed)
         return outcomes
 
     def _one(
@@ -272,8 +268,7 @@ class MessagingService:
         )
         messages = list(fetcher)
         self.metrics.fetched(topic, len(messages), sum(map(len, map(itemgetter(1), messages))))
-        self.metrics.requests.labels("fetch", "ok").inc()
-        self.metrics.latency.labels("fetch").observe(time.perf_counter() - started)
+        self.metrics.operation("fetch", time.perf_counter() - started)
         return FetchResult(messages, fetcher.held, version)
 
     def bounds(self, topic: TopicId, request: FetchRequest | None = None) -> TopicBounds:

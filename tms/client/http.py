@@ -1,4 +1,4 @@
-"""``MessagingClient``: the REST API from Python (requests).
+"""``MessagingClient``: the REST API from Python.
 
 Every method maps the service's JSON error body back to the ``tms`` error class with that
 code (``error_from_response``), and a connection failure to ``ServiceUnavailableError``
@@ -10,21 +10,22 @@ yielded and reconnecting with backoff when the service is unavailable; with a tr
 client it reads with a transaction no older than ``tx_refresh_s``, replaced at once when a
 read stopped at an entry that transaction cannot see.
 
-The client reads the environment's proxy and CA bundle settings once, when it is made
-(``requests`` would read them again on every request, a large part of its cost per call);
-``.netrc`` is not consulted: the service authenticates with bearer tokens.
+Requests go through ``tms.client.transport.Transport`` (urllib3, the engine under
+``requests``, called directly: a third of the CPU per request), which reads the
+environment's proxy and CA bundle settings once, as ``requests`` would, when the client is
+made; ``.netrc`` is not consulted: the service authenticates with bearer tokens.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import requests
-
+from tms.client.transport import Reply, Transport, TransportError
 from tms.codec import avro
 from tms.codec import json as jsonc
 from tms.codec.avro import ConsumeSpec
@@ -58,6 +59,7 @@ __all__ = [
 ]
 
 AVRO = "avro/binary"
+JSON = "application/json"
 
 ERROR_CLASSES: dict[str, type[TmsError]] = {
     cls.code: cls
@@ -80,7 +82,7 @@ ERROR_CLASSES: dict[str, type[TmsError]] = {
 """Error code of the JSON error body -> the class raised."""
 
 
-def error_from_response(response: requests.Response, topic: object = None) -> TmsError:
+def error_from_response(response: Reply, topic: object = None) -> TmsError:
     """The ``tms`` error a non-200 response stands for."""
     try:
         body = response.json()
@@ -93,10 +95,14 @@ def error_from_response(response: requests.Response, topic: object = None) -> Tm
             404: TopicNotFoundError,
             409: TopicAlreadyExistsError,
             400: TmsInvalidArgumentError,
-        }.get(response.status_code, TmsError)
+        }.get(response.status, TmsError)
     if cls in (TopicNotFoundError, TopicAlreadyExistsError):
         return cls(topic, message)
     return cls(message)
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +144,7 @@ class _TxSource(Protocol):
 
 
 class MessagingClient:
-    """See the module docstring. Thread-safe (one ``requests.Session`` per client)."""
+    """See the module docstring. Thread-safe (connections are pooled per client)."""
 
     def __init__(
         self,
@@ -150,7 +156,6 @@ class MessagingClient:
         backoff_s: float = 0.1,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
-        session: requests.Session | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._timeout = timeout_s
@@ -158,15 +163,10 @@ class MessagingClient:
         self._backoff = backoff_s
         self._sleep = sleep
         self._monotonic = monotonic
-        if session is None:
-            session = requests.Session()
-            settings = session.merge_environment_settings(self.base_url, {}, None, None, None)
-            session.proxies.update(settings["proxies"])
-            session.verify = settings["verify"]
-            session.trust_env = False
-        self._http = session
+        headers = {"User-Agent": "txms-client", "Accept-Encoding": "identity"}
         if token:
-            self._http.headers["Authorization"] = f"Bearer {token}"
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = Transport(self.base_url, headers=headers)
 
     def close(self) -> None:
         self._http.close()
@@ -179,10 +179,12 @@ class MessagingClient:
 
     # -- plumbing -----------------------------------------------------------------------
 
-    def _url(self, topic: TopicId | None, namespace: str | None = None, action: str = "") -> str:
+    @staticmethod
+    def _url(topic: TopicId | None, namespace: str | None = None, action: str = "") -> str:
+        """The path of a topic's (or a namespace's topics') resource."""
         if topic is None:
-            return f"{self.base_url}/v1/namespaces/{namespace}/topics"
-        url = f"{self.base_url}/v1/namespaces/{topic.namespace}/topics/{topic.topic}"
+            return f"/v1/namespaces/{namespace}/topics"
+        url = f"/v1/namespaces/{topic.namespace}/topics/{topic.topic}"
         return f"{url}/{action}" if action else url
 
     def _request(
@@ -193,21 +195,26 @@ class MessagingClient:
         topic: object = None,
         idempotent: bool = True,
         timeout_s: float | None = None,
-        **kw: Any,
-    ) -> requests.Response:
+        body: bytes | None = None,
+        content_type: str | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> Reply:
         attempts = self._retries + 1 if idempotent else 1
         delay = self._backoff
         timeout = timeout_s if timeout_s is not None else self._timeout
+        headers = {"Content-Type": content_type} if content_type else None
         for attempt in range(attempts):
             try:
-                response = self._http.request(method, url, timeout=timeout, **kw)
-            except (requests.ConnectionError, requests.Timeout) as exc:
+                response = self._http.request(
+                    method, url, body=body, headers=headers, params=params, timeout_s=timeout
+                )
+            except TransportError as exc:
                 if attempt == attempts - 1:
-                    raise ServiceUnavailableError(f"{method} {url}: {exc}") from exc
+                    raise ServiceUnavailableError(str(exc)) from exc
                 self._sleep(delay)
                 delay *= 4
                 continue
-            if response.status_code == 200:
+            if response.status == 200:
                 return response
             error = error_from_response(response, topic)
             if isinstance(error, TmsTransientError) and attempt < attempts - 1:
@@ -221,12 +228,21 @@ class MessagingClient:
 
     def create_topic(self, topic: TopicId, properties: Mapping[str, str] | None = None) -> None:
         self._request(
-            "PUT", self._url(topic), topic=topic, json=dict(properties or {}), idempotent=False
+            "PUT",
+            self._url(topic),
+            topic=topic,
+            body=_json(dict(properties or {})),
+            content_type=JSON,
+            idempotent=False,
         )
 
     def update_topic(self, topic: TopicId, properties: Mapping[str, str]) -> None:
         self._request(
-            "PUT", self._url(topic, action="properties"), topic=topic, json=dict(properties)
+            "PUT",
+            self._url(topic, action="properties"),
+            topic=topic,
+            body=_json(dict(properties)),
+            content_type=JSON,
         )
 
     def get_topic(self, topic: TopicId) -> dict[str, str]:
@@ -265,8 +281,8 @@ class MessagingClient:
                 "POST",
                 self._url(topic, action="publish"),
                 topic=topic,
-                data=body,
-                headers={"Content-Type": "application/json"},
+                body=body,
+                content_type=JSON,
                 idempotent=marker,
             )
             if tx_write_pointer is None:
@@ -278,8 +294,8 @@ class MessagingClient:
             "POST",
             self._url(topic, action="publish"),
             topic=topic,
-            data=body,
-            headers={"Content-Type": AVRO},
+            body=body,
+            content_type=AVRO,
             idempotent=marker,
         )
         if not response.content:
@@ -299,7 +315,7 @@ class MessagingClient:
         data = self._payloads(payloads)
         if ttls is not None:
             body = jsonc.encode_publish_request(tx_write_pointer, data, ttls)
-            content_type = "application/json"
+            content_type = JSON
         else:
             body = avro.encode_publish_request(tx_write_pointer, data)
             content_type = AVRO
@@ -307,8 +323,8 @@ class MessagingClient:
             "POST",
             self._url(topic, action="store"),
             topic=topic,
-            data=body,
-            headers={"Content-Type": content_type},
+            body=body,
+            content_type=content_type,
             idempotent=False,
         )
 
@@ -318,8 +334,8 @@ class MessagingClient:
             "POST",
             self._url(topic, action="rollback"),
             topic=topic,
-            data=token.raw,
-            headers={"Content-Type": AVRO},
+            body=token.raw,
+            content_type=AVRO,
         )
 
     def publish_markers(
@@ -337,8 +353,8 @@ class MessagingClient:
             "POST",
             self._url(topic, action="markers"),
             topic=topic,
-            data=jsonc.encode_markers_request(pointers, idempotency_key),
-            headers={"Content-Type": "application/json"},
+            body=jsonc.encode_markers_request(pointers, idempotency_key),
+            content_type=JSON,
         )
         result = jsonc.decode_markers_response(response.content)
         tokens = [RollbackToken(avro.encode_publish_response(d), d) for d in result.details]
@@ -366,8 +382,8 @@ class MessagingClient:
             "POST",
             self._url(topic, action="bounds"),
             topic=topic,
-            data=avro.encode_consume_request(spec),
-            headers={"Content-Type": AVRO},
+            body=avro.encode_consume_request(spec),
+            content_type=AVRO,
         )
         return jsonc.decode_bounds(response.content)
 
@@ -393,8 +409,8 @@ class MessagingClient:
             "POST",
             self._url(topic, action="poll"),
             topic=topic,
-            data=avro.encode_consume_request(spec),
-            headers={"Content-Type": AVRO},
+            body=avro.encode_consume_request(spec),
+            content_type=AVRO,
             params={"wait_ms": str(wait_ms)} if wait_ms else None,
             timeout_s=self._timeout + wait_ms / 1000,
         )

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
@@ -313,9 +313,14 @@ class Api:
             raise TmsInvalidArgumentError(f"wait_ms must be in 0..{self.config.max_wait_ms}")
         return wait_ms
 
-    def _open(self, topic: TopicId, request: FetchRequest) -> MessageFetcher:
+    def _open(
+        self, topic: TopicId, request: FetchRequest
+    ) -> tuple[MessageFetcher, Iterator[Message], list[Message]]:
+        """Start a read (on a worker thread): the fetcher, its messages, the first chunk."""
         metadata = self.svc.get_topic(topic)
-        return MessageFetcher(self.svc.tables, metadata, request, self.svc.now_ms())
+        fetcher = MessageFetcher(self.svc.tables, metadata, request, self.svc.now_ms())
+        messages = iter(fetcher)
+        return fetcher, messages, _take(messages, self.config.chunk_messages)
 
     async def poll(self, request: web.Request) -> web.StreamResponse:
         topic = self._topic(request, Permission.READ)
@@ -333,9 +338,7 @@ class Api:
             # guaranteed to wake us (its listener runs after the write).
             waiter = self.waiters.register(topic) if wait_ms else None
             try:
-                fetcher = await self._run(self._open, topic, fetch_request)
-                messages = iter(fetcher)
-                first: list[Message] = await self._run(_take, messages, self.config.chunk_messages)
+                fetcher, messages, first = await self._run(self._open, topic, fetch_request)
                 exhausted = len(first) < self.config.chunk_messages
                 remaining = deadline - time.monotonic()
                 if first or fetcher.held or waiter is None or remaining <= 0:
@@ -356,10 +359,10 @@ class Api:
             read.first,
             read.exhausted,
         )
+        if exhausted:  # all in hand: one plain response, one write
+            return self._whole(fmt, read)
         response = web.StreamResponse(status=200)
         response.content_type = fmt
-        if exhausted and fetcher.held:
-            response.headers["X-Tms-Held"] = "true"
         response.enable_chunked_encoding()
         await response.prepare(request)
         count = 0
@@ -385,6 +388,21 @@ class Api:
             await response.write(b'],"held":' + (b"true" if fetcher.held else b"false") + b"}")
         await response.write_eof()
         self.svc.metrics.fetched(topic, count, size)
+        return response
+
+    def _whole(self, fmt: str, read: _Read) -> web.Response:
+        batch = read.first
+        if fmt == AVRO:
+            body = b"".join(avro.encode_consume_blocks(batch, self.config.chunk_bytes))
+            body += avro.ARRAY_END
+        else:
+            held = b"true" if read.fetcher.held else b"false"
+            body = b'{"messages":[' + jsonc.encode_messages(batch, first=True) + b'],"held":'
+            body += held + b"}"
+        response = web.Response(body=body, content_type=fmt)
+        if read.fetcher.held:
+            response.headers["X-Tms-Held"] = "true"
+        self.svc.metrics.fetched(read.topic, len(batch), sum(len(m[1]) for m in batch))
         return response
 
     async def inspect(self, request: web.Request) -> web.Response:
@@ -449,9 +467,9 @@ def create_app(
         except Exception as exc:
             log.exception("internal error on %s %s", request.method, request.path)
             response = _error(500, "internal_error", f"internal error: {exc!r}")
-        route = _route_of(request)
-        metrics.http_requests.labels(route, request.method, str(response.status)).inc()
-        metrics.http_seconds.labels(route).observe(time.perf_counter() - started)
+        metrics.http_request(
+            _route_of(request), request.method, response.status, time.perf_counter() - started
+        )
         return response
 
     app = web.Application(

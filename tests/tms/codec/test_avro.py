@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from fastavro import schemaless_reader
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tms.codec.avro import (
+    CONSUME_RESPONSE,
     ConsumeSpec,
     decode_consume_request,
     decode_consume_response,
@@ -91,6 +95,49 @@ messages = st.lists(
 def test_consume_response_round_trip(items: list[tuple[bytes, bytes]], chunk: int) -> None:
     msgs = [Message(i) for i in items]
     assert decode_consume_response(b"".join(encode_consume_response(msgs, chunk))) == msgs
+
+
+def _fastavro_array(blocks: list[list[tuple[bytes, bytes]]], sized: bool) -> bytes:
+    """A ConsumeResponse as fastavro writes its blocks (negative counts with a byte size
+    when ``sized``, as Avro allows), to check the hand-written decoder against."""
+    out = b""
+    for block in blocks:
+        items = b"".join(zz(len(i)) + i + zz(len(p)) + p for i, p in block)
+        out += (zz(-len(block)) + zz(len(items)) if sized else zz(len(block))) + items
+    return out + zz(0)
+
+
+ids_any = st.binary(max_size=80)
+blocks = st.lists(st.lists(st.tuples(ids_any, st.binary(max_size=200)), min_size=1, max_size=5))
+
+
+@given(blocks, st.booleans())
+def test_consume_response_decoder_agrees_with_fastavro(
+    blocks_: list[list[tuple[bytes, bytes]]], sized: bool
+) -> None:
+    data = _fastavro_array(blocks_, sized)
+    reference = schemaless_reader(io.BytesIO(data), CONSUME_RESPONSE)
+    decoded = decode_consume_response(data)
+    assert decoded == [Message((r["id"], r["payload"])) for r in reference]
+    assert decoded == [Message(i) for block in blocks_ for i in block]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",  # nothing
+        zz(1) + zz(20) + b"\x01" * 20,  # payload missing
+        zz(1) + zz(20) + b"\x01" * 19,  # id cut short
+        zz(1) + zz(-3) + b"abc",  # negative id length
+        zz(1) + zz(2) + b"ab" + zz(-1),  # negative payload length
+        zz(1) + zz(2) + b"ab" + zz(0),  # array not closed
+        zz(0) + b"x",  # trailing bytes
+        b"\xff" * 12,  # varint too long
+    ],
+)
+def test_consume_response_malformed(data: bytes) -> None:
+    with pytest.raises(TmsCodecError):
+        decode_consume_response(data)
 
 
 @given(st.none() | st.integers(-(2**63), 2**63 - 1), st.lists(st.binary(max_size=50), max_size=10))

@@ -17,6 +17,7 @@ from tms.codec import avro
 from tms.codec import json as jsonc
 from tms.codec.avro import ConsumeSpec
 from tms.config import TmsConfig
+from tms.http.app import HttpConfig
 from tms.model import Message, StoreRequest, TopicId
 from txn.codec import encode_transaction
 from txn.transaction import Transaction
@@ -180,6 +181,29 @@ def test_reuse_request_and_chunked_consume(wire: Wire) -> None:
     wire.publish("t1", big)
     wire.publish("t1", big)
     assert payloads(wire.poll("t1")[0]) == big + big
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_poll_streams_more_than_one_storage_step(fmt: str, make_server: Any) -> None:
+    # 3 messages per storage step: answers of 0-2 steps are one response, longer ones
+    # are streamed; a transactional read still stops at the first entry it cannot see.
+    wire = Wire(make_server(HttpConfig(port=0, chunk_bytes=40, chunk_messages=3)), fmt)
+    wire.create("t1")
+    first = [b"m%02d" % i for i in range(10)]
+    wire.publish("t1", first)
+    open_tx = tx(70, 71, in_progress=(60,))
+    wire.publish("t1", [b"in-flight"], wp=60)
+    wire.publish("t1", [b"after"])
+    everything, response = wire.poll("t1")
+    assert payloads(everything) == [*first, b"in-flight", b"after"]
+    assert [m[0] for m in everything] == sorted(m[0] for m in everything)
+    assert "X-Tms-Held" not in response.headers
+    seen, response = wire.poll("t1", ConsumeSpec(transaction=txbytes(open_tx)))
+    assert payloads(seen) == first
+    if fmt == "json":
+        assert response.json()["held"] is True
+    for limit in (1, 2, 3, 4, 6, 7):
+        assert payloads(wire.poll("t1", ConsumeSpec(limit=limit))[0]) == first[:limit]
 
 
 def test_transaction_max_lifetime(wire: Wire, make_server: Any) -> None:

@@ -1,0 +1,134 @@
+"""``Transport``: HTTP requests to one messaging service, on urllib3's connection pools.
+
+urllib3 is the HTTP engine under ``requests``; the client calls it directly because a
+request through ``requests.Session`` costs about three times the CPU (preparing, merging
+settings, hooks, adapters: ~0.8 ms against ~0.27 ms per publish on the project's VM), and
+a producer sending small requests spends most of its time there. What ``requests`` would
+decide from the environment is decided the same way, once, when the transport is made:
+the proxy for the service's URL (``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY``, through
+``requests.utils``) and the CA bundle (``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``, else
+requests' bundle).
+
+Contract: ``request`` sends one request and returns the whole answer as a ``Reply``
+(status, headers, body), whatever the status; a failure to connect, send or read raises
+``TransportError``. It never retries and never follows redirects: retrying is the
+caller's decision (a publish must not be sent twice). Thread-safe: up to ``pool_size``
+connections are kept for reuse, more are opened when more threads call at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import requests.utils
+import urllib3
+from urllib3.exceptions import HTTPError
+
+__all__ = ["Reply", "Transport", "TransportError"]
+
+
+class TransportError(Exception):
+    """The request did not get an answer (connection refused or lost, timeout)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    reason: str
+    headers: Mapping[str, str]
+    """Case-insensitive."""
+    content: bytes
+
+    def json(self) -> Any:
+        """The body as JSON; ``ValueError`` if it is not."""
+        return json.loads(self.content)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+
+class Transport:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout_s: float = 10.0,
+        pool_size: int = 16,
+    ) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self._origin = f"{parts.scheme}://{parts.netloc}"
+        self._path = parts.path.rstrip("/")
+        self._headers = dict(headers or {})
+        self._connect_timeout = connect_timeout_s
+        options: dict[str, Any] = {"maxsize": pool_size, "block": False, "retries": False}
+        if parts.scheme == "https":
+            options["ca_certs"] = (
+                os.environ.get("REQUESTS_CA_BUNDLE")
+                or os.environ.get("CURL_CA_BUNDLE")
+                or requests.utils.DEFAULT_CA_BUNDLE_PATH
+            )
+        proxy = requests.utils.get_environ_proxies(base_url).get(parts.scheme)
+        self._manager: urllib3.PoolManager
+        if proxy:
+            self._manager = urllib3.ProxyManager(proxy, **options)
+            self._pool: urllib3.HTTPConnectionPool | None = None
+        else:
+            self._manager = urllib3.PoolManager(**options)
+            self._pool = self._manager.connection_from_url(self.base_url)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        timeout_s: float,
+    ) -> Reply:
+        """Send ``method path`` (a path under the base URL, starting with ``/``)."""
+        target = self._path + path
+        if params:
+            target += "?" + urlencode(params)
+        all_headers = {**self._headers, **headers} if headers else self._headers
+        timeout = urllib3.Timeout(connect=min(self._connect_timeout, timeout_s), read=timeout_s)
+        try:
+            if self._pool is not None:
+                response = self._pool.urlopen(
+                    method,
+                    target,
+                    body=body,
+                    headers=all_headers,
+                    retries=False,
+                    redirect=False,
+                    timeout=timeout,
+                    assert_same_host=False,
+                )
+            else:
+                response = self._manager.urlopen(
+                    method,
+                    self._origin + target,
+                    body=body,
+                    headers=all_headers,
+                    retries=False,
+                    redirect=False,
+                    timeout=timeout,
+                )
+        except (HTTPError, OSError) as exc:
+            raise TransportError(f"{method} {self.base_url}{path}: {exc}") from exc
+        return Reply(response.status, response.reason or "", response.headers, response.data)
+
+    def close(self) -> None:
+        self._manager.clear()
