@@ -150,11 +150,12 @@ def _serve(args: argparse.Namespace) -> int:
     async def run() -> None:
         server = HttpServer(service, http_config, authorizer)
         host, port = await server.start()
+        stop = _stop_on_signal()  # before the address is out: a caller may signal at once
         print(
             f"tms: messaging service listening on http://{host}:{port} (data: {args.data_dir})",
             flush=True,
         )
-        await _until_signal()
+        await stop.wait()
         await server.stop()
 
     try:
@@ -170,12 +171,13 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _until_signal() -> None:
+def _stop_on_signal() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT (call on the running loop)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    return stop
 
 
 # -- client commands --------------------------------------------------------------------------

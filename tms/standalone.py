@@ -78,11 +78,11 @@ async def _run(args: argparse.Namespace) -> None:
         tx_address = await tx_server.start()
         http_address = await http_server.start()
         cleanup.start()
-        print(_example(http_address, tx_address), flush=True)
-        stop = asyncio.Event()
+        stop = asyncio.Event()  # handlers before the addresses are out: callers signal at once
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        print(_example(http_address, tx_address), flush=True)
         await stop.wait()
         print("stopping...", flush=True)
     finally:

@@ -128,11 +128,11 @@ async def _run_server(
     server = ThriftServer(manager, config, TephraHandler(manager, pruner))
     host, port = await server.start()
     where = store.location if store is not None else "memory only"
-    print(f"txn: transaction server listening on {host}:{port} (state: {where})", flush=True)
-    stop = asyncio.Event()
+    stop = asyncio.Event()  # handlers before the address is out: a caller may signal at once
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    print(f"txn: transaction server listening on {host}:{port} (state: {where})", flush=True)
     code = 0
     while not stop.is_set():
         try:
