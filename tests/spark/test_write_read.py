@@ -114,18 +114,31 @@ def test_a_retried_task_publishes_once(
 ) -> None:
     topic = TopicId("default", "retried")
     stack.messaging.create_topic(topic)
-    # Fault injection: the service fails the third store request it gets (after which
-    # the task making it has stored at least one batch), then works again.
+    # Fault injection: the service fails one store request of a task attempt that has
+    # stored a batch already (its second store: same write pointer), then works again.
     real_write = stack.service.write
-    stores = itertools.count(1)
+    seen: set[int] = set()
+    failed: list[int] = []
 
     def flaky(target: TopicId, operations: Any) -> list[Any]:
-        if operations[0][0] == "store" and next(stores) == 3:
-            return [StorageUnavailableError("injected: the disk went away")] * len(operations)
-        return real_write(target, operations)
+        outcomes: list[Any] = [None] * len(operations)
+        passed = []
+        for i, (kind, request) in enumerate(operations):  # a batch may hold several tasks'
+            if kind == "store" and request.tx_write_pointer in seen and not failed:
+                failed.append(request.tx_write_pointer)
+                outcomes[i] = StorageUnavailableError("injected: the disk went away")
+                continue
+            if kind == "store":
+                seen.add(request.tx_write_pointer)
+            passed.append(i)
+        results = real_write(target, [operations[i] for i in passed]) if passed else []
+        for i, result in zip(passed, results, strict=True):
+            outcomes[i] = result
+        return outcomes
 
     monkeypatch.setattr(stack.service, "write", flaky)
     write(stack, numbered(spark, N), "retried")
+    assert failed, "the fault was not injected"
     payloads = [p for _, p in committed(stack, topic)]
     assert len(payloads) == N and len(set(payloads)) == N
     # the failed attempt's rows were stored, and stay unreferenced
