@@ -104,28 +104,18 @@ class Transport:
             target += "?" + urlencode(params)
         all_headers = {**self._headers, **headers} if headers else self._headers
         timeout = urllib3.Timeout(connect=min(self._connect_timeout, timeout_s), read=timeout_s)
+        options: dict[str, Any] = {
+            "body": body,
+            "headers": all_headers,
+            "retries": False,
+            "redirect": False,
+            "timeout": timeout,
+        }
         try:
             if self._pool is not None:
-                response = self._pool.urlopen(
-                    method,
-                    target,
-                    body=body,
-                    headers=all_headers,
-                    retries=False,
-                    redirect=False,
-                    timeout=timeout,
-                    assert_same_host=False,
-                )
-            else:
-                response = self._manager.urlopen(
-                    method,
-                    self._origin + target,
-                    body=body,
-                    headers=all_headers,
-                    retries=False,
-                    redirect=False,
-                    timeout=timeout,
-                )
+                response = self._pool.urlopen(method, target, assert_same_host=False, **options)
+            else:  # through the proxy: the absolute URL
+                response = self._manager.urlopen(method, self._origin + target, **options)
         except (HTTPError, OSError) as exc:
             raise TransportError(f"{method} {self.base_url}{path}: {exc}") from exc
         return Reply(response.status, response.reason or "", response.headers, response.data)

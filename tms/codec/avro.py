@@ -266,25 +266,19 @@ def _decode_messages(data: bytes) -> tuple[list[Message], int]:
             count = -count
             _size, pos = _read_long(data, pos)
         for _ in range(count):
-            # Both lengths are varints read inline (a call per message would cost more
-            # than the rest). An odd zig-zag value is a negative length. Reading past
-            # the end raises IndexError at the next varint; a varint of 0xff bytes runs
-            # to the end of the data.
+            # Lengths are read inline (a call per message would cost more than the
+            # rest); only an id that is not 20 bytes takes the general way. An odd
+            # zig-zag value is a negative length. Reading past the end raises IndexError
+            # at the next varint; a varint of 0xff bytes runs to the end of the data.
             b = data[pos]
             pos += 1
             if b == 40:  # 20 bytes: every id of ours
                 end = pos + 20
             else:
-                n = b & 0x7F
-                shift = 7
-                while b & 0x80:
-                    b = data[pos]
-                    pos += 1
-                    n |= (b & 0x7F) << shift
-                    shift += 7
-                if n & 1:
+                size, pos = _read_long(data, pos - 1)
+                if size < 0:
                     raise TmsCodecError("malformed Avro ConsumeResponse: negative id length")
-                end = pos + (n >> 1)
+                end = pos + size
             mid = data[pos:end]
             b = data[end]
             pos = end + 1
