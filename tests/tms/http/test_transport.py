@@ -16,12 +16,10 @@ class _Recorder(BaseHTTPRequestHandler):
     """Answers every request with its request line and body, echoed as the body."""
 
     protocol_version = "HTTP/1.1"
-    seen: list[str] = []
 
     def _answer(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(length)
-        self.seen.append(self.requestline)
         status = 404 if "missing" in self.path else 200
         reply = self.requestline.encode() + b"|" + body
         self.send_response(status)
@@ -41,7 +39,6 @@ def server() -> Iterator[str]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    _Recorder.seen = []
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
     httpd.server_close()
