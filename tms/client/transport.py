@@ -3,8 +3,8 @@
 urllib3 is the HTTP engine under ``requests``; the client calls it directly because a
 request through ``requests.Session`` costs about 2.5 times the CPU (preparing, merging
 settings, hooks, adapters: ~0.83 ms against ~0.33 ms per one-message publish of
-``MessagingClient`` on the project's VM), and
-a producer sending small requests spends most of its time there. What ``requests`` would
+``MessagingClient`` on the project's VM), and a producer sending small requests spends
+most of its time there. What ``requests`` would
 decide from the environment is decided the same way, once, when the transport is made:
 the proxy for the service's URL (``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY``, through
 ``requests.utils``) and the CA bundle (``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``, else

@@ -243,8 +243,9 @@ def decode_consume_response(data: bytes) -> list[Message]:
 
     Decoded by hand rather than by fastavro: the schema is fixed and tiny, and building
     a dict per record and then a message from it cost a consumer more than the read
-    itself (0.67 against 0.43 us a message on the project's VM). Any violation of the schema's encoding
-    (truncation, negative lengths, trailing bytes) is a ``TmsCodecError``."""
+    itself (0.67 against 0.43 us a message on the project's VM). Any violation of the
+    schema's encoding (truncation, negative lengths, trailing bytes) is a
+    ``TmsCodecError``."""
     try:
         messages, end = _decode_messages(data)
     except IndexError:
