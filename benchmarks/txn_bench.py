@@ -8,7 +8,10 @@ call is fsynced before it returns. Measured in one run:
   over client processes;
 * RPC floors, same client machinery: ``status()`` against ``txn serve`` (our server's
   per-call cost with no state change and no fsync) and an ``echo`` call against
-  thriftpy2's stock threaded server.
+  thriftpy2's stock threaded server;
+* saturation: lean cycles from 16 and 64 connections on one event loop in this process,
+  with the CPU used by the server, the generator and the machine meanwhile (where the
+  server's single loop runs out).
 
     python -m benchmarks.txn_bench [--quick] [--seconds S] [--out FILE]
 
@@ -19,6 +22,7 @@ timings in tests; this is where they are measured.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import multiprocessing as mp
 import os
 import socket
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import new_report, run_threads, write_report
+from txn.rpc.server import new_event_loop
 
 RESULTS = Path(__file__).with_name("results")
 ECHO_IDL = Path(__file__).with_name("echo.thrift")
@@ -80,6 +85,37 @@ def _frame(name: bytes, args: bytes) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
+_START = _frame(b"startShortClientId", b"\x0b\x00\x01" + struct.pack(">i", 5) + b"bench\x00")
+
+
+def _result(body: bytes, name: bytes) -> bytes:
+    """The result struct of a reply frame's ``body`` (after its length), which must be a
+    successful REPLY."""
+    if struct.unpack_from(">I", body)[0] != 0x80010002:
+        raise RuntimeError(f"{name!r} failed: {body!r}")
+    return body[8 + len(name) + 4 :]  # version+type, name length, name, seqid
+
+
+def _tx_id(start_result: bytes) -> bytes:
+    """The transaction id (big-endian i64) in a startShortClientId result."""
+    if start_result[:3] != b"\x0c\x00\x00" or start_result[3:6] != b"\x0a\x00\x01":
+        raise RuntimeError(f"unexpected start reply {start_result!r}")
+    return start_result[6:14]  # TTransaction field 1
+
+
+def _can_commit_frame(tx_id: bytes, key: bytes) -> bytes:
+    args = b"\x0a\x00\x01" + tx_id + b"\x0e\x00\x02\x0b" + struct.pack(">ii", 1, 16) + key
+    return _frame(b"canCommitOrThrow", args + b"\x00")
+
+
+def _commit_frame(tx_id: bytes) -> bytes:
+    return _frame(b"commitOrThrow", b"\x0a\x00\x01" + tx_id + b"\x0a\x00\x02" + tx_id + b"\x00")
+
+
+def _key(i: int) -> bytes:
+    return f"key-{os.getpid()}-{i}".encode().ljust(16, b".")
+
+
 class _LeanClient:
     """A load generator speaking the wire protocol with pre-encoded frames: it costs the
     client a few microseconds per call, so the server's own capacity shows. Every reply
@@ -88,42 +124,87 @@ class _LeanClient:
     def __init__(self, address: tuple[str, int], i: int) -> None:
         self.sock = socket.create_connection(address)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.start_frame = _frame(
-            b"startShortClientId", b"\x0b\x00\x01" + struct.pack(">i", 5) + b"bench\x00"
-        )
-        self.key = f"key-{os.getpid()}-{i}".encode().ljust(16, b".")
+        self.key = _key(i)
 
     def _call(self, frame: bytes, name: bytes) -> bytes:
         self.sock.sendall(frame)
         data = self.sock.recv(65536)
         while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
             data += self.sock.recv(65536)
-        head = 4 + 8 + len(name) + 4  # length, version+type, name length, name, seqid
-        if struct.unpack_from(">I", data, 4)[0] != 0x80010002:
-            raise RuntimeError(f"{name!r} failed: {data!r}")
-        return data[head:]
+        return _result(data[4:], name)
 
     def status(self) -> None:
         self._call(_frame(b"status", b"\x00"), b"status")
 
     def cycle(self) -> None:
-        result = self._call(self.start_frame, b"startShortClientId")
-        if result[:3] != b"\x0c\x00\x00" or result[3:6] != b"\x0a\x00\x01":
-            raise RuntimeError(f"unexpected start reply {result!r}")
-        tx_id = result[6:14]  # TTransaction field 1, big-endian i64
-        can = (
-            b"\x0a\x00\x01"
-            + tx_id
-            + b"\x0e\x00\x02\x0b"
-            + struct.pack(">ii", 1, 16)
-            + self.key
-            + b"\x00"
-        )
-        if self._call(_frame(b"canCommitOrThrow", can), b"canCommitOrThrow") != b"\x00":
+        tx_id = _tx_id(self._call(_START, b"startShortClientId"))
+        if self._call(_can_commit_frame(tx_id, self.key), b"canCommitOrThrow") != b"\x00":
             raise RuntimeError("canCommitOrThrow did not succeed")
-        commit = b"\x0a\x00\x01" + tx_id + b"\x0a\x00\x02" + tx_id + b"\x00"
-        if self._call(_frame(b"commitOrThrow", commit), b"commitOrThrow") != b"\x00":
+        if self._call(_commit_frame(tx_id), b"commitOrThrow") != b"\x00":
             raise RuntimeError("commitOrThrow did not succeed")
+
+
+async def _async_cycles(address: tuple[str, int], i: int, deadline: float) -> int:
+    """One connection doing lean cycles until ``deadline``; the number done."""
+    reader, writer = await asyncio.open_connection(*address)
+
+    async def call(frame: bytes, name: bytes) -> bytes:
+        writer.write(frame)
+        size = struct.unpack(">i", await reader.readexactly(4))[0]
+        return _result(await reader.readexactly(size), name)
+
+    key = _key(i)
+    done = 0
+    try:
+        while time.perf_counter() < deadline:
+            tx_id = _tx_id(await call(_START, b"startShortClientId"))
+            if await call(_can_commit_frame(tx_id, key), b"canCommitOrThrow") != b"\x00":
+                raise RuntimeError("canCommitOrThrow did not succeed")
+            if await call(_commit_frame(tx_id), b"commitOrThrow") != b"\x00":
+                raise RuntimeError("commitOrThrow did not succeed")
+            done += 1
+    finally:
+        writer.close()
+    return done
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_idle() -> tuple[int, int]:
+    """(all, idle + iowait) jiffies of the machine so far."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(values), values[3] + values[4]
+
+
+def _saturate(
+    address: tuple[str, int], server_pid: int, connections: int, seconds: float
+) -> dict[str, Any]:
+    """Lean cycles from ``connections`` connections on one event loop in this process (a
+    generator that needs one CPU wake-up per burst of replies, not one per client), with
+    the CPU the server, this generator and the whole machine used meanwhile."""
+
+    async def drive() -> int:
+        deadline = time.perf_counter() + seconds
+        counts = await asyncio.gather(
+            *(_async_cycles(address, i, deadline) for i in range(connections))
+        )
+        return sum(counts)
+
+    server0, mine0, (all0, idle0) = _cpu_seconds(server_pid), time.process_time(), _machine_idle()
+    started = time.perf_counter()
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        cycles = runner.run(drive())
+    elapsed = time.perf_counter() - started
+    all1, idle1 = _machine_idle()
+    return {
+        "per_second": round(cycles / elapsed, 1),
+        "server_cpus": round((_cpu_seconds(server_pid) - server0) / elapsed, 2),
+        "generator_cpus": round((time.process_time() - mine0) / elapsed, 2),
+        "machine_busy": round(1 - (idle1 - idle0) / max(1, all1 - all0), 2),
+    }
 
 
 def _make_op(kind: str, address: tuple[str, int], i: int) -> Callable[[], object]:
@@ -289,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         rpc_floor_status={},
         rpc_floor_status_lean_client={},
         rpc_floor_thriftpy2_echo={},
+        saturation_async_lean={},
     )
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         root = Path(tmp)
@@ -307,6 +389,11 @@ def main(argv: list[str] | None = None) -> int:
                 for n in concurrency:
                     report[section][str(n)] = r = _drive_clients(kind, address, n, seconds)
                     print(f"{label} {n:>2} clients: {_line(r)}", flush=True)
+            for n in (16, 64):
+                report["saturation_async_lean"][str(n)] = r = _saturate(
+                    address, server.proc.pid, n, seconds
+                )
+                print(f"async lean  {n:>2} connections: {r}", flush=True)
         finally:
             server.terminate()
 
