@@ -13,7 +13,7 @@ call is fsynced before it returns. Measured in one run:
   with the CPU used by the server, the generator and the machine meanwhile (where the
   server's single loop runs out).
 
-    python -m benchmarks.txn_bench [--quick] [--seconds S] [--out FILE]
+    python -m benchmarks.txn_bench [--quick] [--seconds S] [--out FILE] [--server-config TOML]
 
 Results go to ``benchmarks/results/txn.json`` and are printed as a table. Never assert
 timings in tests; this is where they are measured.
@@ -281,10 +281,10 @@ def _summary(total: int, elapsed: float, sample: list[float]) -> dict[str, Any]:
 # -- servers ----------------------------------------------------------------------------
 
 
-def _start_txn_server(data_dir: Path) -> tuple[Any, tuple[str, int]]:
+def _start_txn_server(data_dir: Path, config: Path | None = None) -> tuple[Any, tuple[str, int]]:
     from tests.integration.procs import ServerProcess
 
-    server = ServerProcess(data_dir)
+    server = ServerProcess(data_dir, *(("--config", str(config)) if config else ()))
     return server, server.start()
 
 
@@ -358,6 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short runs, for smoke tests")
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--out", type=Path, default=RESULTS / "txn.json")
+    parser.add_argument(
+        "--server-config",
+        type=Path,
+        help="TOML for txn serve, e.g. [server] sync_helper = false (see docs/txn.md)",
+    )
     args = parser.parse_args(argv)
     seconds = args.seconds or (1.5 if args.quick else 6.0)
     concurrency = [1, 4, 16]
@@ -378,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             report["in_process"][str(n)] = r = _in_process(root / f"inproc-{n}", n, seconds)
             print(f"in-process  {n:>2} threads: {_line(r)}", flush=True)
 
-        server, address = _start_txn_server(root / "served")
+        server, address = _start_txn_server(root / "served", args.server_config)
         try:
             for section, kind, label in (
                 ("thrift", "cycle", "thrift     "),

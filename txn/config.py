@@ -92,6 +92,9 @@ class ServerConfig:
     port: int = DEFAULT_PORT
     max_frame_bytes: int = 16 * 1024 * 1024
     drain_timeout_s: float = 30.0
+    sync_helper: bool = True
+    """fdatasync the log in a helper process while the event loop goes on serving
+    (``txn.persist.syncer``), instead of on the loop itself."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

@@ -48,7 +48,7 @@ from txn.machine import TxStateMachine
 from txn.periodic import PeriodicTask
 from txn.persist.edit import TransactionEdit
 from txn.persist.store import TransactionStateStore
-from txn.persist.wal import SyncListener, WriteAheadLog
+from txn.persist.wal import SyncListener, UnsyncedWrite, WriteAheadLog
 from txn.state import TransactionSnapshot
 from txn.transaction import Transaction, TransactionType
 
@@ -237,6 +237,16 @@ class TransactionManager:
         """Flush queued edits on the calling thread (see ``WriteAheadLog.flush``);
         the durable ticket, or None when another thread is flushing."""
         return self._wal.flush() if self._wal is not None else 2**62
+
+    def start_flush(self) -> UnsyncedWrite | None:
+        """Lead a flush without its fsync (``WriteAheadLog.start_flush``); None when
+        there is nothing to flush, no log, or another thread is flushing."""
+        return self._wal.start_flush() if self._wal is not None else None
+
+    def finish_flush(self, write: UnsyncedWrite, failure: BaseException | None) -> None:
+        """End a flush ``start_flush`` began, once its file is synced (or failed to)."""
+        assert self._wal is not None
+        self._wal.finish_flush(write, failure)
 
     def synced_ticket(self) -> int:
         """The highest durable ticket (everything, when there is no log)."""

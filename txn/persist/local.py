@@ -66,6 +66,9 @@ class _FileLog:
         except OSError as exc:
             raise TxStorageError(f"cannot sync log {self._path}: {exc}") from exc
 
+    def fileno(self) -> int | None:
+        return self._fd
+
     def close(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None

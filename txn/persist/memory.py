@@ -32,6 +32,9 @@ class _MemoryLog:
     def close(self) -> None:
         self._closed = True
 
+    def fileno(self) -> int | None:
+        return None
+
 
 class MemoryStorage:
     """See ``txn.persist.storage.StateStorage``. ``syncs`` counts log syncs."""

@@ -25,6 +25,10 @@ class LogWriter(Protocol):
     def close(self) -> None:
         """Close the file; written data stays. Never raises for an already closed file."""
 
+    def fileno(self) -> int | None:
+        """The open file's descriptor (syncing it elsewhere is ``sync``), or None when
+        the log is not an OS file or is closed."""
+
 
 class StateStorage(Protocol):
     """Snapshots and logs as byte blobs named by millisecond timestamps.

@@ -15,6 +15,11 @@ Contract:
 * ``wait(ticket)`` is the thread API. An event loop calls ``flush()`` once per loop
   iteration instead and releases the replies the returned ticket covers; a sync
   listener tells it when a flush led by another thread finished.
+* A flush can also be split so that its ``fdatasync`` runs elsewhere while the caller
+  goes on (``txn.persist.syncer``): ``start_flush()`` leads a flush and writes the batch
+  without syncing it, returning an ``UnsyncedWrite``; the caller has the file synced
+  and then calls ``finish_flush(write, failure)``. Until then the flush is running, so
+  everyone else waits for it exactly as for an ordinary one.
 * ``roll(timestamp)`` (also under the state lock) creates ``txlog.<timestamp>`` and
   switches to it: edits queued before it go to the old file, later ones to the new one.
 * After a write or sync failure the log is *failed*: every waiter, present and future,
@@ -36,7 +41,7 @@ from txn.persist.edit_codec import encode_record
 from txn.persist.storage import LogWriter
 from txn.persist.store import TransactionStateStore
 
-__all__ = ["SyncListener", "WalStats", "WriteAheadLog"]
+__all__ = ["SyncListener", "UnsyncedWrite", "WalStats", "WriteAheadLog"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,18 @@ SyncListener = Callable[[int, BaseException | None], None]
 @dataclass(frozen=True, slots=True)
 class _Roll:
     writer: LogWriter
+
+
+@dataclass(frozen=True, slots=True)
+class UnsyncedWrite:
+    """A flush whose batch is written but not yet synced (see the module docstring):
+    ``writer`` must be synced before ``ticket`` may count as durable."""
+
+    writer: LogWriter
+    ticket: int
+    edits: int
+    bytes: int
+    started: float
 
 
 @dataclass
@@ -192,12 +209,46 @@ class WriteAheadLog:
             last_ticket = self._appended
         failure: TxStorageError | None = None
         try:
-            self._write_batch(batch)
-        except TxStorageError as exc:
-            failure = exc
-        except Exception as exc:  # an encoding bug must not leave waiters hanging
-            failure = TxStorageError(f"cannot write the transaction log: {exc!r}")
-            failure.__cause__ = exc
+            self._write_batch(batch, sync=True)
+        except Exception as exc:
+            failure = _storage_error(exc)
+        self._end(last_ticket, failure)
+        if failure is not None:
+            raise failure
+        return last_ticket
+
+    def start_flush(self) -> UnsyncedWrite | None:
+        """Lead a flush, write its batch and return it unsynced; None when there is
+        nothing queued or another thread is flushing. The caller must call
+        ``finish_flush`` once, whatever happens. Raises ``TxStorageError`` (the flush
+        is then over) if the log has failed or the write fails."""
+        with self._cond:
+            if self._failure is not None:
+                raise self._failure
+            if self._flushing or not self._pending:
+                return None
+            self._flushing = True
+            batch, self._pending = self._pending, []
+            last_ticket = self._appended
+        started = self._monotonic()
+        try:
+            edits, written = self._write_batch(batch, sync=False)
+        except Exception as exc:
+            failure = _storage_error(exc)
+            self._end(last_ticket, failure)
+            raise failure from exc
+        assert self._writer is not None
+        return UnsyncedWrite(self._writer, last_ticket, edits, written, started)
+
+    def finish_flush(self, write: UnsyncedWrite, failure: BaseException | None) -> None:
+        """End the flush ``start_flush`` began: its file was synced (``failure`` None),
+        or syncing it failed, which fails the log."""
+        error = None if failure is None else _storage_error(failure)
+        if error is None:
+            self._count(write.edits, write.bytes, write.started)
+        self._end(write.ticket, error)
+
+    def _end(self, last_ticket: int, failure: TxStorageError | None) -> None:
         with self._cond:
             self._flushing = False
             if failure is None:
@@ -211,9 +262,6 @@ class WriteAheadLog:
                 listener(self._synced, failure)
             except Exception:
                 log.exception("sync listener failed")
-        if failure is not None:
-            raise failure
-        return last_ticket
 
     def add_listener(self, listener: SyncListener) -> None:
         """Call ``listener`` after every flush, on the thread that led it; keep it short."""
@@ -224,14 +272,16 @@ class WriteAheadLog:
 
     # -- writing ----------------------------------------------------------------------
 
-    def _write_batch(self, batch: list[TransactionEdit | _Roll]) -> None:
+    def _write_batch(self, batch: list[TransactionEdit | _Roll], *, sync: bool) -> tuple[int, int]:
+        """Write ``batch``; sync it when ``sync`` (a file left for a newer one is always
+        synced before it is closed). Returns (edits, bytes)."""
         started = self._monotonic()
         chunk: list[bytes] = []
         edits = 0
         written = 0
         for item in batch:
             if isinstance(item, _Roll):
-                written += self._flush(chunk)
+                written += self._write(chunk, sync=True)
                 chunk = []
                 assert self._writer is not None
                 self._writer.close()
@@ -241,7 +291,12 @@ class WriteAheadLog:
             chunk.append(encode_record(self._file_seq, item))
             self._file_seq += 1
             edits += 1
-        written += self._flush(chunk)
+        written += self._write(chunk, sync=sync)
+        if sync:
+            self._count(edits, written, started)
+        return edits, written
+
+    def _count(self, edits: int, written: int, started: float) -> None:
         elapsed = self._monotonic() - started
         stats = self.stats
         stats.edits += edits
@@ -252,12 +307,22 @@ class WriteAheadLog:
         if elapsed >= self._slow_sync_s:
             log.warning("slow transaction-log sync: %d edits took %.3f s", edits, elapsed)
 
-    def _flush(self, chunk: list[bytes]) -> int:
+    def _write(self, chunk: list[bytes], *, sync: bool) -> int:
         if not chunk:
             return 0
         assert self._writer is not None
         data = b"".join(chunk)
         self._writer.write(data)
-        # fsync before any waiter is released: an acknowledged edit must survive a crash.
-        self._writer.sync()
+        if sync:
+            # fsync before any waiter is released: an acknowledged edit must survive a crash.
+            self._writer.sync()
         return len(data)
+
+
+def _storage_error(exc: BaseException) -> TxStorageError:
+    """``exc`` as the log's failure (an encoding bug must not leave waiters hanging)."""
+    if isinstance(exc, TxStorageError):
+        return exc
+    error = TxStorageError(f"cannot write the transaction log: {exc!r}")
+    error.__cause__ = exc
+    return error

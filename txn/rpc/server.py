@@ -9,6 +9,12 @@ and releases every reply the flush covered. No thread blocks per call and no thr
 hand-off is needed per flush. When another thread (the timeout or snapshot task) led a
 flush, its sync listener wakes the loop.
 
+With ``sync_helper`` (the default for a log on local files), the loop only *writes* the
+batch and a helper process (``txn.persist.syncer``) runs its ``fdatasync``; the loop
+serves the calls that arrive meanwhile, and when the helper answers it releases the
+batch's replies and writes the next batch at once. One flush is outstanding at a time,
+so the log's order and "no reply before its edit is durable" are as before.
+
 Per connection, replies leave in request order. Slow calls (``BLOCKING``: snapshot,
 reset, prune) run on a worker thread and hold their place in that order.
 
@@ -34,8 +40,10 @@ from thriftpy2.transport.buffered import TCyBufferedTransport  # type: ignore[at
 from thriftpy2.transport.memory import TCyMemoryBuffer  # type: ignore[attr-defined]
 
 from txn.config import ServerConfig
-from txn.errors import TxError
+from txn.errors import TxError, TxStorageError
 from txn.manager import ManagerState, TransactionManager
+from txn.persist.syncer import SyncHelper
+from txn.persist.wal import UnsyncedWrite
 from txn.rpc.handler import BLOCKING, TephraHandler
 from txn.rpc.idl import tephra
 
@@ -199,6 +207,9 @@ class ThriftServer:
         self._sync_scheduled = False
         self._loop_thread = 0
         self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="txn-rpc-worker")
+        self._helper: SyncHelper | None = None
+        self._in_flight: UnsyncedWrite | None = None
+        self._helper_failure: TxStorageError | None = None
         self._methods = self.handler.methods
         self._service = tephra.TTransactionServer
         self.address: tuple[str, int] = (config.host, config.port)
@@ -207,7 +218,9 @@ class ThriftServer:
         """Listen; return the bound (host, port)."""
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
-        self.manager.add_sync_listener(self._on_sync)
+        if self.manager.add_sync_listener(self._on_sync) and self.config.sync_helper:
+            self._helper = SyncHelper()
+            self._loop.add_reader(self._helper.fileno(), self._helper_answered)
         self._server = await self._loop.create_server(
             lambda: _Connection(self), self.config.host, self.config.port, reuse_address=True
         )
@@ -232,6 +245,13 @@ class ThriftServer:
         if self._server is not None:
             await self._server.wait_closed()
         self._workers.shutdown(wait=True)
+        helper, self._helper = self._helper, None  # later flushes: on the loop itself
+        if helper is not None:
+            asyncio.get_running_loop().remove_reader(helper.fileno())  # False if removed
+            write, self._in_flight = self._in_flight, None
+            if write is not None:  # the connections went first; the flush must end
+                self.manager.finish_flush(write, helper.result())
+            helper.close()
 
     # -- durability ---------------------------------------------------------------------
 
@@ -243,10 +263,60 @@ class ThriftServer:
 
     def _sync_step(self) -> None:
         self._sync_scheduled = False
-        # None means another thread is flushing and will wake us; a failed log is
-        # handled just below.
-        with contextlib.suppress(TxError):
-            self.manager.flush_log()
+        if self._helper is not None:
+            self._start_flush()
+        else:
+            # None means another thread is flushing and will wake us; a failed log is
+            # handled just below.
+            with contextlib.suppress(TxError):
+                self.manager.flush_log()
+        self._release()
+
+    def _start_flush(self) -> None:
+        """Write what is queued and hand its sync to the helper (one at a time)."""
+        assert self._helper is not None
+        if self._in_flight is not None:
+            return  # its answer starts the next one
+        try:
+            write = self.manager.start_flush()
+        except TxError:
+            return  # the log failed: _release() aborts the connections
+        if write is None:
+            return  # nothing queued, or another thread is flushing and will wake us
+        fd = write.writer.fileno()
+        try:
+            if self._helper_failure is not None:
+                raise self._helper_failure
+            if fd is None:  # not an OS file (memory storage): sync it here
+                write.writer.sync()
+            else:
+                self._helper.request(fd)
+        except TxStorageError as exc:
+            self.manager.finish_flush(write, exc)  # fails the log
+            return
+        if fd is None:
+            self.manager.finish_flush(write, None)
+        else:
+            self._in_flight = write
+
+    def _helper_answered(self) -> None:
+        """The helper's socket is readable: a sync's answer, or the helper is gone."""
+        helper = self._helper
+        assert helper is not None and self._loop is not None
+        write, self._in_flight = self._in_flight, None
+        failure = helper.result()
+        if failure is not None:  # a dead helper stays readable: stop watching it
+            self._loop.remove_reader(helper.fileno())
+            self._helper_failure = failure
+        if write is None:
+            return  # nothing was waiting on it; the next flush fails the log
+        self.manager.finish_flush(write, failure)
+        self._release()
+        if self.waiting:
+            self._start_flush()  # what was queued meanwhile goes out at once
+
+    def _release(self) -> None:
+        """Send every reply that is durable now; abort everything if the log failed."""
         if self.manager.state is ManagerState.FAILED:
             # What is parked will never be durable. Never answer OK for it.
             for conn in list(self.connections):
@@ -266,7 +336,7 @@ class ThriftServer:
 
     def _wake_from_thread(self) -> None:
         self._wakeup_pending = False
-        self._sync_step()
+        self._sync_step()  # releases what the other thread's flush covered
 
     # -- calls ------------------------------------------------------------------------
 
