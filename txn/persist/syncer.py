@@ -13,7 +13,8 @@ the file's descriptor (``SCM_RIGHTS``: the helper syncs the very file, whatever 
 name has become); the answer is ``K`` or ``E`` + the error text. At most one request is
 outstanding. ``fdatasync`` through a duplicate descriptor makes the same file's data
 durable. If the owner dies, the helper reads end-of-file and exits; if the helper dies,
-``result()`` reports it as a storage failure.
+``request`` and ``result()`` report ``HelperGoneError`` (the owner syncs by itself from
+then on); a failed ``fdatasync`` is a ``TxStorageError``, which fails the log.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import sys
 
 from txn.errors import TxStorageError
 
-__all__ = ["SyncHelper"]
+__all__ = ["HelperGoneError", "SyncHelper"]
 
 _HELPER = """
 import os, socket, sys
@@ -46,6 +47,11 @@ while True:
         os.close(fd)
     conn.send(reply)
 """
+
+
+class HelperGoneError(TxStorageError):
+    """The helper process is gone: whether the outstanding sync ran is unknown (sync
+    again), but nothing says the file cannot be synced."""
 
 
 class SyncHelper:
@@ -78,21 +84,22 @@ class SyncHelper:
         try:
             socket.send_fds(self._sock, [b"S"], [fd])
         except OSError as exc:
-            raise TxStorageError(f"the log sync helper is gone: {exc}") from exc
+            raise HelperGoneError(f"the log sync helper is gone: {exc}") from exc
         self._outstanding = True
 
     def result(self) -> TxStorageError | None:
         """The outstanding request's outcome (call when ``fileno()`` is readable): None
-        when the file is synced, else the failure."""
+        when the file is synced, ``HelperGoneError`` when the helper is gone, else the
+        sync's failure."""
         self._outstanding = False
         try:
             reply = self._sock.recv(8192)
         except OSError as exc:
-            return TxStorageError(f"the log sync helper is gone: {exc}")
+            return HelperGoneError(f"the log sync helper is gone: {exc}")
         if reply == b"K":
             return None
         if not reply:
-            return TxStorageError("the log sync helper exited")
+            return HelperGoneError("the log sync helper exited")
         return TxStorageError(f"cannot sync the log: {reply[1:].decode(errors='replace')}")
 
     def sync(self, fd: int) -> None:

@@ -9,11 +9,13 @@ and releases every reply the flush covered. No thread blocks per call and no thr
 hand-off is needed per flush. When another thread (the timeout or snapshot task) led a
 flush, its sync listener wakes the loop.
 
-With ``sync_helper`` (the default for a log on local files), the loop only *writes* the
-batch and a helper process (``txn.persist.syncer``) runs its ``fdatasync``; the loop
-serves the calls that arrive meanwhile, and when the helper answers it releases the
-batch's replies and writes the next batch at once. One flush is outstanding at a time,
-so the log's order and "no reply before its edit is durable" are as before.
+With ``sync_helper`` (the default for a log on local files), the loop only *writes* a
+batch of at least ``sync_helper_min_edits`` edits and a helper process
+(``txn.persist.syncer``) runs its ``fdatasync``; the loop serves the calls that arrive
+meanwhile, and when the helper answers it releases the batch's replies and writes the
+next batch at once. Smaller batches (few callers) are synced on the loop, which answers
+them sooner. One flush is outstanding at a time, so the log's order and "no reply before
+its edit is durable" are as before.
 
 Per connection, replies leave in request order. Slow calls (``BLOCKING``: snapshot,
 reset, prune) run on a worker thread and hold their place in that order.
@@ -42,7 +44,7 @@ from thriftpy2.transport.memory import TCyMemoryBuffer  # type: ignore[attr-defi
 from txn.config import ServerConfig
 from txn.errors import TxError, TxStorageError
 from txn.manager import ManagerState, TransactionManager
-from txn.persist.syncer import SyncHelper
+from txn.persist.syncer import HelperGoneError, SyncHelper
 from txn.persist.wal import UnsyncedWrite
 from txn.rpc.handler import BLOCKING, TephraHandler
 from txn.rpc.idl import tephra
@@ -209,7 +211,6 @@ class ThriftServer:
         self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="txn-rpc-worker")
         self._helper: SyncHelper | None = None
         self._in_flight: UnsyncedWrite | None = None
-        self._helper_failure: TxStorageError | None = None
         self._methods = self.handler.methods
         self._service = tephra.TTransactionServer
         self.address: tuple[str, int] = (config.host, config.port)
@@ -250,7 +251,11 @@ class ThriftServer:
             asyncio.get_running_loop().remove_reader(helper.fileno())  # False if removed
             write, self._in_flight = self._in_flight, None
             if write is not None:  # the connections went first; the flush must end
-                self.manager.finish_flush(write, helper.result())
+                failure = helper.result()
+                if isinstance(failure, HelperGoneError):
+                    self._sync_here(write)
+                else:
+                    self.manager.finish_flush(write, failure)
             helper.close()
 
     # -- durability ---------------------------------------------------------------------
@@ -274,7 +279,8 @@ class ThriftServer:
 
     def _start_flush(self) -> None:
         """Write what is queued and hand its sync to the helper (one at a time)."""
-        assert self._helper is not None
+        helper = self._helper
+        assert helper is not None
         if self._in_flight is not None:
             return  # its answer starts the next one
         try:
@@ -284,36 +290,49 @@ class ThriftServer:
         if write is None:
             return  # nothing queued, or another thread is flushing and will wake us
         fd = write.writer.fileno()
-        try:
-            if self._helper_failure is not None:
-                raise self._helper_failure
-            if fd is None:  # not an OS file (memory storage): sync it here
-                write.writer.sync()
+        # A small batch means few callers: syncing here answers them sooner than two
+        # process wake-ups would. A memory log has no descriptor to hand over.
+        if fd is not None and write.edits >= self.config.sync_helper_min_edits:
+            try:
+                helper.request(fd)
+            except HelperGoneError as exc:
+                self._lose_helper(exc)
             else:
-                self._helper.request(fd)
+                self._in_flight = write
+                return
+        self._sync_here(write)
+
+    def _sync_here(self, write: UnsyncedWrite) -> None:
+        failure: TxStorageError | None = None
+        try:
+            write.writer.sync()
         except TxStorageError as exc:
-            self.manager.finish_flush(write, exc)  # fails the log
-            return
-        if fd is None:
-            self.manager.finish_flush(write, None)
-        else:
-            self._in_flight = write
+            failure = exc
+        self.manager.finish_flush(write, failure)  # a failure fails the log
 
     def _helper_answered(self) -> None:
         """The helper's socket is readable: a sync's answer, or the helper is gone."""
         helper = self._helper
-        assert helper is not None and self._loop is not None
+        assert helper is not None
         write, self._in_flight = self._in_flight, None
         failure = helper.result()
-        if failure is not None:  # a dead helper stays readable: stop watching it
-            self._loop.remove_reader(helper.fileno())
-            self._helper_failure = failure
-        if write is None:
-            return  # nothing was waiting on it; the next flush fails the log
-        self.manager.finish_flush(write, failure)
+        if isinstance(failure, HelperGoneError):
+            self._lose_helper(failure)
+            if write is not None:
+                self._sync_here(write)  # whether the helper synced it is unknown
+        elif write is not None:
+            self.manager.finish_flush(write, failure)
         self._release()
         if self.waiting:
-            self._start_flush()  # what was queued meanwhile goes out at once
+            self._sync_step()  # what was queued meanwhile goes out at once
+
+    def _lose_helper(self, reason: HelperGoneError) -> None:
+        """Go on without the helper: the loop syncs the log itself from now on."""
+        log.warning("%s; syncing the transaction log on the event loop from now on", reason)
+        helper, self._helper = self._helper, None
+        if helper is not None and self._loop is not None:
+            self._loop.remove_reader(helper.fileno())  # a dead helper stays readable
+            helper.close()
 
     def _release(self) -> None:
         """Send every reply that is durable now; abort everything if the log failed."""

@@ -1,9 +1,11 @@
 """The Thrift server with its log on local files, synced by the helper process (the
-default) and on the event loop itself: every answered commit survives a restart, and a
-dead helper fails the log instead of letting an unsynced call be answered."""
+default), on the event loop itself, or both by batch size: every answered commit survives
+a restart; a dead helper is replaced by syncing on the loop; a failed sync fails the log
+and nothing more is answered."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from txn.config import ServerConfig, TxConfig
-from txn.errors import TxError
+from txn.errors import TxError, TxStorageError
 from txn.manager import ManagerState, TransactionManager
 from txn.persist.local import LocalDirStorage
 from txn.persist.store import TransactionStateStore
@@ -33,8 +35,12 @@ def new_manager(root: Path) -> TransactionManager:
 
 
 @contextmanager
-def serving(manager: TransactionManager, helper: bool) -> Iterator[ThriftServer]:
-    server = ThriftServer(manager, ServerConfig(port=0, sync_helper=helper))
+def serving(
+    manager: TransactionManager, helper: bool, min_edits: int = 8
+) -> Iterator[ThriftServer]:
+    server = ThriftServer(
+        manager, ServerConfig(port=0, sync_helper=helper, sync_helper_min_edits=min_edits)
+    )
     thread = ServerThread(server)
     thread.start()
     try:
@@ -43,12 +49,16 @@ def serving(manager: TransactionManager, helper: bool) -> Iterator[ThriftServer]
         thread.stop()
 
 
-@pytest.mark.parametrize("helper", [True, False], ids=["helper", "on-loop"])
-def test_every_answered_commit_survives_a_restart(tmp_path: Path, helper: bool) -> None:
+@pytest.mark.parametrize(
+    ("helper", "min_edits"), [(True, 0), (True, 2), (False, 8)], ids=["helper", "mixed", "on-loop"]
+)
+def test_every_answered_commit_survives_a_restart(
+    tmp_path: Path, helper: bool, min_edits: int
+) -> None:
     manager = new_manager(tmp_path)
     committed: list[int] = []
     lock = threading.Lock()
-    with serving(manager, helper) as server:
+    with serving(manager, helper, min_edits) as server:
         assert (server._helper is not None) is helper
 
         def client_loop(i: int) -> None:
@@ -83,21 +93,51 @@ def test_every_answered_commit_survives_a_restart(tmp_path: Path, helper: bool) 
         recovered.stop()
 
 
-def test_a_dead_helper_fails_the_log_and_nothing_more_is_answered(tmp_path: Path) -> None:
+def test_a_dead_helper_is_replaced_by_syncing_on_the_loop(tmp_path: Path) -> None:
     manager = new_manager(tmp_path)
-    with serving(manager, helper=True) as server:
+    with serving(manager, helper=True, min_edits=0) as server:
         client = ThriftTxClient(server.address, retry=RetryNTimes(1), timeout_s=10)
         try:
-            client.start_short()  # served with the helper alive
-            assert server._helper is not None
-            os.kill(server._helper._proc.pid, signal.SIGKILL)
-            server._helper._proc.wait(10)
-            # Idle, the loop notices the end of the helper's socket and stops watching it
-            # (an unwatched EOF would wake the loop forever).
+            client.commit_or_throw(client.start_short())  # through the helper
+            helper = server._helper
+            assert helper is not None
+            os.kill(helper._proc.pid, signal.SIGKILL)
+            helper._proc.wait(10)
+            # Idle, the loop notices the end of the helper's socket, stops watching it
+            # (an unwatched end-of-file would wake the loop forever) and syncs itself.
             deadline = time.monotonic() + 10
-            while server._helper_failure is None and time.monotonic() < deadline:
+            while server._helper is not None and time.monotonic() < deadline:
                 time.sleep(0.01)
-            assert server._helper_failure is not None
+            assert server._helper is None
+            tx = client.start_short()
+            client.can_commit_or_throw(tx, [b"after"])
+            client.commit_or_throw(tx)
+            assert manager.state is ManagerState.RUNNING
+        finally:
+            client.close()
+    manager.stop()
+    recovered = new_manager(tmp_path)
+    try:
+        assert recovered.get_snapshot().read_pointer >= tx.transaction_id
+    finally:
+        recovered.stop()
+
+
+def test_a_failed_sync_fails_the_log_and_nothing_more_is_answered(tmp_path: Path) -> None:
+    manager = new_manager(tmp_path)
+    with serving(manager, helper=True, min_edits=0) as server:
+        client = ThriftTxClient(server.address, retry=RetryNTimes(1), timeout_s=10)
+        try:
+            client.start_short()
+            helper = server._helper
+            assert helper is not None
+            real_result = helper.result
+
+            def failing() -> TxStorageError | None:  # fault injection: EIO from fdatasync
+                outcome = real_result()
+                return outcome if outcome is not None else TxStorageError("injected EIO")
+
+            helper.result = failing  # type: ignore[method-assign]
             with pytest.raises(TxError):
                 client.start_short()
             assert manager.state is ManagerState.FAILED
@@ -105,3 +145,75 @@ def test_a_dead_helper_fails_the_log_and_nothing_more_is_answered(tmp_path: Path
             client.close()
     manager.stop()  # no final snapshot over a failed log, and no hang
     assert manager.state is ManagerState.STOPPED
+
+
+class GatedHelper:
+    """Fault injection: a sync helper that syncs for real but answers only when the test
+    opens the gate, to hold a flush in flight while more calls arrive."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        self.requested: list[int] = []
+
+    def fileno(self) -> int:
+        return self._read
+
+    def request(self, fd: int) -> None:
+        self.requested.append(fd)
+
+    def answer(self) -> None:
+        os.fdatasync(self.requested[-1])
+        os.write(self._write, b"K")
+
+    def result(self) -> TxStorageError | None:
+        os.read(self._read, 1)
+        return None
+
+    def close(self) -> None:
+        os.close(self._read)
+        os.close(self._write)
+
+
+def test_calls_queued_behind_a_helper_flush_are_answered_when_synced_on_the_loop(
+    tmp_path: Path,
+) -> None:
+    # A flush is with the helper; a call arrives meanwhile; when the helper answers, that
+    # call's batch is too small for the helper and is synced on the loop: its reply must
+    # go out then, though no other call comes to wake the loop.
+    manager = new_manager(tmp_path)
+    with serving(manager, helper=True, min_edits=1) as server:
+        assert server._helper is not None and server._loop is not None
+        gated = GatedHelper()
+        real = server._helper
+        server._loop.call_soon_threadsafe(server._loop.remove_reader, real.fileno())
+        server._loop.call_soon_threadsafe(
+            server._loop.add_reader, gated.fileno(), server._helper_answered
+        )
+        server._helper = gated  # type: ignore[assignment]
+        first = ThriftTxClient(server.address, retry=RetryNTimes(1), timeout_s=10)
+        second = ThriftTxClient(server.address, retry=RetryNTimes(1), timeout_s=10)
+        answered: list[int] = []
+        try:
+            a = threading.Thread(target=lambda: answered.append(first.start_short().transaction_id))
+            a.start()
+            deadline = time.monotonic() + 10
+            while not gated.requested and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert gated.requested, "the first call's flush did not reach the helper"
+            server.config = dataclasses.replace(server.config, sync_helper_min_edits=2)
+            b = threading.Thread(
+                target=lambda: answered.append(second.start_short().transaction_id)
+            )
+            b.start()
+            while len(server.waiting) < 2 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert len(server.waiting) == 2, "the second call did not arrive"
+            gated.answer()
+            a.join(15)
+            b.join(15)
+            assert len(answered) == 2
+            assert len(gated.requested) == 1  # the second batch was synced on the loop
+        finally:
+            first.close()
+            second.close()
+            real.close()
