@@ -10,7 +10,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -49,6 +49,20 @@ def serving(
         thread.stop()
 
 
+def connect(server: ThriftServer) -> ThriftTxClient:
+    """A client that does not retry: a call the server never answers is an error."""
+    return ThriftTxClient(server.address, retry=RetryNTimes(1), timeout_s=10)
+
+
+def eventually(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
 @pytest.mark.parametrize(
     ("helper", "min_edits"), [(True, 0), (True, 2), (False, 8)], ids=["helper", "mixed", "on-loop"]
 )
@@ -62,7 +76,7 @@ def test_every_answered_commit_survives_a_restart(
         assert (server._helper is not None) is helper
 
         def client_loop(i: int) -> None:
-            client = ThriftTxClient(server.address, retry=RetryNTimes(1), timeout_s=10)
+            client = connect(server)
             try:
                 for n in range(40):
                     tx = client.start_short()
@@ -96,7 +110,7 @@ def test_every_answered_commit_survives_a_restart(
 def test_a_dead_helper_is_replaced_by_syncing_on_the_loop(tmp_path: Path) -> None:
     manager = new_manager(tmp_path)
     with serving(manager, helper=True, min_edits=0) as server:
-        client = ThriftTxClient(server.address, retry=RetryNTimes(1), timeout_s=10)
+        client = connect(server)
         try:
             client.commit_or_throw(client.start_short())  # through the helper
             helper = server._helper
@@ -105,10 +119,7 @@ def test_a_dead_helper_is_replaced_by_syncing_on_the_loop(tmp_path: Path) -> Non
             helper._proc.wait(10)
             # Idle, the loop notices the end of the helper's socket, stops watching it
             # (an unwatched end-of-file would wake the loop forever) and syncs itself.
-            deadline = time.monotonic() + 10
-            while server._helper is not None and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert server._helper is None
+            assert eventually(lambda: server._helper is None)
             tx = client.start_short()
             client.can_commit_or_throw(tx, [b"after"])
             client.commit_or_throw(tx)
@@ -126,7 +137,7 @@ def test_a_dead_helper_is_replaced_by_syncing_on_the_loop(tmp_path: Path) -> Non
 def test_a_failed_sync_fails_the_log_and_nothing_more_is_answered(tmp_path: Path) -> None:
     manager = new_manager(tmp_path)
     with serving(manager, helper=True, min_edits=0) as server:
-        client = ThriftTxClient(server.address, retry=RetryNTimes(1), timeout_s=10)
+        client = connect(server)
         try:
             client.start_short()
             helper = server._helper
@@ -190,24 +201,19 @@ def test_calls_queued_behind_a_helper_flush_are_answered_when_synced_on_the_loop
             server._loop.add_reader, gated.fileno(), server._helper_answered
         )
         server._helper = gated  # type: ignore[assignment]
-        first = ThriftTxClient(server.address, retry=RetryNTimes(1), timeout_s=10)
-        second = ThriftTxClient(server.address, retry=RetryNTimes(1), timeout_s=10)
+        first = connect(server)
+        second = connect(server)
         answered: list[int] = []
         try:
             a = threading.Thread(target=lambda: answered.append(first.start_short().transaction_id))
             a.start()
-            deadline = time.monotonic() + 10
-            while not gated.requested and time.monotonic() < deadline:
-                time.sleep(0.005)
-            assert gated.requested, "the first call's flush did not reach the helper"
+            assert eventually(lambda: bool(gated.requested)), "the flush did not reach the helper"
             server.config = dataclasses.replace(server.config, sync_helper_min_edits=2)
             b = threading.Thread(
                 target=lambda: answered.append(second.start_short().transaction_id)
             )
             b.start()
-            while len(server.waiting) < 2 and time.monotonic() < deadline:
-                time.sleep(0.005)
-            assert len(server.waiting) == 2, "the second call did not arrive"
+            assert eventually(lambda: len(server.waiting) == 2), "the second call did not arrive"
             gated.answer()
             a.join(15)
             b.join(15)
