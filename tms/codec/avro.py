@@ -135,19 +135,21 @@ def decode_publish_request(data: bytes) -> tuple[int | None, list[bytes]]:
     return record["transactionWritePointer"], list(record["messages"])
 
 
-def encode_publish_response(detail: RollbackDetail) -> bytes:
-    return _write(
-        PUBLISH_RESPONSE,
-        {
-            "transactionWritePointer": detail.tx_write_pointer,
-            "rollbackRange": {
-                "startTimestamp": detail.start_ms,
-                "startSequenceId": detail.start_seq,
-                "endTimestamp": detail.end_ms,
-                "endSequenceId": detail.end_seq,
-            },
+def publish_response_record(detail: RollbackDetail) -> dict[str, Any]:
+    """A PublishResponse as a record of the v1 schema's fields (the JSON body's shape too)."""
+    return {
+        "transactionWritePointer": detail.tx_write_pointer,
+        "rollbackRange": {
+            "startTimestamp": detail.start_ms,
+            "startSequenceId": detail.start_seq,
+            "endTimestamp": detail.end_ms,
+            "endSequenceId": detail.end_seq,
         },
-    )
+    }
+
+
+def encode_publish_response(detail: RollbackDetail) -> bytes:
+    return _write(PUBLISH_RESPONSE, publish_response_record(detail))
 
 
 def decode_publish_response(data: bytes) -> RollbackDetail:

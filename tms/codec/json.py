@@ -28,7 +28,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from tms.codec.avro import ConsumeSpec
+from tms.codec.avro import ConsumeSpec, publish_response_record
 from tms.errors import TmsCodecError, TmsInvalidArgumentError
 from tms.ids import MessageId
 from tms.model import MarkersResult, Message, RollbackDetail, TopicBounds
@@ -136,19 +136,7 @@ def decode_publish_request(data: bytes) -> tuple[int | None, list[bytes], list[i
 def encode_publish_response(detail: RollbackDetail | None, published: int) -> bytes:
     if detail is None:
         return json.dumps({"published": published}).encode()
-    return json.dumps({**_detail(detail), "published": published}).encode()
-
-
-def _detail(detail: RollbackDetail) -> dict[str, Any]:
-    return {
-        "transactionWritePointer": detail.tx_write_pointer,
-        "rollbackRange": {
-            "startTimestamp": detail.start_ms,
-            "startSequenceId": detail.start_seq,
-            "endTimestamp": detail.end_ms,
-            "endSequenceId": detail.end_seq,
-        },
-    }
+    return json.dumps({**publish_response_record(detail), "published": published}).encode()
 
 
 def decode_publish_response(data: bytes) -> RollbackDetail:
@@ -232,7 +220,10 @@ def decode_markers_request(data: bytes) -> tuple[tuple[int, ...], str | None]:
 
 def encode_markers_response(result: MarkersResult) -> bytes:
     return json.dumps(
-        {"markers": [_detail(d) for d in result.details], "duplicate": result.duplicate}
+        {
+            "markers": [publish_response_record(d) for d in result.details],
+            "duplicate": result.duplicate,
+        }
     ).encode()
 
 

@@ -272,13 +272,17 @@ class Api:
 
     # -- reading ------------------------------------------------------------------------
 
-    async def bounds(self, request: web.Request) -> web.Response:
-        topic = self._topic(request, Permission.READ)
+    async def _consume_spec(self, request: web.Request) -> tuple[avro.ConsumeSpec, str]:
+        """The ConsumeRequest in the body, and the body's format."""
         fmt = self._format(request)
         body = await self._body(request)
-        spec = (
-            avro.decode_consume_request(body) if fmt == AVRO else jsonc.decode_consume_request(body)
-        )
+        if fmt == AVRO:
+            return avro.decode_consume_request(body), fmt
+        return jsonc.decode_consume_request(body), fmt
+
+    async def bounds(self, request: web.Request) -> web.Response:
+        topic = self._topic(request, Permission.READ)
+        spec, _fmt = await self._consume_spec(request)
         bounds = await self._run(self.svc.bounds, topic, self._fetch_request(spec))
         return web.Response(body=jsonc.encode_bounds(bounds), content_type=JSON)
 
@@ -324,11 +328,7 @@ class Api:
 
     async def poll(self, request: web.Request) -> web.StreamResponse:
         topic = self._topic(request, Permission.READ)
-        fmt = self._format(request)
-        body = await self._body(request)
-        spec = (
-            avro.decode_consume_request(body) if fmt == AVRO else jsonc.decode_consume_request(body)
-        )
+        spec, fmt = await self._consume_spec(request)
         fetch_request = self._fetch_request(spec)
         wait_ms = self._wait_ms(request)
         deadline = time.monotonic() + wait_ms / 1000
