@@ -38,9 +38,6 @@ VISIBILITY_TO_THRIFT = {
 }
 THRIFT_TO_VISIBILITY = {v: k for k, v in VISIBILITY_TO_THRIFT.items()}
 
-_I64_FIELD = struct.Struct(">bhq")
-_I32_FIELD = struct.Struct(">bhi")
-_LIST_HEAD = struct.Struct(">bhbi")
 _BYTE = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -49,27 +46,37 @@ _MAP_HEAD = struct.Struct(">bbi")
 _COLL_HEAD = struct.Struct(">bi")
 
 
-def _i64_list(field_id: int, values: tuple[int, ...]) -> bytes:
-    n = len(values)
-    return _LIST_HEAD.pack(T_LIST, field_id, T_I64, n) + struct.pack(f">{n}q", *values)
+def _layout(invalids: int, in_progress: int, checkpoints: int) -> struct.Struct:
+    """The whole struct's layout for the given list lengths (one ``pack`` per encode)."""
+    return struct.Struct(
+        f">bhq bhq bhbi{invalids}q bhbi{in_progress}q bhq bhi bhq bhbi{checkpoints}q bhi b"
+    )
+
+
+_LAYOUTS: dict[tuple[int, int, int], struct.Struct] = {}
 
 
 def encode_transaction(tx: Transaction) -> bytes:
     """Encode ``tx`` exactly as Tephra's ``TransactionCodec`` does (all nine fields)."""
-    return b"".join(
-        (
-            _I64_FIELD.pack(T_I64, 1, tx.transaction_id),
-            _I64_FIELD.pack(T_I64, 2, tx.read_pointer),
-            _i64_list(3, tx.invalids),
-            _i64_list(4, tx.in_progress),
-            _I64_FIELD.pack(T_I64, 5, tx.first_short_in_progress),
-            _I32_FIELD.pack(T_I32, 6, TYPE_TO_THRIFT[tx.type]),
-            _I64_FIELD.pack(T_I64, 7, tx.write_pointer),
-            _i64_list(8, tx.checkpoint_write_pointers),
-            _I32_FIELD.pack(T_I32, 9, VISIBILITY_TO_THRIFT[tx.visibility_level]),
-            b"\x00",
-        )
-    )
+    invalids, in_progress, cps = tx.invalids, tx.in_progress, tx.checkpoint_write_pointers
+    shape = (len(invalids), len(in_progress), len(cps))
+    layout = _LAYOUTS.get(shape)
+    if layout is None:
+        if len(_LAYOUTS) >= 512:
+            _LAYOUTS.clear()
+        layout = _LAYOUTS[shape] = _layout(*shape)
+    return layout.pack(
+        T_I64, 1, tx.transaction_id,
+        T_I64, 2, tx.read_pointer,
+        T_LIST, 3, T_I64, shape[0], *invalids,
+        T_LIST, 4, T_I64, shape[1], *in_progress,
+        T_I64, 5, tx.first_short_in_progress,
+        T_I32, 6, TYPE_TO_THRIFT[tx.type],
+        T_I64, 7, tx.write_pointer,
+        T_LIST, 8, T_I64, shape[2], *cps,
+        T_I32, 9, VISIBILITY_TO_THRIFT[tx.visibility_level],
+        T_STOP,
+    )  # fmt: skip
 
 
 class _Reader:

@@ -105,6 +105,37 @@ def test_pipelined_calls_answer_in_order(address: tuple[str, int]) -> None:
     assert seqids == [1, 2, 3]
 
 
+def _i64_field(field_id: int, value: int) -> bytes:
+    return struct.pack(">bhq", 10, field_id, value)
+
+
+def test_hot_calls_in_any_field_order_get_the_same_answers(
+    system: TxSystem, address: tuple[str, int]
+) -> None:
+    """The server's hand-written decoders take the standard layout only; the same call
+    with its fields in another order goes the generic way and must be answered alike,
+    successes and declared errors."""
+    with connect(address) as sock:
+
+        def ask(name: str, seqid: int, args: bytes) -> bytes:
+            sock.sendall(message(name, seqid, args))
+            return read_frame(sock)
+
+        for seqid, tx in enumerate((system.client.start_short(), system.client.start_short())):
+            wp = tx.write_pointer
+            standard = _i64_field(1, wp) + _i64_field(2, wp) + b"\x00"
+            reordered = _i64_field(2, wp) + _i64_field(1, wp) + b"\x00"
+            # the first commit goes one way, the second the other; both succeed
+            first = ask("commitOrThrow", seqid, standard if seqid == 0 else reordered)
+            again_standard = ask("commitOrThrow", 7, standard)
+            again_reordered = ask("commitOrThrow", 7, reordered)
+            assert first == message("commitOrThrow", seqid, b"\x00", mtype=2)[4:]
+            # committing again is a declared error, encoded identically both ways
+            assert struct.unpack(">I", again_standard[:4])[0] == 0x80010002
+            assert b"not in progress" in again_standard
+            assert again_standard == again_reordered
+
+
 def test_unknown_method_gets_an_application_exception_and_the_connection_lives(
     address: tuple[str, int],
 ) -> None:

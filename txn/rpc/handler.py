@@ -38,7 +38,7 @@ from txn.errors import (
     TransactionSizeError,
     TxError,
 )
-from txn.manager import Durable, TransactionManager
+from txn.manager import Durable, Pipeline, TransactionManager
 from txn.persist.snapshot_codec import encode_snapshot
 from txn.prune import TransactionPruner
 from txn.rpc.convert import from_thrift, generic_exception, to_thrift
@@ -77,6 +77,70 @@ def _tx(ttx: Any) -> Transaction:
     return from_thrift(ttx)
 
 
+def _start_failure(api: str) -> Callable[[TxError], Any]:
+    result = getattr(S, api + "_result")
+
+    def declared(exc: TxError) -> Any:
+        if isinstance(exc, InvalidArgumentError):
+            return result(e=generic_exception(exc))
+        return None
+
+    return declared
+
+
+def _commit_failure(api: str, *, throws: bool) -> Callable[[TxError], Any]:
+    """canCommit/commit: the ``OrThrow`` variants declare every failure, the deprecated
+    ones answer ``TBoolean(false)`` for a conflict or size error."""
+    result = getattr(S, api + "_result")
+
+    def declared(exc: TxError) -> Any:
+        if isinstance(exc, TransactionNotInProgressError):
+            return result(e=_not_in_progress(exc))
+        if isinstance(exc, TransactionConflictError):
+            return result(c=_conflict(exc)) if throws else result(success=_FALSE)
+        if isinstance(exc, TransactionSizeError) and api.startswith("canCommit"):
+            return result(g=generic_exception(exc)) if throws else result(success=_FALSE)
+        return None
+
+    return declared
+
+
+def _checkpoint_failure(exc: TxError) -> Any:
+    if isinstance(exc, TransactionNotInProgressError):
+        return S.checkpoint_result(e=_not_in_progress(exc))
+    return None
+
+
+def _truncate_failure(exc: TxError) -> Any:
+    if isinstance(exc, InvalidTruncateTimeError):
+        return S.truncateInvalidTxBefore_result(
+            e=tephra.TInvalidTruncateTimeException(message=str(exc))
+        )
+    return None
+
+
+_FALSE = tephra.TBoolean(value=False)
+_CAN_COMMIT_ERRORS = (TransactionNotInProgressError, TransactionConflictError, TransactionSizeError)
+_DECLARED: dict[str, Callable[[TxError], Any]] = {
+    **{
+        api: _start_failure(api)
+        for api in (
+            "startLongClientId",
+            "startShortClientId",
+            "startShortWithClientIdAndTimeOut",
+            "startShortWithTimeout",
+        )
+    },
+    "canCommitOrThrow": _commit_failure("canCommitOrThrow", throws=True),
+    "canCommitTx": _commit_failure("canCommitTx", throws=False),
+    "commitOrThrow": _commit_failure("commitOrThrow", throws=True),
+    "commitTx": _commit_failure("commitTx", throws=False),
+    "checkpoint": _checkpoint_failure,
+    "truncateInvalidTxBefore": _truncate_failure,
+}
+"""Per method: the declared answer for an error of its operation (None: undeclared)."""
+
+
 class TephraHandler:
     """One method per IDL method, named as in the IDL (see the module docstring)."""
 
@@ -98,35 +162,47 @@ class TephraHandler:
         """Run one call; never raises (undeclared failures become TApplicationException)."""
         try:
             return self._calls[api](args)
-        except TxError as exc:
-            return Reply(
-                TApplicationException(TApplicationException.INTERNAL_ERROR, str(exc)),
-                self._mgr.barrier(),
-            )
         except Exception as exc:
-            log.exception("internal error in %s", api)
-            return Reply(
-                TApplicationException(
-                    TApplicationException.INTERNAL_ERROR, f"internal error: {exc!r}"
-                ),
-                self._mgr.barrier(),
-            )
+            return self.crashed(api, exc)
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self._p
+
+    def crashed(self, api: str, exc: Exception) -> Reply:
+        """The reply for an exception ``api``'s method did not handle: a ``TxError``
+        (e.g. the manager is not running) as ``failure`` maps it, anything else is a bug,
+        logged and answered ``TApplicationException(INTERNAL_ERROR)``."""
+        if isinstance(exc, TxError):
+            return self.failure(api, exc)
+        log.exception("internal error in %s", api)
+        return Reply(
+            TApplicationException(TApplicationException.INTERNAL_ERROR, f"internal error: {exc!r}"),
+            self._mgr.barrier(),
+        )
 
     # -- helpers ----------------------------------------------------------------------
+
+    def failure(self, api: str, exc: TxError) -> Reply:
+        """The reply for ``exc`` raised by ``api``'s operation: the exception (or false
+        ``TBoolean``) the IDL declares for it, else ``TApplicationException``. Sent only
+        once everything done so far is durable: an error may depend on state that is not
+        yet. Shared by the methods below and the hot-call fast path."""
+        mapper = _DECLARED.get(api)
+        result = mapper(exc) if mapper is not None else None
+        if result is None:
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, str(exc))
+        return Reply(result, self._mgr.barrier())
 
     def _ok(self, result_type: Any, durable: Durable[Any], value: Any = None) -> Reply:
         return Reply(result_type(success=value), durable.ticket)
 
-    def _declared(self, result: Any) -> Reply:
-        # An error answer may depend on state not yet durable: wait for everything so far.
-        return Reply(result, self._mgr.barrier())
-
-    def _start(self, result_type: Any, start: Callable[[], Durable[Transaction]]) -> Reply:
+    def _start(self, api: str, start: Callable[[], Durable[Transaction]]) -> Reply:
         try:
             d = start()
         except InvalidArgumentError as exc:
-            return self._declared(result_type(e=generic_exception(exc)))
-        return Reply(result_type(success=to_thrift(d.value)), d.ticket)
+            return self.failure(api, exc)
+        return Reply(getattr(S, api + "_result")(success=to_thrift(d.value)), d.ticket)
 
     # -- starting ---------------------------------------------------------------------
 
@@ -143,68 +219,50 @@ class TephraHandler:
         return Reply(S.startShortTimeout_result(success=to_thrift(d.value)), d.ticket)
 
     def startLongClientId(self, a: Any) -> Reply:
-        return self._start(S.startLongClientId_result, lambda: self._p.start_long(a.clientId))
+        return self._start("startLongClientId", lambda: self._p.start_long(a.clientId))
 
     def startShortClientId(self, a: Any) -> Reply:
-        return self._start(
-            S.startShortClientId_result, lambda: self._p.start_short(None, a.clientId)
-        )
+        return self._start("startShortClientId", lambda: self._p.start_short(None, a.clientId))
 
     def startShortWithClientIdAndTimeOut(self, a: Any) -> Reply:
         return self._start(
-            S.startShortWithClientIdAndTimeOut_result,
+            "startShortWithClientIdAndTimeOut",
             lambda: self._p.start_short(a.timeout or 0, a.clientId),
         )
 
     def startShortWithTimeout(self, a: Any) -> Reply:
-        return self._start(
-            S.startShortWithTimeout_result, lambda: self._p.start_short(a.timeout or 0)
-        )
+        return self._start("startShortWithTimeout", lambda: self._p.start_short(a.timeout or 0))
 
     # -- committing -------------------------------------------------------------------
 
     def canCommitOrThrow(self, a: Any) -> Reply:
-        r = S.canCommitOrThrow_result
         try:
             d = self._p.can_commit(a.tx or 0, a.changes or ())
-        except TransactionNotInProgressError as exc:
-            return self._declared(r(e=_not_in_progress(exc)))
-        except TransactionConflictError as exc:
-            return self._declared(r(c=_conflict(exc)))
-        except TransactionSizeError as exc:
-            return self._declared(r(g=generic_exception(exc)))
-        return Reply(r(), d.ticket)
+        except _CAN_COMMIT_ERRORS as exc:
+            return self.failure("canCommitOrThrow", exc)
+        return Reply(S.canCommitOrThrow_result(), d.ticket)
 
     def canCommitTx(self, a: Any) -> Reply:
-        r = S.canCommitTx_result
         try:
             d = self._p.can_commit(_tx(a.tx).transaction_id, a.changes or ())
-        except TransactionNotInProgressError as exc:
-            return self._declared(r(e=_not_in_progress(exc)))
-        except (TransactionConflictError, TransactionSizeError):
-            return self._declared(r(success=tephra.TBoolean(value=False)))
-        return self._ok(r, d, tephra.TBoolean(value=True))
+        except _CAN_COMMIT_ERRORS as exc:
+            return self.failure("canCommitTx", exc)
+        return self._ok(S.canCommitTx_result, d, tephra.TBoolean(value=True))
 
     def commitOrThrow(self, a: Any) -> Reply:
-        r = S.commitOrThrow_result
         try:
             d = self._p.commit(a.txId or 0, a.wp or 0)
-        except TransactionNotInProgressError as exc:
-            return self._declared(r(e=_not_in_progress(exc)))
-        except TransactionConflictError as exc:
-            return self._declared(r(c=_conflict(exc)))
-        return Reply(r(), d.ticket)
+        except (TransactionNotInProgressError, TransactionConflictError) as exc:
+            return self.failure("commitOrThrow", exc)
+        return Reply(S.commitOrThrow_result(), d.ticket)
 
     def commitTx(self, a: Any) -> Reply:
-        r = S.commitTx_result
         tx = _tx(a.tx)
         try:
             d = self._p.commit(tx.transaction_id, tx.write_pointer)
-        except TransactionNotInProgressError as exc:
-            return self._declared(r(e=_not_in_progress(exc)))
-        except TransactionConflictError:
-            return self._declared(r(success=tephra.TBoolean(value=False)))
-        return self._ok(r, d, tephra.TBoolean(value=True))
+        except (TransactionNotInProgressError, TransactionConflictError) as exc:
+            return self.failure("commitTx", exc)
+        return self._ok(S.commitTx_result, d, tephra.TBoolean(value=True))
 
     def abortTx(self, a: Any) -> Reply:
         d = self._p.abort(_tx(a.tx))
@@ -215,12 +273,11 @@ class TephraHandler:
         return self._ok(S.invalidateTx_result, d, d.value)
 
     def checkpoint(self, a: Any) -> Reply:
-        r = S.checkpoint_result
         try:
             d = self._p.checkpoint(_tx(a.tx))
         except TransactionNotInProgressError as exc:
-            return self._declared(r(e=_not_in_progress(exc)))
-        return self._ok(r, d, to_thrift(d.value))
+            return self.failure("checkpoint", exc)
+        return self._ok(S.checkpoint_result, d, to_thrift(d.value))
 
     # -- invalid list -----------------------------------------------------------------
 
@@ -229,12 +286,11 @@ class TephraHandler:
         return self._ok(S.truncateInvalidTx_result, d, tephra.TBoolean(value=d.value))
 
     def truncateInvalidTxBefore(self, a: Any) -> Reply:
-        r = S.truncateInvalidTxBefore_result
         try:
             d = self._p.truncate_invalid_tx_before(a.time or 0)
         except InvalidTruncateTimeError as exc:
-            return self._declared(r(e=tephra.TInvalidTruncateTimeException(message=str(exc))))
-        return self._ok(r, d, tephra.TBoolean(value=d.value))
+            return self.failure("truncateInvalidTxBefore", exc)
+        return self._ok(S.truncateInvalidTxBefore_result, d, tephra.TBoolean(value=d.value))
 
     def invalidTxSize(self, a: Any) -> Reply:
         d = self._p.invalid_size()

@@ -39,17 +39,18 @@ from typing import Any, cast
 from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
 from thriftpy2.thrift import TApplicationException, TMessageType
 from thriftpy2.transport.buffered import TCyBufferedTransport  # type: ignore[attr-defined]
-from thriftpy2.transport.memory import TCyMemoryBuffer  # type: ignore[attr-defined]
 
 from txn.config import ServerConfig
 from txn.errors import TxError, TxStorageError
 from txn.manager import ManagerState, TransactionManager
 from txn.persist.syncer import HelperGoneError, SyncHelper
 from txn.persist.wal import UnsyncedWrite
+from txn.rpc.fastpath import FastCalls
 from txn.rpc.handler import BLOCKING, TephraHandler
 from txn.rpc.idl import tephra
+from txn.rpc.wire import encode_message, parse_call
 
-__all__ = ["ServerThread", "ThriftServer", "encode_message", "new_event_loop"]
+__all__ = ["ServerThread", "ThriftServer", "new_event_loop"]
 
 log = logging.getLogger(__name__)
 
@@ -64,20 +65,6 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     except ImportError:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
-
-
-def encode_message(api: str, seqid: int, result: Any) -> bytes:
-    """A framed reply: ``REPLY`` with the result struct, or ``EXCEPTION``."""
-    buf = TCyMemoryBuffer()
-    proto = TCyBinaryProtocol(buf)
-    if isinstance(result, TApplicationException):
-        proto.write_message_begin(api, TMessageType.EXCEPTION, seqid)
-    else:
-        proto.write_message_begin(api, TMessageType.REPLY, seqid)
-    proto.write_struct(result)
-    buf.flush()
-    body: bytes = buf.getvalue()
-    return len(body).to_bytes(4, "big") + body
 
 
 class _FrameReader:
@@ -212,6 +199,7 @@ class ThriftServer:
         self._helper: SyncHelper | None = None
         self._in_flight: UnsyncedWrite | None = None
         self._methods = self.handler.methods
+        self._fast = FastCalls(self.handler).table
         self._service = tephra.TTransactionServer
         self.address: tuple[str, int] = (config.host, config.port)
 
@@ -361,6 +349,14 @@ class ThriftServer:
 
     def dispatch(self, conn: _Connection, frame: bytes) -> bool:
         """Decode and run one call; False if the connection was closed."""
+        call = parse_call(frame)
+        if call is not None:
+            fast = self._fast.get(call[0])
+            if fast is not None:
+                answer = fast(call[1], frame, call[2])
+                if answer is not None:
+                    conn.replies.append(_Slot(*answer))
+                    return True
         proto = TCyBinaryProtocol(TCyBufferedTransport(_FrameReader(frame)), strict_read=False)
         try:
             api, mtype, seqid = proto.read_message_begin()
