@@ -95,13 +95,20 @@ class ServerConfig:
     sync_helper: bool = True
     """fdatasync the log in a helper process while the event loop goes on serving
     (``txn.persist.syncer``), instead of on the loop itself."""
+    sync_helpers: int = 1
+    """Helper processes, i.e. log syncs in flight at once (with ``sync_helper``). More
+    than one pipelines the syncs: worth it on disks that complete concurrent flushes
+    faster; on the 2-vCPU benchmark VM it was neutral (docs/benchmarks.md)."""
     sync_helper_min_edits: int = 16
-    """Batches of fewer edits are synced on the loop even with ``sync_helper``: few
-    callers, so the two process wake-ups of a hand-off cost more than the overlap saves."""
+    """With no sync in flight, batches of fewer edits are synced on the loop even with
+    ``sync_helper``: few callers, so the two process wake-ups of a hand-off cost more
+    than the overlap saves."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise InvalidArgumentError(f"port must be in 0..65535, got {self.port}")
+        if not 1 <= self.sync_helpers <= 16:
+            raise InvalidArgumentError(f"sync_helpers must be in 1..16, got {self.sync_helpers}")
         if self.sync_helper_min_edits < 0:
             raise InvalidArgumentError("sync_helper_min_edits must not be negative")
         if self.max_frame_bytes < 1024:

@@ -16,10 +16,15 @@ Contract:
   iteration instead and releases the replies the returned ticket covers; a sync
   listener tells it when a flush led by another thread finished.
 * A flush can also be split so that its ``fdatasync`` runs elsewhere while the caller
-  goes on (``txn.persist.syncer``): ``start_flush()`` leads a flush and writes the batch
-  without syncing it, returning an ``UnsyncedWrite``; the caller has the file synced
-  and then calls ``finish_flush(write, failure)``. Until then the flush is running, so
-  everyone else waits for it exactly as for an ordinary one.
+  goes on (``txn.persist.syncer``): ``start_flush()`` writes the queued batch without
+  syncing it and returns an ``UnsyncedWrite``; the caller has the file synced and then
+  calls ``finish_flush(write, failure)``. Split flushes pipeline: the next one may be
+  started (written, its sync requested) while earlier ones are still syncing, so that
+  several ``fdatasync`` calls are in flight (the disk completes them faster together
+  than one after another). They finish in write order: a ticket counts as durable only
+  when its flush *and every earlier one* succeeded — a later sync's success says
+  nothing about an earlier one that failed. While any split flush is in flight,
+  threads wait for it exactly as for an ordinary flush.
 * ``roll(timestamp)`` (also under the state lock) creates ``txlog.<timestamp>`` and
   switches to it: edits queued before it go to the old file, later ones to the new one.
 * After a write or sync failure the log is *failed*: every waiter, present and future,
@@ -32,6 +37,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -66,6 +72,14 @@ class UnsyncedWrite:
     started: float
 
 
+@dataclass(slots=True)
+class _Flight:
+    """A split flush written and not yet finished."""
+
+    ticket: int
+    done: bool = False
+
+
 @dataclass
 class WalStats:
     """Counters since the log was opened."""
@@ -94,7 +108,9 @@ class WriteAheadLog:
         self._pending: list[TransactionEdit | _Roll] = []
         self._appended = 0
         self._synced = 0
-        self._flushing = False
+        self._leading = False  # a thread's flush(): writing and syncing
+        self._writing = False  # start_flush() is writing its batch
+        self._flights: deque[_Flight] = deque()  # split flushes in flight, in write order
         self._failure: TxStorageError | None = None
         self._closed = True
         self._listeners: list[SyncListener] = []
@@ -183,7 +199,7 @@ class WriteAheadLog:
                         return
                     if self._failure is not None:
                         raise self._failure
-                    if not self._flushing:
+                    if not self._busy():
                         break  # lead the next flush
                     remaining = None if deadline is None else deadline - self._monotonic()
                     if remaining is not None and remaining <= 0:
@@ -191,20 +207,25 @@ class WriteAheadLog:
                     self._cond.wait(remaining)
             self.flush()
 
+    def _busy(self) -> bool:
+        """A flush of any kind is running (call under the lock)."""
+        return self._leading or self._writing or bool(self._flights)
+
     def flush(self) -> int | None:
         """Flush everything queued on the calling thread; return the durable ticket.
 
-        Returns None without flushing when another thread is flushing (its sync
-        listeners will report). Raises ``TxStorageError`` if the log has failed.
+        Returns None without flushing while another flush (ordinary or split) is
+        running: its end is reported to the sync listeners. Raises ``TxStorageError``
+        if the log has failed.
         """
         with self._cond:
             if self._failure is not None:
                 raise self._failure
-            if self._flushing:
+            if self._busy():
                 return None
             if not self._pending:
                 return self._synced
-            self._flushing = True
+            self._leading = True
             batch, self._pending = self._pending, []
             last_ticket = self._appended
         failure: TxStorageError | None = None
@@ -212,22 +233,27 @@ class WriteAheadLog:
             self._write_batch(batch, sync=True)
         except Exception as exc:
             failure = _storage_error(exc)
-        self._end(last_ticket, failure)
+        with self._cond:
+            self._leading = False
+            self._settle(last_ticket, failure)
+        self._report(failure)
         if failure is not None:
             raise failure
         return last_ticket
 
     def start_flush(self) -> UnsyncedWrite | None:
-        """Lead a flush, write its batch and return it unsynced; None when there is
-        nothing queued or another thread is flushing. The caller must call
-        ``finish_flush`` once, whatever happens. Raises ``TxStorageError`` (the flush
-        is then over) if the log has failed or the write fails."""
+        """Write everything queued without syncing it and return it as an
+        ``UnsyncedWrite``, which the caller must pass to ``finish_flush`` once, whatever
+        happens. Split flushes already in flight do not stop it (the caller bounds how
+        many run at once). None when nothing is queued or an ordinary flush is running.
+        Raises ``TxStorageError`` (the log has then failed) if the log has failed or the
+        write fails. Call from one thread at a time."""
         with self._cond:
             if self._failure is not None:
                 raise self._failure
-            if self._flushing or not self._pending:
+            if self._leading or self._writing or not self._pending:
                 return None
-            self._flushing = True
+            self._writing = True
             batch, self._pending = self._pending, []
             last_ticket = self._appended
         started = self._monotonic()
@@ -235,28 +261,50 @@ class WriteAheadLog:
             edits, written = self._write_batch(batch, sync=False)
         except Exception as exc:
             failure = _storage_error(exc)
-            self._end(last_ticket, failure)
+            with self._cond:
+                self._writing = False
+                self._settle(last_ticket, failure)
+            self._report(failure)
             raise failure from exc
+        with self._cond:
+            self._writing = False
+            self._flights.append(_Flight(last_ticket))
         assert self._writer is not None
         return UnsyncedWrite(self._writer, last_ticket, edits, written, started)
 
     def finish_flush(self, write: UnsyncedWrite, failure: BaseException | None) -> None:
-        """End the flush ``start_flush`` began: its file was synced (``failure`` None),
-        or syncing it failed, which fails the log."""
+        """End a split flush: its file was synced (``failure`` None), or syncing it
+        failed, which fails the log. Its ticket becomes durable once every earlier split
+        flush has finished too."""
         error = None if failure is None else _storage_error(failure)
         if error is None:
             self._count(write.edits, write.bytes, write.started)
-        self._end(write.ticket, error)
-
-    def _end(self, last_ticket: int, failure: TxStorageError | None) -> None:
         with self._cond:
-            self._flushing = False
-            if failure is None:
-                self._synced = last_ticket
-            else:
-                log.critical("transaction log failed: %s", failure)
-                self._failure = failure
-            self._cond.notify_all()
+            for flight in self._flights:
+                if flight.ticket == write.ticket:
+                    flight.done = True
+                    break
+            durable = self._synced
+            while self._flights and self._flights[0].done:
+                durable = self._flights.popleft().ticket
+            self._settle(durable, error)
+        self._report(error)
+
+    @property
+    def in_flight(self) -> int:
+        """Split flushes written and not yet finished."""
+        return len(self._flights)
+
+    def _settle(self, durable: int, failure: TxStorageError | None) -> None:
+        """Record the outcome of a flush (call under the lock) and wake the waiters."""
+        if failure is None:
+            self._synced = max(self._synced, durable)
+        elif self._failure is None:
+            log.critical("transaction log failed: %s", failure)
+            self._failure = failure
+        self._cond.notify_all()
+
+    def _report(self, failure: TxStorageError | None) -> None:
         for listener in list(self._listeners):
             try:
                 listener(self._synced, failure)

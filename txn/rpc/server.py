@@ -9,13 +9,15 @@ and releases every reply the flush covered. No thread blocks per call and no thr
 hand-off is needed per flush. When another thread (the timeout or snapshot task) led a
 flush, its sync listener wakes the loop.
 
-With ``sync_helper`` (the default for a log on local files), the loop only *writes* a
-batch of at least ``sync_helper_min_edits`` edits and a helper process
-(``txn.persist.syncer``) runs its ``fdatasync``; the loop serves the calls that arrive
-meanwhile, and when the helper answers it releases the batch's replies and writes the
-next batch at once. Smaller batches (few callers) are synced on the loop, which answers
-them sooner. One flush is outstanding at a time, so the log's order and "no reply before
-its edit is durable" are as before.
+With ``sync_helper`` (the default for a log on local files), the loop only *writes*
+batches and helper processes (``txn.persist.syncer``, ``sync_helpers`` of them) run
+their ``fdatasync``; the loop serves the calls that arrive meanwhile and writes them as
+the next batch as soon as a helper is free, so up to ``sync_helpers`` syncs are in
+flight (the disk completes concurrent syncs faster than the same syncs one after
+another). When nothing is in flight, a batch of fewer than ``sync_helper_min_edits``
+edits (few callers) is synced on the loop, which answers it sooner than two process
+wake-ups would. Batches become durable in write order (``WriteAheadLog.finish_flush``),
+so the log's order and "no reply before its edit is durable" are as before.
 
 Per connection, replies leave in request order. Slow calls (``BLOCKING``: snapshot,
 reset, prune) run on a worker thread and hold their place in that order.
@@ -196,20 +198,27 @@ class ThriftServer:
         self._sync_scheduled = False
         self._loop_thread = 0
         self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="txn-rpc-worker")
-        self._helper: SyncHelper | None = None
-        self._in_flight: UnsyncedWrite | None = None
+        self._idle: list[SyncHelper] = []  # helpers without a request
+        self._busy: dict[SyncHelper, UnsyncedWrite] = {}  # helper -> the flush it syncs
         self._methods = self.handler.methods
         self._fast = FastCalls(self.handler).table
         self._service = tephra.TTransactionServer
         self.address: tuple[str, int] = (config.host, config.port)
+
+    @property
+    def sync_helpers(self) -> int:
+        """Sync helper processes serving (0: the loop syncs the log itself)."""
+        return len(self._idle) + len(self._busy)
 
     async def start(self) -> tuple[str, int]:
         """Listen; return the bound (host, port)."""
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         if self.manager.add_sync_listener(self._on_sync) and self.config.sync_helper:
-            self._helper = SyncHelper()
-            self._loop.add_reader(self._helper.fileno(), self._helper_answered)
+            for _ in range(self.config.sync_helpers):
+                helper = SyncHelper()
+                self._loop.add_reader(helper.fileno(), self._helper_answered, helper)
+                self._idle.append(helper)
         self._server = await self._loop.create_server(
             lambda: _Connection(self), self.config.host, self.config.port, reuse_address=True
         )
@@ -234,16 +243,18 @@ class ThriftServer:
         if self._server is not None:
             await self._server.wait_closed()
         self._workers.shutdown(wait=True)
-        helper, self._helper = self._helper, None  # later flushes: on the loop itself
-        if helper is not None:
-            asyncio.get_running_loop().remove_reader(helper.fileno())  # False if removed
-            write, self._in_flight = self._in_flight, None
-            if write is not None:  # the connections went first; the flush must end
-                failure = helper.result()
-                if isinstance(failure, HelperGoneError):
-                    self._sync_here(write)
-                else:
-                    self.manager.finish_flush(write, failure)
+        loop = asyncio.get_running_loop()
+        idle, busy = self._idle, self._busy
+        self._idle, self._busy = [], {}  # later flushes: on the loop itself
+        for helper in [*idle, *busy]:
+            loop.remove_reader(helper.fileno())
+        for helper, write in busy.items():  # the connections went first; flushes must end
+            failure = helper.result()
+            if isinstance(failure, HelperGoneError):
+                self._sync_here(write)
+            else:
+                self.manager.finish_flush(write, failure)
+        for helper in [*idle, *busy]:
             helper.close()
 
     # -- durability ---------------------------------------------------------------------
@@ -256,7 +267,7 @@ class ThriftServer:
 
     def _sync_step(self) -> None:
         self._sync_scheduled = False
-        if self._helper is not None:
+        if self._idle or self._busy:
             self._start_flush()
         else:
             # None means another thread is flushing and will wake us; a failed log is
@@ -266,11 +277,9 @@ class ThriftServer:
         self._release()
 
     def _start_flush(self) -> None:
-        """Write what is queued and hand its sync to the helper (one at a time)."""
-        helper = self._helper
-        assert helper is not None
-        if self._in_flight is not None:
-            return  # its answer starts the next one
+        """Write what is queued and hand its sync to a free helper (or sync it here)."""
+        if not self._idle:
+            return  # every helper is syncing: the first answer starts the next flush
         try:
             write = self.manager.start_flush()
         except TxError:
@@ -278,15 +287,17 @@ class ThriftServer:
         if write is None:
             return  # nothing queued, or another thread is flushing and will wake us
         fd = write.writer.fileno()
-        # A small batch means few callers: syncing here answers them sooner than two
-        # process wake-ups would. A memory log has no descriptor to hand over.
-        if fd is not None and write.edits >= self.config.sync_helper_min_edits:
+        # With nothing in flight, a small batch means few callers: syncing it here
+        # answers them sooner than two process wake-ups would. A memory log has no
+        # descriptor to hand over.
+        if fd is not None and (self._busy or write.edits >= self.config.sync_helper_min_edits):
+            helper = self._idle.pop()
             try:
                 helper.request(fd)
             except HelperGoneError as exc:
-                self._lose_helper(exc)
+                self._lose_helper(helper, exc)
             else:
-                self._in_flight = write
+                self._busy[helper] = write
                 return
         self._sync_here(write)
 
@@ -298,29 +309,32 @@ class ThriftServer:
             failure = exc
         self.manager.finish_flush(write, failure)  # a failure fails the log
 
-    def _helper_answered(self) -> None:
-        """The helper's socket is readable: a sync's answer, or the helper is gone."""
-        helper = self._helper
-        assert helper is not None
-        write, self._in_flight = self._in_flight, None
+    def _helper_answered(self, helper: SyncHelper) -> None:
+        """A helper's socket is readable: a sync's answer, or the helper is gone."""
+        write = self._busy.pop(helper, None)
         failure = helper.result()
-        if isinstance(failure, HelperGoneError):
-            self._lose_helper(failure)
+        if write is None or isinstance(failure, HelperGoneError):
+            # An idle helper only speaks when it dies.
+            if helper in self._idle:
+                self._idle.remove(helper)
+            if not isinstance(failure, HelperGoneError):
+                failure = HelperGoneError("the sync helper answered a request it never got")
+            self._lose_helper(helper, failure)
             if write is not None:
                 self._sync_here(write)  # whether the helper synced it is unknown
-        elif write is not None:
+        else:
+            self._idle.append(helper)
             self.manager.finish_flush(write, failure)
         self._release()
         if self.waiting:
             self._sync_step()  # what was queued meanwhile goes out at once
 
-    def _lose_helper(self, reason: HelperGoneError) -> None:
-        """Go on without the helper: the loop syncs the log itself from now on."""
-        log.warning("%s; syncing the transaction log on the event loop from now on", reason)
-        helper, self._helper = self._helper, None
-        if helper is not None and self._loop is not None:
+    def _lose_helper(self, helper: SyncHelper, reason: HelperGoneError) -> None:
+        """Go on without ``helper`` (without any, the loop syncs the log itself)."""
+        log.warning("%s; %d sync helpers left", reason, len(self._idle) + len(self._busy))
+        if self._loop is not None:
             self._loop.remove_reader(helper.fileno())  # a dead helper stays readable
-            helper.close()
+        helper.close()
 
     def _release(self) -> None:
         """Send every reply that is durable now; abort everything if the log failed."""

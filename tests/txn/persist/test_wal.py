@@ -1,6 +1,7 @@
 """The write-ahead log's split flush (``start_flush`` / ``finish_flush``): nothing counts
-as durable before its file is synced, others wait for it as for any flush, a failed sync
-fails the log, and a roll inside the batch syncs the file it leaves."""
+as durable before its file is synced, split flushes pipeline and become durable in write
+order only, others wait for them as for any flush, a failed sync fails the log, and a
+roll inside the batch syncs the file it leaves."""
 
 from __future__ import annotations
 
@@ -49,12 +50,47 @@ def test_nothing_is_durable_before_finish(wal: WriteAheadLog, storage: MemorySto
     assert write is not None and write.ticket == tickets[-1] and write.edits == 3
     assert wal.synced == 0 and storage.syncs == 0
     assert replayed(storage) == [11, 12, 13]  # written, not yet synced
-    assert wal.start_flush() is None  # one flush at a time
-    assert wal.flush() is None
+    assert wal.start_flush() is None  # nothing more queued
+    assert wal.flush() is None  # a split flush is running
     write.writer.sync()
     wal.finish_flush(write, None)
     assert wal.synced == tickets[-1]
     assert (wal.stats.edits, wal.stats.syncs) == (3, 1)
+
+
+def test_split_flushes_pipeline_and_become_durable_in_write_order(
+    wal: WriteAheadLog, storage: MemoryStorage
+) -> None:
+    first_ticket = wal.append(edit(11))
+    first = wal.start_flush()
+    second_ticket = wal.append(edit(12))
+    second = wal.start_flush()  # while the first is in flight
+    assert first is not None and second is not None
+    assert (first.ticket, second.ticket, wal.in_flight) == (first_ticket, second_ticket, 2)
+    assert replayed(storage) == [11, 12]
+    wal.append(edit(13))
+    assert wal.flush() is None  # threads wait while split flushes run
+    wal.finish_flush(second, None)  # the later one first: says nothing about the earlier
+    assert wal.synced == 0 and wal.in_flight == 2
+    wal.finish_flush(first, None)
+    assert wal.synced == second_ticket and wal.in_flight == 0
+    assert wal.flush() == second_ticket + 1  # and an ordinary flush may lead again
+
+
+def test_an_earlier_split_flush_failing_fails_the_log_after_a_later_success(
+    wal: WriteAheadLog,
+) -> None:
+    wal.append(edit(11))
+    first = wal.start_flush()
+    wal.append(edit(12))
+    second = wal.start_flush()
+    assert first is not None and second is not None
+    wal.finish_flush(second, None)
+    wal.finish_flush(first, OSError(5, "injected EIO"))
+    assert wal.synced == 0
+    assert isinstance(wal.failure, TxStorageError)
+    with pytest.raises(TxStorageError):
+        wal.wait(second.ticket)
 
 
 def test_waiters_wait_for_the_split_flush(wal: WriteAheadLog) -> None:

@@ -1,7 +1,7 @@
-"""The Thrift server with its log on local files, synced by the helper process (the
+"""The Thrift server with its log on local files, synced by helper processes (the
 default), on the event loop itself, or both by batch size: every answered commit survives
-a restart; a dead helper is replaced by syncing on the loop; a failed sync fails the log
-and nothing more is answered."""
+a restart; dead helpers are replaced by syncing on the loop; a failed sync fails the log
+and nothing more is answered; pipelined syncs release replies in write order only."""
 
 from __future__ import annotations
 
@@ -36,11 +36,12 @@ def new_manager(root: Path) -> TransactionManager:
 
 @contextmanager
 def serving(
-    manager: TransactionManager, helper: bool, min_edits: int = 8
+    manager: TransactionManager, helper: bool, min_edits: int = 8, helpers: int = 2
 ) -> Iterator[ThriftServer]:
-    server = ThriftServer(
-        manager, ServerConfig(port=0, sync_helper=helper, sync_helper_min_edits=min_edits)
+    config = ServerConfig(
+        port=0, sync_helper=helper, sync_helper_min_edits=min_edits, sync_helpers=helpers
     )
+    server = ThriftServer(manager, config)
     thread = ServerThread(server)
     thread.start()
     try:
@@ -64,16 +65,18 @@ def eventually(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("helper", "min_edits"), [(True, 0), (True, 2), (False, 8)], ids=["helper", "mixed", "on-loop"]
+    ("helper", "min_edits", "helpers"),
+    [(True, 0, 3), (True, 0, 1), (True, 2, 2), (False, 8, 1)],
+    ids=["helpers", "one-helper", "mixed", "on-loop"],
 )
 def test_every_answered_commit_survives_a_restart(
-    tmp_path: Path, helper: bool, min_edits: int
+    tmp_path: Path, helper: bool, min_edits: int, helpers: int
 ) -> None:
     manager = new_manager(tmp_path)
     committed: list[int] = []
     lock = threading.Lock()
-    with serving(manager, helper, min_edits) as server:
-        assert (server._helper is not None) is helper
+    with serving(manager, helper, min_edits, helpers) as server:
+        assert server.sync_helpers == (helpers if helper else 0)
 
         def client_loop(i: int) -> None:
             client = connect(server)
@@ -107,19 +110,23 @@ def test_every_answered_commit_survives_a_restart(
         recovered.stop()
 
 
-def test_a_dead_helper_is_replaced_by_syncing_on_the_loop(tmp_path: Path) -> None:
+def test_dead_helpers_are_replaced_by_syncing_on_the_loop(tmp_path: Path) -> None:
     manager = new_manager(tmp_path)
-    with serving(manager, helper=True, min_edits=0) as server:
+    with serving(manager, helper=True, min_edits=0, helpers=2) as server:
         client = connect(server)
         try:
-            client.commit_or_throw(client.start_short())  # through the helper
-            helper = server._helper
-            assert helper is not None
-            os.kill(helper._proc.pid, signal.SIGKILL)
-            helper._proc.wait(10)
+            client.commit_or_throw(client.start_short())  # through a helper
+            first, second = server._idle
+            os.kill(first._proc.pid, signal.SIGKILL)
+            first._proc.wait(10)
             # Idle, the loop notices the end of the helper's socket, stops watching it
-            # (an unwatched end-of-file would wake the loop forever) and syncs itself.
-            assert eventually(lambda: server._helper is None)
+            # (an unwatched end-of-file would wake the loop forever) and goes on with
+            # the other one.
+            assert eventually(lambda: server.sync_helpers == 1)
+            client.commit_or_throw(client.start_short())
+            os.kill(second._proc.pid, signal.SIGKILL)
+            second._proc.wait(10)
+            assert eventually(lambda: server.sync_helpers == 0)  # now the loop syncs
             tx = client.start_short()
             client.can_commit_or_throw(tx, [b"after"])
             client.commit_or_throw(tx)
@@ -136,12 +143,11 @@ def test_a_dead_helper_is_replaced_by_syncing_on_the_loop(tmp_path: Path) -> Non
 
 def test_a_failed_sync_fails_the_log_and_nothing_more_is_answered(tmp_path: Path) -> None:
     manager = new_manager(tmp_path)
-    with serving(manager, helper=True, min_edits=0) as server:
+    with serving(manager, helper=True, min_edits=0, helpers=1) as server:
         client = connect(server)
         try:
             client.start_short()
-            helper = server._helper
-            assert helper is not None
+            (helper,) = server._idle
             real_result = helper.result
 
             def failing() -> TxStorageError | None:  # fault injection: EIO from fdatasync
@@ -185,41 +191,106 @@ class GatedHelper:
         os.close(self._write)
 
 
+def _gate(server: ThriftServer, count: int) -> list[GatedHelper]:
+    """Replace the server's helpers by ``count`` gated ones (on its loop, before use)."""
+    loop = server._loop
+    assert loop is not None
+    gated = [GatedHelper() for _ in range(count)]
+    real = list(server._idle)
+
+    def swap() -> None:
+        for helper in real:
+            loop.remove_reader(helper.fileno())
+            helper.close()
+        for helper in gated:
+            loop.add_reader(helper.fileno(), server._helper_answered, helper)
+        server._idle = list(reversed(gated))  # type: ignore[arg-type]  # used first to last
+
+    done = threading.Event()
+    loop.call_soon_threadsafe(lambda: (swap(), done.set()))
+    assert done.wait(10)
+    return gated
+
+
+def _start_in_thread(client: ThriftTxClient, answered: list[int | TxError]) -> threading.Thread:
+    """``start_short`` on a thread; its id (or error) goes to ``answered``."""
+
+    def run() -> None:
+        try:
+            answered.append(client.start_short().transaction_id)
+        except TxError as exc:
+            answered.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
 def test_calls_queued_behind_a_helper_flush_are_answered_when_synced_on_the_loop(
     tmp_path: Path,
 ) -> None:
-    # A flush is with the helper; a call arrives meanwhile; when the helper answers, that
-    # call's batch is too small for the helper and is synced on the loop: its reply must
-    # go out then, though no other call comes to wake the loop.
+    # One helper, its flush in flight; a call arrives meanwhile; when the helper answers,
+    # that call's batch is too small for the helper and is synced on the loop: its reply
+    # must go out then, though no other call comes to wake the loop.
     manager = new_manager(tmp_path)
-    with serving(manager, helper=True, min_edits=1) as server:
-        assert server._helper is not None and server._loop is not None
-        gated = GatedHelper()
-        real = server._helper
-        server._loop.call_soon_threadsafe(server._loop.remove_reader, real.fileno())
-        server._loop.call_soon_threadsafe(
-            server._loop.add_reader, gated.fileno(), server._helper_answered
-        )
-        server._helper = gated  # type: ignore[assignment]
+    with serving(manager, helper=True, min_edits=1, helpers=1) as server:
+        (gated,) = _gate(server, 1)
         first = connect(server)
         second = connect(server)
-        answered: list[int] = []
+        answered: list[int | TxError] = []
         try:
-            a = threading.Thread(target=lambda: answered.append(first.start_short().transaction_id))
-            a.start()
+            a = _start_in_thread(first, answered)
             assert eventually(lambda: bool(gated.requested)), "the flush did not reach the helper"
             server.config = dataclasses.replace(server.config, sync_helper_min_edits=2)
-            b = threading.Thread(
-                target=lambda: answered.append(second.start_short().transaction_id)
-            )
-            b.start()
+            b = _start_in_thread(second, answered)
             assert eventually(lambda: len(server.waiting) == 2), "the second call did not arrive"
             gated.answer()
             a.join(15)
             b.join(15)
             assert len(answered) == 2
+            assert all(isinstance(x, int) for x in answered)
             assert len(gated.requested) == 1  # the second batch was synced on the loop
         finally:
             first.close()
             second.close()
-            real.close()
+
+
+@pytest.mark.parametrize("later_fails", [False, True], ids=["in-order", "earlier-fails"])
+def test_pipelined_syncs_release_replies_in_write_order(tmp_path: Path, later_fails: bool) -> None:
+    # Two helpers: the first call's batch is syncing with one when the second call's
+    # batch goes to the other. The later sync finishing first releases nothing; the
+    # earlier one's success releases both, its failure neither (the log fails).
+    manager = new_manager(tmp_path)
+    with serving(manager, helper=True, min_edits=1, helpers=2) as server:
+        one, two = _gate(server, 2)
+        first = connect(server)
+        second = connect(server)
+        answered: list[int | TxError] = []
+        try:
+            a = _start_in_thread(first, answered)
+            assert eventually(lambda: bool(one.requested)), "the first flush did not start"
+            b = _start_in_thread(second, answered)
+            assert eventually(lambda: bool(two.requested)), "the second flush did not start"
+            two.answer()
+            time.sleep(0.2)
+            assert answered == []  # durable only once the earlier flush is too
+            if later_fails:
+                real_result = one.result
+
+                def failing() -> TxStorageError:  # fault injection: EIO from fdatasync
+                    real_result()
+                    return TxStorageError("injected EIO")
+
+                one.result = failing  # type: ignore[method-assign]
+            one.answer()
+            a.join(15)
+            b.join(15)
+            assert len(answered) == 2
+            if later_fails:  # neither answered OK: the connections were dropped
+                assert all(isinstance(x, TxError) for x in answered)
+                assert manager.state is ManagerState.FAILED
+            else:
+                assert all(isinstance(x, int) for x in answered)
+        finally:
+            first.close()
+            second.close()
