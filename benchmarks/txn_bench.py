@@ -11,7 +11,10 @@ call is fsynced before it returns. Measured in one run:
   thriftpy2's stock threaded server;
 * saturation: lean cycles from 16 and 64 connections on one event loop in this process,
   with the CPU used by the server, the generator and the machine meanwhile (where the
-  server's single loop runs out).
+  server's single loop runs out); and the same against ``txn serve --in-memory`` (no log:
+  the server's capacity without the disk);
+* disk floor: ``write`` + ``fdatasync`` of 600-byte appends (a 16-client batch) from 1 and
+  4 threads, in the state directory's file system: what the disk allows.
 
     python -m benchmarks.txn_bench [--quick] [--seconds S] [--out FILE] [--server-config TOML]
 
@@ -281,11 +284,43 @@ def _summary(total: int, elapsed: float, sample: list[float]) -> dict[str, Any]:
 # -- servers ----------------------------------------------------------------------------
 
 
-def _start_txn_server(data_dir: Path, config: Path | None = None) -> tuple[Any, tuple[str, int]]:
+def _start_txn_server(
+    data_dir: Path | None, config: Path | None = None
+) -> tuple[Any, tuple[str, int]]:
+    """``txn serve`` on port 0 with its state in ``data_dir`` (None: in memory)."""
     from tests.integration.procs import ServerProcess
 
     server = ServerProcess(data_dir, *(("--config", str(config)) if config else ()))
     return server, server.start()
+
+
+def _disk_floor(directory: Path, threads: int, seconds: float) -> dict[str, Any]:
+    """Appends of 600 bytes, each followed by ``fdatasync``, from ``threads`` threads on
+    one file (writes serialised, syncs concurrent): syncs per second."""
+    path = directory / f"disk-floor-{threads}"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    lock = threading.Lock()
+    data = b"x" * 600
+    deadline = time.perf_counter() + seconds
+    counts = [0] * threads
+
+    def run(i: int) -> None:
+        while time.perf_counter() < deadline:
+            with lock:
+                os.write(fd, data)
+            os.fdatasync(fd)
+            counts[i] += 1
+
+    try:
+        workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    finally:
+        os.close(fd)
+        path.unlink()
+    return {"syncs_per_second": round(sum(counts) / seconds, 1)}
 
 
 def _echo_server_main(port_out: Any) -> None:
@@ -376,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
         rpc_floor_status_lean_client={},
         rpc_floor_thriftpy2_echo={},
         saturation_async_lean={},
+        saturation_async_lean_in_memory={},
+        disk_floor={},
     )
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         root = Path(tmp)
@@ -401,6 +438,20 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"async lean  {n:>2} connections: {r}", flush=True)
         finally:
             server.terminate()
+
+        server, address = _start_txn_server(None, args.server_config)
+        try:
+            for n in (16, 64):
+                report["saturation_async_lean_in_memory"][str(n)] = r = _saturate(
+                    address, server.proc.pid, n, seconds
+                )
+                print(f"in memory   {n:>2} connections: {r}", flush=True)
+        finally:
+            server.terminate()
+
+        for n in (1, 4):
+            report["disk_floor"][str(n)] = r = _disk_floor(root, n, seconds)
+            print(f"disk floor  {n:>2} threads: {r}", flush=True)
 
         ctx = mp.get_context("fork")
         port_q = ctx.Queue()

@@ -14,7 +14,8 @@ _LISTENING = re.compile(r"listening on ([\d.]+):(\d+)")
 
 
 class ServerProcess:
-    def __init__(self, data_dir: Path, *extra: str) -> None:
+    def __init__(self, data_dir: Path | None, *extra: str) -> None:
+        """``txn serve`` with its state in ``data_dir`` (None: ``--in-memory``)."""
         self.data_dir = data_dir
         self.extra = extra
         self.proc: subprocess.Popen[str] | None = None
@@ -25,7 +26,8 @@ class ServerProcess:
         self.output = []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "txn", "--log-level", "WARNING", "serve",
-             "--data-dir", str(self.data_dir), "--port", "0", *self.extra],
+             *(("--data-dir", str(self.data_dir)) if self.data_dir else ("--in-memory",)),
+             "--port", "0", *self.extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
