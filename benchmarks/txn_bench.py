@@ -210,6 +210,15 @@ def _saturate(
     }
 
 
+def _saturation(
+    section: dict[str, Any], label: str, server: Any, address: tuple[str, int], seconds: float
+) -> None:
+    """``_saturate`` at 16 and 64 connections into ``section``, printed."""
+    for n in (16, 64):
+        section[str(n)] = r = _saturate(address, server.proc.pid, n, seconds)
+        print(f"{label}  {n:>2} connections: {r}", flush=True)
+
+
 def _make_op(kind: str, address: tuple[str, int], i: int) -> Callable[[], object]:
     if kind.startswith("lean-"):
         lean = _LeanClient(address, i)
@@ -431,21 +440,14 @@ def main(argv: list[str] | None = None) -> int:
                 for n in concurrency:
                     report[section][str(n)] = r = _drive_clients(kind, address, n, seconds)
                     print(f"{label} {n:>2} clients: {_line(r)}", flush=True)
-            for n in (16, 64):
-                report["saturation_async_lean"][str(n)] = r = _saturate(
-                    address, server.proc.pid, n, seconds
-                )
-                print(f"async lean  {n:>2} connections: {r}", flush=True)
+            _saturation(report["saturation_async_lean"], "async lean", server, address, seconds)
         finally:
             server.terminate()
 
         server, address = _start_txn_server(None, args.server_config)
         try:
-            for n in (16, 64):
-                report["saturation_async_lean_in_memory"][str(n)] = r = _saturate(
-                    address, server.proc.pid, n, seconds
-                )
-                print(f"in memory   {n:>2} connections: {r}", flush=True)
+            section = report["saturation_async_lean_in_memory"]
+            _saturation(section, "in memory ", server, address, seconds)
         finally:
             server.terminate()
 

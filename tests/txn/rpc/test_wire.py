@@ -13,10 +13,11 @@ from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defi
 from thriftpy2.thrift import TMessageType
 from thriftpy2.transport.memory import TCyMemoryBuffer  # type: ignore[attr-defined]
 
+from tests.txn.test_codec import transactions
 from txn.rpc import wire
 from txn.rpc.convert import to_thrift
 from txn.rpc.idl import tephra
-from txn.transaction import Transaction, TransactionType, VisibilityLevel
+from txn.transaction import Transaction
 
 S = tephra.TTransactionServer
 i32 = st.integers(-(2**31), 2**31 - 1)
@@ -150,20 +151,6 @@ def test_the_decoders_never_raise(data: bytes) -> None:
     ):
         decode(data, 0)
     wire.parse_call(data)
-
-
-transactions = st.builds(
-    Transaction,
-    transaction_id=i64,
-    read_pointer=i64,
-    invalids=ids,
-    in_progress=ids,
-    first_short_in_progress=i64,
-    type=st.sampled_from(TransactionType),
-    write_pointer=i64,
-    checkpoint_write_pointers=ids,
-    visibility_level=st.sampled_from(VisibilityLevel),
-)
 
 
 @given(transactions, i32)
