@@ -141,8 +141,70 @@ class _Reader:
             raise CodecError(f"bad collection size {size}")
 
 
+_HEAD_12 = struct.Struct(">bhq bhq bhbi")  # fields 1, 2 and the head of list 3
+_LIST_4 = struct.Struct(">bhbi")
+_MIDDLE_5_TO_8 = struct.Struct(">bhq bhi bhq bhbi")  # fields 5, 6, 7 and the head of list 8
+_TAIL_9 = struct.Struct(">bhib")  # field 9 and STOP
+
+
+def _decode_standard(data: bytes) -> Transaction | None:
+    """``data`` in exactly the layout ``encode_transaction`` writes (Tephra's), else None:
+    a few unpacks instead of a loop over fields."""
+    size = len(data)
+    if size < _HEAD_12.size:
+        return None
+    t1, f1, tx_id, t2, f2, read_pointer, t3, f3, e3, n3 = _HEAD_12.unpack_from(data)
+    pos = _HEAD_12.size
+    if (t1, f1, t2, f2, t3, f3, e3) != (T_I64, 1, T_I64, 2, T_LIST, 3, T_I64) or not (
+        0 <= n3 <= (size - pos) // 8
+    ):
+        return None
+    invalids = struct.unpack_from(f">{n3}q", data, pos)
+    pos += 8 * n3
+    if size < pos + _LIST_4.size:
+        return None
+    t4, f4, e4, n4 = _LIST_4.unpack_from(data, pos)
+    pos += _LIST_4.size
+    if (t4, f4, e4) != (T_LIST, 4, T_I64) or not 0 <= n4 <= (size - pos) // 8:
+        return None
+    in_progress = struct.unpack_from(f">{n4}q", data, pos)
+    pos += 8 * n4
+    if size < pos + _MIDDLE_5_TO_8.size:
+        return None
+    t5, f5, first, t6, f6, kind, t7, f7, wp, t8, f8, e8, n8 = _MIDDLE_5_TO_8.unpack_from(data, pos)
+    pos += _MIDDLE_5_TO_8.size
+    if (t5, f5, t6, f6, t7, f7, t8, f8, e8) != (T_I64, 5, T_I32, 6, T_I64, 7, T_LIST, 8, T_I64):
+        return None
+    if not 0 <= n8 <= (size - pos) // 8:
+        return None
+    checkpoints = struct.unpack_from(f">{n8}q", data, pos)
+    pos += 8 * n8
+    if size < pos + _TAIL_9.size:
+        return None
+    t9, f9, visibility, stop = _TAIL_9.unpack_from(data, pos)
+    if (t9, f9, stop) != (T_I32, 9, T_STOP):
+        return None
+    return Transaction(
+        transaction_id=tx_id,
+        read_pointer=read_pointer,
+        invalids=invalids,
+        in_progress=in_progress,
+        first_short_in_progress=first,
+        type=TransactionType.SHORT if kind == 1 else TransactionType.LONG,
+        write_pointer=wp,
+        checkpoint_write_pointers=checkpoints,
+        visibility_level=THRIFT_TO_VISIBILITY.get(visibility, VisibilityLevel.SNAPSHOT),
+    )
+
+
 def decode_transaction(data: bytes) -> Transaction:
     """Decode Tephra ``TransactionCodec`` bytes; raise ``CodecError`` if they are malformed."""
+    standard = _decode_standard(data)
+    return standard if standard is not None else _decode_fields(data)
+
+
+def _decode_fields(data: bytes) -> Transaction:
+    """The general decoder: fields in any order, missing or unknown ones."""
     r = _Reader(bytes(data))
     longs: dict[int, int] = {}
     lists: dict[int, tuple[int, ...]] = {}

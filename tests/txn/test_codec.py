@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from txn.codec import decode_transaction, encode_transaction
+from txn.codec import _decode_fields, _decode_standard, decode_transaction, encode_transaction
 from txn.errors import CodecError
 from txn.transaction import NO_TX_IN_PROGRESS, Transaction, TransactionType, VisibilityLevel
 
@@ -139,3 +139,15 @@ def test_round_trip(tx: Transaction) -> None:
 def test_arbitrary_bytes_decode_or_raise_codec_error(data: bytes) -> None:
     with contextlib.suppress(CodecError):
         decode_transaction(data)
+
+
+@given(transactions, st.binary(max_size=8), st.integers(min_value=0, max_value=200))
+def test_the_standard_layout_shortcut_agrees_with_the_general_decoder(
+    tx: Transaction, noise: bytes, at: int
+) -> None:
+    data = encode_transaction(tx)
+    assert _decode_standard(data) == _decode_fields(data) == tx
+    mutated = data[:at] + noise + data[at + len(noise) :]
+    shortcut = _decode_standard(mutated)
+    if shortcut is not None:  # whatever it accepts, the general decoder reads alike
+        assert shortcut == _decode_fields(mutated)

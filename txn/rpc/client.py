@@ -10,27 +10,31 @@ internal server error, discards its connection and is retried per the retry stra
 Calls that are not idempotent (start, commit, abort) may have taken effect on the server
 before a transport failure: a retried commit can answer "not in progress" for a commit
 that did happen, as with Tephra's own client.
+
+Each connection is a plain socket speaking framed binary Thrift. The calls of a
+transaction's life (start, canCommit, commit) are encoded and their successful answers
+decoded by hand (``txn.rpc.wire``); every other call, and every answer that is not a
+plain success, goes through thriftpy2's generic codec. A reply that cannot be decoded
+breaks its connection (discarded, retried like a transport error).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import socket
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
-from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]
-from thriftpy2.rpc import make_client
+from thriftpy2.protocol.exc import TProtocolException
 from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
-from thriftpy2.transport.framed import TCyFramedTransportFactory  # type: ignore[attr-defined]
 
 from txn.config import DEFAULT_PORT
 from txn.errors import InvalidArgumentError, TxServiceError, TxServiceUnavailableError
+from txn.rpc import wire
 from txn.rpc.convert import error_from_thrift, from_thrift, to_thrift
 from txn.rpc.idl import tephra
 from txn.rpc.retry import RetryStrategy, RetryWithBackoff
@@ -38,7 +42,8 @@ from txn.transaction import Transaction
 
 __all__ = ["ThriftTxClient", "default_client_id", "parse_address"]
 
-_TRANSPORT_ERRORS = (TTransportException, OSError, EOFError, socket.timeout)
+_TRANSPORT_ERRORS = (TTransportException, TProtocolException, OSError, EOFError, socket.timeout)
+S = tephra.TTransactionServer
 _RETRYABLE_APP_ERRORS = frozenset(
     {TApplicationException.INTERNAL_ERROR, TApplicationException.UNKNOWN}
 )
@@ -63,54 +68,56 @@ def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
 
 
 class _Pool:
-    """Up to ``size`` connections; callers wait up to ``obtain_timeout_s`` for one."""
+    """Up to ``size`` connections, the most recently used first; callers wait up to
+    ``obtain_timeout_s`` for one to be released (or discarded, making room for a new one)."""
 
     def __init__(self, factory: Callable[[], Any], size: int, obtain_timeout_s: float) -> None:
         self._factory = factory
-        self._idle: queue.LifoQueue[Any] = queue.LifoQueue()
+        self._idle: list[Any] = []
         self._size = size
         self._created = 0
-        self._lock = threading.Lock()
+        self._cond = threading.Condition(threading.Lock())
         self._timeout = obtain_timeout_s
 
     def obtain(self) -> Any:
+        deadline: float | None = None
+        with self._cond:
+            while not self._idle and self._created >= self._size:
+                if deadline is None:
+                    deadline = time.monotonic() + self._timeout
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TxServiceUnavailableError(
+                        f"no connection free after {self._timeout} s ({self._size} in use)"
+                    )
+                self._cond.wait(remaining)
+            if self._idle:
+                return self._idle.pop()
+            self._created += 1
         try:
-            return self._idle.get_nowait()
-        except queue.Empty:
-            pass
-        with self._lock:
-            create = self._created < self._size
-            if create:
-                self._created += 1
-        if create:
-            try:
-                return self._factory()
-            except BaseException:
-                with self._lock:
-                    self._created -= 1
-                raise
-        try:
-            return self._idle.get(timeout=self._timeout)
-        except queue.Empty as exc:
-            raise TxServiceUnavailableError(
-                f"no connection free after {self._timeout} s ({self._size} in use)"
-            ) from exc
+            return self._factory()
+        except BaseException:
+            with self._cond:
+                self._created -= 1
+                self._cond.notify()
+            raise
 
     def release(self, conn: Any) -> None:
-        self._idle.put(conn)
+        with self._cond:
+            self._idle.append(conn)
+            self._cond.notify()
 
     def discard(self, conn: Any) -> None:
-        with self._lock:
+        with self._cond:
             self._created -= 1
+            self._cond.notify()
         with contextlib.suppress(Exception):  # it may be broken already
             conn.close()
 
     def close(self) -> None:
-        while True:
-            try:
-                conn = self._idle.get_nowait()
-            except queue.Empty:
-                return
+        with self._cond:
+            idle, self._idle = self._idle, []
+        for conn in idle:
             self.discard(conn)
 
 
@@ -130,25 +137,32 @@ class ThriftTxClient:
     ) -> None:
         self.host, self.port = parse_address(address)
         self.client_id = client_id or default_client_id()
-        self._timeout_ms = int(timeout_s * 1000)
+        self._timeout_s = timeout_s
+        self._start_frame = wire.call_frame(
+            b"startShortClientId", wire.encode_client_id_args(self.client_id)
+        )
         self._retry = retry if retry is not None else RetryWithBackoff()
         self._sleep = sleep
         self._pool = _Pool(self._connect, pool_size, obtain_timeout_s)
 
-    def _connect(self) -> Any:
+    def _connect(self) -> _Connection:
         try:
-            return make_client(
-                tephra.TTransactionServer,
-                self.host,
-                self.port,
-                timeout=self._timeout_ms,
-                trans_factory=TCyFramedTransportFactory(),
-                proto_factory=TCyBinaryProtocolFactory(),
-            )
+            return _Connection(self.host, self.port, self._timeout_s)
         except _TRANSPORT_ERRORS as exc:
             raise _ConnectError(exc) from exc
 
     def _call(self, method: str, *args: Any) -> Any:
+        """Call ``method`` the generic way."""
+        args_struct = getattr(S, method + "_args")(*args)
+        frame = wire.encode_call(method, args_struct)
+        result_type = getattr(S, method + "_result")
+        return self._exchange(
+            method, frame, lambda body: wire.decode_reply(body, method, result_type())
+        )
+
+    def _exchange(self, method: str, frame: bytes, decode: Callable[[bytes], Any]) -> Any:
+        """Send ``frame`` on a pooled connection and ``decode`` the reply's body, with the
+        retry and error mapping of the module docstring."""
         delays = self._retry.delays()
         while True:
             failure: BaseException
@@ -158,7 +172,7 @@ class ThriftTxClient:
                 failure = exc.cause
             else:
                 try:
-                    result = getattr(conn, method)(*args)
+                    result = decode(conn.exchange(frame))
                 except TApplicationException as exc:
                     self._pool.discard(conn)
                     if exc.type not in _RETRYABLE_APP_ERRORS:
@@ -191,19 +205,51 @@ class ThriftTxClient:
 
     def start_short(self, timeout_s: int | None = None) -> Transaction:
         if timeout_s is None:
-            return from_thrift(self._call("startShortClientId", self.client_id))
-        return from_thrift(
-            self._call("startShortWithClientIdAndTimeOut", self.client_id, timeout_s)
-        )
+            name, frame = b"startShortClientId", self._start_frame
+        else:
+            name = b"startShortWithClientIdAndTimeOut"
+            frame = wire.call_frame(
+                name, wire.encode_client_id_timeout_args(self.client_id, timeout_s)
+            )
+        return self._start(name, frame)
 
     def start_long(self) -> Transaction:
-        return from_thrift(self._call("startLongClientId", self.client_id))
+        name = b"startLongClientId"
+        return self._start(name, wire.call_frame(name, wire.encode_client_id_args(self.client_id)))
+
+    def _start(self, name: bytes, frame: bytes) -> Transaction:
+        method = name.decode()
+        result_type = getattr(S, method + "_result")
+
+        def decode(body: bytes) -> Transaction:
+            pos = wire.result_offset(body, name)
+            tx = None if pos is None else wire.transaction_result(body, pos)
+            if tx is not None:
+                return tx
+            return from_thrift(wire.decode_reply(body, method, result_type()))
+
+        result: Transaction = self._exchange(method, frame, decode)
+        return result
 
     def can_commit_or_throw(self, tx: Transaction, changes: Collection[bytes]) -> None:
-        self._call("canCommitOrThrow", tx.transaction_id, {bytes(c) for c in changes})
+        keys = list({bytes(c) for c in changes})
+        args = wire.encode_can_commit_args(tx.transaction_id, keys)
+        self._void(b"canCommitOrThrow", wire.call_frame(b"canCommitOrThrow", args))
 
     def commit_or_throw(self, tx: Transaction) -> None:
-        self._call("commitOrThrow", tx.transaction_id, tx.write_pointer)
+        args = wire.encode_commit_args(tx.transaction_id, tx.write_pointer)
+        self._void(b"commitOrThrow", wire.call_frame(b"commitOrThrow", args))
+
+    def _void(self, name: bytes, frame: bytes) -> None:
+        method = name.decode()
+        result_type = getattr(S, method + "_result")
+
+        def decode(body: bytes) -> None:
+            pos = wire.result_offset(body, name)
+            if pos is None or not wire.is_void_success(body, pos):
+                wire.decode_reply(body, method, result_type())
+
+        self._exchange(method, frame, decode)
 
     def abort(self, tx: Transaction) -> None:
         self._call("abortTx", to_thrift(tx))
@@ -243,6 +289,47 @@ class ThriftTxClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Connection:
+    """One socket to the server; one call at a time."""
+
+    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+        self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def exchange(self, frame: bytes) -> bytes:
+        """Send one framed call; return the body of the one reply frame."""
+        sock = self._sock
+        sock.sendall(frame)
+        data = sock.recv(65536)
+        while len(data) < 4:
+            data += self._more()
+        size = int.from_bytes(data[:4], "big", signed=True)
+        if size <= 0:
+            raise TTransportException(TTransportException.UNKNOWN, f"bad frame length {size}")
+        if len(data) >= size + 4:
+            if len(data) > size + 4:
+                raise TTransportException(TTransportException.UNKNOWN, "bytes after the reply")
+            return data[4:]
+        chunks = [data[4:]]
+        missing = size + 4 - len(data)
+        while missing > 0:
+            chunk = sock.recv(min(missing, 1 << 20))
+            if not chunk:
+                raise EOFError("the server closed the connection")
+            chunks.append(chunk)
+            missing -= len(chunk)
+        return b"".join(chunks)
+
+    def _more(self) -> bytes:
+        chunk = self._sock.recv(65536)
+        if not chunk:
+            raise EOFError("the server closed the connection")
+        return chunk
+
+    def close(self) -> None:
+        self._sock.close()
 
 
 class _ConnectError(Exception):

@@ -38,9 +38,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
-from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
 from thriftpy2.thrift import TApplicationException, TMessageType
-from thriftpy2.transport.buffered import TCyBufferedTransport  # type: ignore[attr-defined]
 
 from txn.config import ServerConfig
 from txn.errors import TxError, TxStorageError
@@ -50,7 +48,7 @@ from txn.persist.wal import UnsyncedWrite
 from txn.rpc.fastpath import FastCalls
 from txn.rpc.handler import BLOCKING, TephraHandler
 from txn.rpc.idl import tephra
-from txn.rpc.wire import encode_message, parse_call
+from txn.rpc.wire import encode_message, parse_call, reading
 
 __all__ = ["ServerThread", "ThriftServer", "new_event_loop"]
 
@@ -67,22 +65,6 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     except ImportError:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
-
-
-class _FrameReader:
-    """One frame as a transport. Decoding reads through ``TCyBufferedTransport``, which
-    raises on a short read (thriftpy2's memory buffer would silently read zeros)."""
-
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def read(self, n: int) -> bytes:
-        chunk = self.data[self.pos : self.pos + n]
-        self.pos += len(chunk)
-        return chunk
 
 
 class _Slot:
@@ -371,7 +353,7 @@ class ThriftServer:
                 if answer is not None:
                     conn.replies.append(_Slot(*answer))
                     return True
-        proto = TCyBinaryProtocol(TCyBufferedTransport(_FrameReader(frame)), strict_read=False)
+        proto = reading(frame)
         try:
             api, mtype, seqid = proto.read_message_begin()
         except Exception as exc:

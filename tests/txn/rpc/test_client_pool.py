@@ -4,6 +4,7 @@ and RetryWithBackoff/RetryNTimes scenarios)."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -62,6 +63,25 @@ def test_discarded_connections_are_recreated() -> None:
     assert first.closed
     second = pool.obtain()
     assert second is not first
+
+
+def test_a_waiter_gets_a_released_or_a_new_connection_before_its_timeout() -> None:
+    pool = _Pool(Conn, size=1, obtain_timeout_s=10)
+    held = pool.obtain()
+    got: list[Conn] = []
+
+    def take() -> None:
+        got.append(pool.obtain())
+
+    for hand_back in (pool.release, pool.discard):  # the same one, then room for a new one
+        waiter = threading.Thread(target=take)
+        waiter.start()
+        time.sleep(0.1)  # let it wait
+        hand_back(held)
+        waiter.join(2)
+        assert not waiter.is_alive(), "the waiter was not woken"
+        assert (got[-1] is held) is (hand_back == pool.release)
+        held = got[-1]
 
 
 def test_retry_strategies() -> None:

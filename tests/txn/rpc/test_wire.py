@@ -1,16 +1,17 @@
 """The hand-written codecs of the hot calls (``txn.rpc.wire``) against thriftpy2's
-generic encoder: same values decoded, same reply bytes, None (never an exception) for
-anything but the standard layout."""
+generic codec, on both sides: same values decoded, same bytes encoded, None (never an
+exception) for anything but the standard layout."""
 
 from __future__ import annotations
 
 import struct
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
-from thriftpy2.thrift import TMessageType
+from thriftpy2.thrift import TApplicationException, TMessageType
 from thriftpy2.transport.memory import TCyMemoryBuffer  # type: ignore[attr-defined]
 
 from tests.txn.test_codec import transactions
@@ -169,3 +170,77 @@ def test_replies_are_the_generic_encoders_bytes(tx: Transaction, seqid: int) -> 
 def test_golden_void_reply() -> None:
     reply = wire.void_reply(wire.reply_head(b"commitOrThrow"), b"\x00\x00\x00\x07")
     assert reply.hex() == "0000001a800100020000000d" + b"commitOrThrow".hex() + "0000000700"
+
+
+def generic_args(frame: bytes, api: str) -> Any:
+    """The argument struct of a framed call, as thriftpy2 decodes it."""
+    proto = wire.reading(frame[4:])
+    name, mtype, _seqid = proto.read_message_begin()
+    assert (name, mtype) == (api, TMessageType.CALL)
+    args = getattr(S, api + "_args")()
+    proto.read_struct(args)
+    return args
+
+
+@given(st.text(max_size=40), i32, i64, st.sets(st.binary(max_size=24), max_size=8), i64)
+def test_client_calls_decode_generically_as_meant(
+    client_id: str, timeout: int, tx: int, changes: set[bytes], wp: int
+) -> None:
+    api = "startShortClientId"
+    frame = wire.call_frame(api.encode(), wire.encode_client_id_args(client_id))
+    assert frame == wire.encode_call(api, S.startShortClientId_args(clientId=client_id))
+    api = "startShortWithClientIdAndTimeOut"
+    frame = wire.call_frame(api.encode(), wire.encode_client_id_timeout_args(client_id, timeout))
+    args = generic_args(frame, api)
+    assert (args.clientId, args.timeout) == (client_id, timeout)
+    frame = wire.call_frame(b"canCommitOrThrow", wire.encode_can_commit_args(tx, list(changes)))
+    args = generic_args(frame, "canCommitOrThrow")
+    assert (args.tx, set(args.changes)) == (tx, changes)
+    frame = wire.call_frame(b"commitOrThrow", wire.encode_commit_args(tx, wp))
+    assert frame == wire.encode_call("commitOrThrow", S.commitOrThrow_args(txId=tx, wp=wp))
+
+
+@given(transactions, i32)
+def test_client_reads_successful_replies_as_the_generic_decoder(
+    tx: Transaction, seqid: int
+) -> None:
+    seq = struct.pack(">i", seqid)
+    name = b"startShortClientId"
+    body = wire.transaction_reply(wire.reply_head(name), seq, tx)[4:]
+    pos = wire.result_offset(body, name)
+    assert pos is not None
+    assert wire.transaction_result(body, pos) == tx
+    generic = wire.decode_reply(body, name.decode(), S.startShortClientId_result())
+    assert generic.transactionId == tx.transaction_id
+    assert wire.result_offset(body, b"startShort") is None  # another method's reply
+    body = wire.void_reply(wire.reply_head(b"commitOrThrow"), seq)[4:]
+    pos = wire.result_offset(body, b"commitOrThrow")
+    assert pos is not None and wire.is_void_success(body, pos)
+    assert wire.decode_reply(body, "commitOrThrow", S.commitOrThrow_result()) is None
+
+
+def test_client_leaves_every_other_answer_to_the_generic_decoder() -> None:
+    conflict = tephra.TTransactionConflictException(transactionId=5, conflictingKey="k")
+    body = wire.encode_message("commitOrThrow", 0, S.commitOrThrow_result(c=conflict))[4:]
+    pos = wire.result_offset(body, b"commitOrThrow")
+    assert pos is not None and not wire.is_void_success(body, pos)
+    with pytest.raises(tephra.TTransactionConflictException):
+        wire.decode_reply(body, "commitOrThrow", S.commitOrThrow_result())
+
+    error = tephra.TGenericException(message="bad", originalExceptionClass="x")
+    body = wire.encode_message("startShortClientId", 0, S.startShortClientId_result(e=error))[4:]
+    pos = wire.result_offset(body, b"startShortClientId")
+    assert pos is not None and wire.transaction_result(body, pos) is None
+    with pytest.raises(tephra.TGenericException):
+        wire.decode_reply(body, "startShortClientId", S.startShortClientId_result())
+
+    failure = TApplicationException(TApplicationException.INTERNAL_ERROR, "boom")
+    body = wire.encode_message("commitOrThrow", 0, failure)[4:]
+    assert wire.result_offset(body, b"commitOrThrow") is None
+    with pytest.raises(TApplicationException, match="boom"):
+        wire.decode_reply(body, "commitOrThrow", S.commitOrThrow_result())
+
+    empty = wire.encode_message("startShort", 0, S.startShort_result())[4:]
+    with pytest.raises(TApplicationException) as missing:
+        wire.decode_reply(empty, "startShort", S.startShort_result())
+    assert missing.value.type == TApplicationException.MISSING_RESULT
