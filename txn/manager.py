@@ -248,6 +248,10 @@ class TransactionManager:
         assert self._wal is not None
         self._wal.finish_flush(write, failure)
 
+    def has_unflushed(self) -> bool:
+        """Edits are queued that no flush has taken yet."""
+        return self._wal is not None and self._wal.has_pending
+
     def synced_ticket(self) -> int:
         """The highest durable ticket (everything, when there is no log)."""
         return self._wal.synced if self._wal is not None else 2**62

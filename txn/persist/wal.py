@@ -162,6 +162,11 @@ class WriteAheadLog:
         return self._appended
 
     @property
+    def has_pending(self) -> bool:
+        """Edits are queued that no flush has taken yet."""
+        return bool(self._pending)
+
+    @property
     def synced(self) -> int:
         return self._synced
 

@@ -19,6 +19,12 @@ edits (few callers) is synced on the loop, which answers it sooner than two proc
 wake-ups would. Batches become durable in write order (``WriteAheadLog.finish_flush``),
 so the log's order and "no reply before its edit is durable" are as before.
 
+Commit delay (``commit_delay_us``, as PostgreSQL's ``commit_delay``): a flush waits, at
+most that long after its first call was queued, for the connections answered within
+that time to send their next call, so that clients in step share one flush instead of
+alternating between two half-size ones. Connections quiet for longer are not waited for,
+so a lone client never waits.
+
 Per connection, replies leave in request order. Slow calls (``BLOCKING``: snapshot,
 reset, prune) run on a worker thread and hold their place in that order.
 
@@ -96,6 +102,7 @@ class _Connection(asyncio.Protocol):
         self.transport = None
         self._server.connections.discard(self)
         self._server.waiting.discard(self)
+        self._server.answered.pop(self, None)
 
     def pause_writing(self) -> None:
         if self.transport is not None:
@@ -109,6 +116,7 @@ class _Connection(asyncio.Protocol):
         buf = self._buf
         buf += data
         server = self._server
+        server.answered.pop(self, None)
         limit = server.config.max_frame_bytes
         end = len(buf)
         pos = 0
@@ -150,6 +158,9 @@ class _Connection(asyncio.Protocol):
         if replies:
             self._server.waiting.add(self)
         else:
+            if out and self._server.commit_delay_s:
+                assert self._server._loop is not None
+                self._server.answered[self] = self._server._loop.time()
             self._server.waiting.discard(self)
             if self.draining:
                 transport.close()
@@ -174,6 +185,12 @@ class ThriftServer:
         self.handler = handler if handler is not None else TephraHandler(manager)
         self.connections: set[_Connection] = set()
         self.waiting: set[_Connection] = set()
+        # Commit delay: connections fully answered -> when (loop time); a new call of
+        # theirs removes them. The first queued call's time, and the delay's timer.
+        self.commit_delay_s = config.commit_delay_us / 1e6
+        self.answered: dict[_Connection, float] = {}
+        self._batch_since: float | None = None
+        self._delay_timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._wakeup_pending = False
@@ -249,7 +266,9 @@ class ThriftServer:
 
     def _sync_step(self) -> None:
         self._sync_scheduled = False
-        if self._idle or self._busy:
+        if self.commit_delay_s and self._delaying():
+            pass  # the timer or the awaited calls come back here
+        elif self._idle or self._busy:
             self._start_flush()
         else:
             # None means another thread is flushing and will wake us; a failed log is
@@ -257,6 +276,35 @@ class ThriftServer:
             with contextlib.suppress(TxError):
                 self.manager.flush_log()
         self._release()
+
+    def _delaying(self) -> bool:
+        """Whether to hold the next flush back (see "Commit delay" in the module
+        docstring): True while a connection answered less than the delay ago has not
+        called again and the batch's first call has waited less than the delay."""
+        loop = self._loop
+        assert loop is not None
+        now = loop.time()
+        delay = self.commit_delay_s
+        answered = self.answered
+        for conn, at in list(answered.items()):
+            if now - at >= delay:
+                del answered[conn]  # quiet for a whole delay: not waited for
+        if not answered or not self.manager.has_unflushed():
+            self._batch_since = None
+            return False
+        if self._batch_since is None:
+            self._batch_since = now
+        deadline = self._batch_since + delay
+        if now >= deadline:
+            self._batch_since = None
+            return False
+        if self._delay_timer is None:
+            self._delay_timer = loop.call_at(deadline, self._delay_over)
+        return True
+
+    def _delay_over(self) -> None:
+        self._delay_timer = None
+        self._sync_step()
 
     def _start_flush(self) -> None:
         """Write what is queued and hand its sync to a free helper (or sync it here)."""

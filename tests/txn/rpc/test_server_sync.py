@@ -36,10 +36,18 @@ def new_manager(root: Path) -> TransactionManager:
 
 @contextmanager
 def serving(
-    manager: TransactionManager, helper: bool, min_edits: int = 8, helpers: int = 2
+    manager: TransactionManager,
+    helper: bool,
+    min_edits: int = 8,
+    helpers: int = 2,
+    commit_delay_us: int = 0,
 ) -> Iterator[ThriftServer]:
     config = ServerConfig(
-        port=0, sync_helper=helper, sync_helper_min_edits=min_edits, sync_helpers=helpers
+        port=0,
+        sync_helper=helper,
+        sync_helper_min_edits=min_edits,
+        sync_helpers=helpers,
+        commit_delay_us=commit_delay_us,
     )
     server = ThriftServer(manager, config)
     thread = ServerThread(server)
@@ -294,3 +302,42 @@ def test_pipelined_syncs_release_replies_in_write_order(tmp_path: Path, later_fa
         finally:
             first.close()
             second.close()
+
+
+DELAY_S = 2.0  # long, so that the bounds below hold on a slow machine
+
+
+def _timed_start(client: ThriftTxClient) -> float:
+    started = time.monotonic()
+    client.start_short()
+    return time.monotonic() - started
+
+
+def test_commit_delay_waits_for_recently_answered_connections_only(tmp_path: Path) -> None:
+    manager = new_manager(tmp_path)
+    stats = manager._wal.stats  # type: ignore[union-attr]
+    with serving(manager, helper=False, commit_delay_us=100_000) as server:
+        server.commit_delay_s = DELAY_S  # beyond the configurable 0.1 s, for slow machines
+        a, b = connect(server), connect(server)
+        try:
+            # A lone client is never held back: its own answer does not count.
+            lone = sum(_timed_start(a) for _ in range(5))
+            assert lone < DELAY_S
+            # A was just answered and stays quiet: B's flush waits for it, up to the delay.
+            assert _timed_start(b) >= DELAY_S * 0.9
+            # A was answered, then quiet for a whole delay: not waited for.
+            time.sleep(DELAY_S * 1.2)
+            assert _timed_start(b) < DELAY_S * 0.5
+            # B just answered; A calls, then B calls meanwhile: one flush answers both.
+            syncs = stats.syncs
+            answered: list[int | TxError] = []
+            waiting = _start_in_thread(a, answered)
+            assert eventually(lambda: len(server.waiting) == 1, timeout_s=DELAY_S / 2)
+            assert _timed_start(b) < DELAY_S * 0.5
+            waiting.join(DELAY_S)
+            assert len(answered) == 1 and isinstance(answered[0], int)
+            assert stats.syncs == syncs + 1
+        finally:
+            a.close()
+            b.close()
+    manager.stop()
