@@ -160,7 +160,9 @@ class _Connection(asyncio.Protocol):
         else:
             if out and self._server.commit_delay_s:
                 assert self._server._loop is not None
-                self._server.answered[self] = self._server._loop.time()
+                answered = self._server.answered
+                answered.pop(self, None)  # keep the dict in answer order
+                answered[self] = self._server._loop.time()
             self._server.waiting.discard(self)
             if self.draining:
                 transport.close()
@@ -185,8 +187,8 @@ class ThriftServer:
         self.handler = handler if handler is not None else TephraHandler(manager)
         self.connections: set[_Connection] = set()
         self.waiting: set[_Connection] = set()
-        # Commit delay: connections fully answered -> when (loop time); a new call of
-        # theirs removes them. The first queued call's time, and the delay's timer.
+        # Commit delay: connections fully answered -> when (loop time), oldest first; a
+        # new call of theirs removes them. The batch's first look, and the delay's timer.
         self.commit_delay_s = config.commit_delay_us / 1e6
         self.answered: dict[_Connection, float] = {}
         self._batch_since: float | None = None
@@ -286,9 +288,13 @@ class ThriftServer:
         now = loop.time()
         delay = self.commit_delay_s
         answered = self.answered
-        for conn, at in list(answered.items()):
-            if now - at >= delay:
-                del answered[conn]  # quiet for a whole delay: not waited for
+        quiet = []
+        for conn, at in answered.items():  # oldest first
+            if now - at < delay:
+                break
+            quiet.append(conn)
+        for conn in quiet:  # quiet for a whole delay: not waited for
+            del answered[conn]
         if not answered or not self.manager.has_unflushed():
             self._batch_since = None
             return False
