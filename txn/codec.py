@@ -147,52 +147,49 @@ _MIDDLE_5_TO_8 = struct.Struct(">bhq bhi bhq bhbi")  # fields 5, 6, 7 and the he
 _TAIL_9 = struct.Struct(">bhib")  # field 9 and STOP
 
 
+def _i64s(data: bytes, pos: int, count: int) -> tuple[tuple[int, ...], int] | None:
+    """``count`` i64s at ``pos`` and the position after them; None past the end."""
+    if not 0 <= count <= (len(data) - pos) // 8:
+        return None
+    return struct.unpack_from(f">{count}q", data, pos), pos + 8 * count
+
+
 def _decode_standard(data: bytes) -> Transaction | None:
     """``data`` in exactly the layout ``encode_transaction`` writes (Tephra's), else None:
     a few unpacks instead of a loop over fields."""
-    size = len(data)
-    if size < _HEAD_12.size:
+    if len(data) < _HEAD_12.size:
         return None
     t1, f1, tx_id, t2, f2, read_pointer, t3, f3, e3, n3 = _HEAD_12.unpack_from(data)
-    pos = _HEAD_12.size
-    if (t1, f1, t2, f2, t3, f3, e3) != (T_I64, 1, T_I64, 2, T_LIST, 3, T_I64) or not (
-        0 <= n3 <= (size - pos) // 8
-    ):
+    if (t1, f1, t2, f2, t3, f3, e3) != (T_I64, 1, T_I64, 2, T_LIST, 3, T_I64):
         return None
-    invalids = struct.unpack_from(f">{n3}q", data, pos)
-    pos += 8 * n3
-    if size < pos + _LIST_4.size:
+    invalids = _i64s(data, _HEAD_12.size, n3)
+    if invalids is None or len(data) < invalids[1] + _LIST_4.size:
         return None
-    t4, f4, e4, n4 = _LIST_4.unpack_from(data, pos)
-    pos += _LIST_4.size
-    if (t4, f4, e4) != (T_LIST, 4, T_I64) or not 0 <= n4 <= (size - pos) // 8:
+    t4, f4, e4, n4 = _LIST_4.unpack_from(data, invalids[1])
+    in_progress = _i64s(data, invalids[1] + _LIST_4.size, n4)
+    if (t4, f4, e4) != (T_LIST, 4, T_I64) or in_progress is None:
         return None
-    in_progress = struct.unpack_from(f">{n4}q", data, pos)
-    pos += 8 * n4
-    if size < pos + _MIDDLE_5_TO_8.size:
+    pos = in_progress[1]
+    if len(data) < pos + _MIDDLE_5_TO_8.size:
         return None
     t5, f5, first, t6, f6, kind, t7, f7, wp, t8, f8, e8, n8 = _MIDDLE_5_TO_8.unpack_from(data, pos)
-    pos += _MIDDLE_5_TO_8.size
     if (t5, f5, t6, f6, t7, f7, t8, f8, e8) != (T_I64, 5, T_I32, 6, T_I64, 7, T_LIST, 8, T_I64):
         return None
-    if not 0 <= n8 <= (size - pos) // 8:
+    checkpoints = _i64s(data, pos + _MIDDLE_5_TO_8.size, n8)
+    if checkpoints is None or len(data) < checkpoints[1] + _TAIL_9.size:
         return None
-    checkpoints = struct.unpack_from(f">{n8}q", data, pos)
-    pos += 8 * n8
-    if size < pos + _TAIL_9.size:
-        return None
-    t9, f9, visibility, stop = _TAIL_9.unpack_from(data, pos)
+    t9, f9, visibility, stop = _TAIL_9.unpack_from(data, checkpoints[1])
     if (t9, f9, stop) != (T_I32, 9, T_STOP):
         return None
     return Transaction(
         transaction_id=tx_id,
         read_pointer=read_pointer,
-        invalids=invalids,
-        in_progress=in_progress,
+        invalids=invalids[0],
+        in_progress=in_progress[0],
         first_short_in_progress=first,
         type=TransactionType.SHORT if kind == 1 else TransactionType.LONG,
         write_pointer=wp,
-        checkpoint_write_pointers=checkpoints,
+        checkpoint_write_pointers=checkpoints[0],
         visibility_level=THRIFT_TO_VISIBILITY.get(visibility, VisibilityLevel.SNAPSHOT),
     )
 

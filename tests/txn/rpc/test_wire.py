@@ -10,9 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
 from thriftpy2.thrift import TApplicationException, TMessageType
-from thriftpy2.transport.memory import TCyMemoryBuffer  # type: ignore[attr-defined]
 
 from tests.txn.test_codec import transactions
 from txn.rpc import wire
@@ -27,14 +25,8 @@ ids = st.lists(st.integers(0, 2**63 - 1), max_size=6).map(tuple)
 
 
 def call_frame(api: str, args: Any, seqid: int = 9) -> bytes:
-    """A call as thriftpy2's client writes it (the frame body, without its length)."""
-    buf = TCyMemoryBuffer()
-    proto = TCyBinaryProtocol(buf)
-    proto.write_message_begin(api, TMessageType.CALL, seqid)
-    proto.write_struct(args)
-    buf.flush()
-    data: bytes = buf.getvalue()
-    return data
+    """A call as thriftpy2 writes it (the frame body, without its length)."""
+    return wire.encode_call(api, args, seqid)[4:]
 
 
 def parsed(frame: bytes, api: str) -> tuple[bytes, int]:
