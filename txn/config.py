@@ -103,10 +103,10 @@ class ServerConfig:
     """Hold a flush back up to this long for the calls of recently answered connections
     (``txn.rpc.server``, "Commit delay"); 0 flushes at once. 200 us made 16 clients in
     step 19-25 % faster on the benchmark VM, a lone client no slower."""
-    sync_helper_min_edits: int = 16
+    sync_helper_min_edits: int = 8
     """With no sync in flight, batches of fewer edits are synced on the loop even with
     ``sync_helper``: few callers, so the two process wake-ups of a hand-off cost more
-    than the overlap saves."""
+    than the overlap saves (docs/benchmarks.md has the measurements behind 8)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
