@@ -244,6 +244,9 @@ class ThriftServer:
         if self._server is not None:
             await self._server.wait_closed()
         self._workers.shutdown(wait=True)
+        if self._delay_timer is not None:
+            self._delay_timer.cancel()
+            self._delay_timer = None
         loop = asyncio.get_running_loop()
         idle, busy = self._idle, self._busy
         self._idle, self._busy = [], {}  # later flushes: on the loop itself
