@@ -12,9 +12,11 @@ Protocol over a ``SOCK_SEQPACKET`` socket pair: each request is one message carr
 the file's descriptor (``SCM_RIGHTS``: the helper syncs the very file, whatever its
 name has become); the answer is ``K`` or ``E`` + the error text. At most one request is
 outstanding. ``fdatasync`` through a duplicate descriptor makes the same file's data
-durable. If the owner dies, the helper reads end-of-file and exits; if the helper dies,
-``request`` and ``result()`` report ``HelperGoneError`` (the owner syncs by itself from
-then on); a failed ``fdatasync`` is a ``TxStorageError``, which fails the log.
+durable. The helper ignores SIGINT (a Ctrl-C reaches the whole process group; the owner
+decides when to stop). If the owner dies, the helper reads end-of-file and exits; if
+the helper dies, ``request`` and ``result()`` report ``HelperGoneError`` (the owner
+syncs by itself from then on); a failed ``fdatasync`` is a ``TxStorageError``, which
+fails the log.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from txn.errors import TxStorageError
 __all__ = ["HelperGoneError", "SyncHelper"]
 
 _HELPER = """
-import os, socket, sys
+import os, signal, socket, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the owner's; EOF stops us
 conn = socket.socket(fileno=int(sys.argv[1]))
 while True:
     try:

@@ -74,3 +74,17 @@ def test_the_helper_exits_when_its_owner_closes() -> None:
     proc = h._proc
     h.close()
     assert proc.returncode == 0
+
+
+def test_a_ctrl_c_is_left_to_the_owner(helper: SyncHelper, tmp_path: Path) -> None:
+    # Ctrl-C signals the whole process group; the owner drains and then closes the helper
+    # (end-of-file), which must still be there to sync the last batch.
+    fd = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        helper.sync(fd)  # the helper is up and serving
+        os.kill(helper._proc.pid, signal.SIGINT)
+        os.write(fd, b"last")
+        helper.sync(fd)
+    finally:
+        os.close(fd)
+    assert helper._proc.poll() is None
