@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -149,6 +150,17 @@ def test_dead_helpers_are_replaced_by_syncing_on_the_loop(tmp_path: Path) -> Non
         recovered.stop()
 
 
+def fail_syncs(helper: Any) -> None:
+    """Fault injection: ``helper`` still syncs, but answers EIO from ``fdatasync``."""
+    real_result = helper.result
+
+    def failing() -> TxStorageError:
+        outcome = real_result()
+        return outcome if outcome is not None else TxStorageError("injected EIO")
+
+    helper.result = failing
+
+
 def test_a_failed_sync_fails_the_log_and_nothing_more_is_answered(tmp_path: Path) -> None:
     manager = new_manager(tmp_path)
     with serving(manager, helper=True, min_edits=0, helpers=1) as server:
@@ -156,13 +168,7 @@ def test_a_failed_sync_fails_the_log_and_nothing_more_is_answered(tmp_path: Path
         try:
             client.start_short()
             (helper,) = server._idle
-            real_result = helper.result
-
-            def failing() -> TxStorageError | None:  # fault injection: EIO from fdatasync
-                outcome = real_result()
-                return outcome if outcome is not None else TxStorageError("injected EIO")
-
-            helper.result = failing  # type: ignore[method-assign]
+            fail_syncs(helper)
             with pytest.raises(TxError):
                 client.start_short()
             assert manager.state is ManagerState.FAILED
@@ -283,13 +289,7 @@ def test_pipelined_syncs_release_replies_in_write_order(tmp_path: Path, later_fa
             time.sleep(0.2)
             assert answered == []  # durable only once the earlier flush is too
             if later_fails:
-                real_result = one.result
-
-                def failing() -> TxStorageError:  # fault injection: EIO from fdatasync
-                    real_result()
-                    return TxStorageError("injected EIO")
-
-                one.result = failing  # type: ignore[method-assign]
+                fail_syncs(one)
             one.answer()
             a.join(15)
             b.join(15)
