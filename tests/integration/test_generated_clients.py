@@ -6,18 +6,14 @@ installs them when it can)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.interop.__main__ import JAVA_CLASSPATH
+from tests.interop.__main__ import missing_tools
 
-_MISSING = [tool for tool in ("thrift", "javac", "java") if shutil.which(tool) is None] + [
-    jar for jar in JAVA_CLASSPATH.split(":") if not Path(jar).exists()
-]
+_MISSING = missing_tools()
 
 
 @pytest.mark.skipif(bool(_MISSING), reason=f"needs {_MISSING} (make interop-deps)")

@@ -31,9 +31,17 @@ def _run(*command: str | Path, cwd: Path | None = None) -> None:
     subprocess.run([str(c) for c in command], check=True, cwd=cwd)
 
 
-def generate(out: Path) -> tuple[Path, Path]:
+def missing_tools() -> list[str]:
+    """What generating and running the clients needs and this machine lacks."""
+    tools = [tool for tool in ("thrift", "javac", "java") if shutil.which(tool) is None]
+    return tools + [jar for jar in JAVA_CLASSPATH.split(":") if not Path(jar).exists()]
+
+
+def generate(out: Path, *java: Path) -> tuple[Path, Path]:
     """Python and compiled Java clients from our IDL under Tephra's file name, with no
-    Python namespace (so the Python package is ``transaction``, as from Tephra's own)."""
+    Python namespace (so the Python package is ``transaction``, as from Tephra's own),
+    the ``java`` sources compiled beside them: (Python dir, Java classes dir)."""
+    out.mkdir(parents=True, exist_ok=True)
     idl = out / "transaction.thrift"
     lines = IDL.read_text().splitlines(keepends=True)
     idl.write_text("".join(line for line in lines if not line.startswith("namespace py")))
@@ -42,19 +50,17 @@ def generate(out: Path) -> tuple[Path, Path]:
     _run("thrift", "--gen", "py", "--gen", "java:generated_annotations=suppress", "-out", gen, idl)
     classes = out / "classes"
     sources = sorted(str(p) for p in gen.rglob("*.java"))
-    _run(
-        "javac", "-nowarn", "-d", classes, "-cp", JAVA_CLASSPATH, *sources, HERE / "Scenarios.java"
-    )
+    _run("javac", "-nowarn", "-d", classes, "-cp", JAVA_CLASSPATH, *sources, *java)
     return gen, classes
 
 
 def main() -> int:
-    missing = [tool for tool in ("thrift", "javac", "java") if shutil.which(tool) is None]
+    missing = missing_tools()
     if missing:
         print(f"missing {', '.join(missing)}: run `make interop-deps` first", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="txms-interop-") as tmp:
-        gen, classes = generate(Path(tmp))
+        gen, classes = generate(Path(tmp), HERE / "Scenarios.java")
         server = ServerProcess(Path(tmp) / "state")
         host, port = server.start()
         try:
