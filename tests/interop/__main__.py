@@ -26,9 +26,9 @@ JAVA_CLASSPATH = os.environ.get(
 )
 
 
-def _run(*command: str | Path, cwd: Path | None = None) -> None:
+def _run(*command: str | Path) -> None:
     print("+", " ".join(str(c) for c in command), flush=True)
-    subprocess.run([str(c) for c in command], check=True, cwd=cwd)
+    subprocess.run([str(c) for c in command], check=True)
 
 
 def missing_tools() -> list[str]:
