@@ -29,6 +29,7 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -366,6 +367,34 @@ def _echo_server_main(port_out: Any) -> None:
 # -- in-process ---------------------------------------------------------------------------
 
 
+def _group_commit_bound(root: Path, seconds: float) -> dict[str, Any]:
+    """The disk's own bound for durable cycles: ``benchmarks/group_commit_bound.c`` (an
+    ideal group commit in C, no server, no RPC) at 1, 4 and 16 clients; at 16 also with
+    two syncers and with a 200 µs commit delay. Skipped (with a note) without a C
+    compiler."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        print("group-commit bound: skipped, no C compiler", flush=True)
+        return {"skipped": "no C compiler"}
+    program = root / "group_commit_bound"
+    source = Path(__file__).parent / "group_commit_bound.c"
+    subprocess.run([compiler, "-O2", "-pthread", "-o", program, source], check=True)
+    section: dict[str, Any] = {}
+    for key, clients, syncers, delay_us in (
+        ("1", 1, 1, 0),
+        ("4", 4, 1, 0),
+        ("16", 16, 1, 0),
+        ("16-two-syncers", 16, 2, 0),
+        ("16-commit-delay-200us", 16, 1, 200),
+    ):
+        log = root / "bound.log"
+        command = [program, clients, seconds, log, syncers, delay_us]
+        out = subprocess.run(list(map(str, command)), check=True, capture_output=True, text=True)
+        section[key] = r = json.loads(out.stdout)
+        print(f"group-commit bound {key:>21}: {r}", flush=True)
+    return section
+
+
 def _java_cycles(
     classes: Path, address: tuple[str, int], server_pid: int, threads: int, seconds: float
 ) -> dict[str, Any]:
@@ -517,6 +546,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in (1, 4):
             report["disk_floor"][str(n)] = r = _disk_floor(root, n, seconds)
             print(f"disk floor  {n:>2} threads: {r}", flush=True)
+        report["group_commit_bound"] = _group_commit_bound(root, seconds)
 
         ctx = mp.get_context("fork")
         port_q = ctx.Queue()

@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
@@ -54,6 +55,7 @@ from txn.persist.wal import UnsyncedWrite
 from txn.rpc.fastpath import FastCalls
 from txn.rpc.handler import BLOCKING, TephraHandler
 from txn.rpc.idl import tephra
+from txn.rpc.timer import LoopTimer
 from txn.rpc.wire import encode_message, parse_call, reading
 
 __all__ = ["ServerThread", "ThriftServer", "new_event_loop"]
@@ -162,7 +164,7 @@ class _Connection(asyncio.Protocol):
                 assert self._server._loop is not None
                 answered = self._server.answered
                 answered.pop(self, None)  # keep the dict in answer order
-                answered[self] = self._server._loop.time()
+                answered[self] = time.monotonic()
             self._server.waiting.discard(self)
             if self.draining:
                 transport.close()
@@ -187,12 +189,13 @@ class ThriftServer:
         self.handler = handler if handler is not None else TephraHandler(manager)
         self.connections: set[_Connection] = set()
         self.waiting: set[_Connection] = set()
-        # Commit delay: connections fully answered -> when (loop time), oldest first; a
-        # new call of theirs removes them. The batch's first look, and the delay's timer.
+        # Commit delay: connections fully answered -> when (time.monotonic(), not the
+        # loop's clock: uvloop's counts milliseconds), oldest first; a new call of theirs
+        # removes them. The batch's first look, and the delay's timer (set by start()).
         self.commit_delay_s = config.commit_delay_us / 1e6
         self.answered: dict[_Connection, float] = {}
         self._batch_since: float | None = None
-        self._delay_timer: asyncio.TimerHandle | None = None
+        self._delay_timer: LoopTimer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._wakeup_pending = False
@@ -215,6 +218,8 @@ class ThriftServer:
         """Listen; return the bound (host, port)."""
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
+        if self.commit_delay_s:
+            self._delay_timer = LoopTimer(self._loop, self._sync_step)
         if self.manager.add_sync_listener(self._on_sync) and self.config.sync_helper:
             for _ in range(self.config.sync_helpers):
                 helper = SyncHelper()
@@ -245,7 +250,7 @@ class ThriftServer:
             await self._server.wait_closed()
         self._workers.shutdown(wait=True)
         if self._delay_timer is not None:
-            self._delay_timer.cancel()
+            self._delay_timer.close()
             self._delay_timer = None
         loop = asyncio.get_running_loop()
         idle, busy = self._idle, self._busy
@@ -271,7 +276,7 @@ class ThriftServer:
 
     def _sync_step(self) -> None:
         self._sync_scheduled = False
-        if self.commit_delay_s and self._delaying():
+        if self._delay_timer is not None and self._delaying(self._delay_timer):
             pass  # the timer or the awaited calls come back here
         elif self._idle or self._busy:
             self._start_flush()
@@ -282,13 +287,11 @@ class ThriftServer:
                 self.manager.flush_log()
         self._release()
 
-    def _delaying(self) -> bool:
+    def _delaying(self, timer: LoopTimer) -> bool:
         """Whether to hold the next flush back (see "Commit delay" in the module
         docstring): True while a connection answered less than the delay ago has not
         called again and the batch's first call has waited less than the delay."""
-        loop = self._loop
-        assert loop is not None
-        now = loop.time()
+        now = time.monotonic()
         delay = self.commit_delay_s
         answered = self.answered
         quiet = []
@@ -307,13 +310,9 @@ class ThriftServer:
         if now >= deadline:
             self._batch_since = None
             return False
-        if self._delay_timer is None:
-            self._delay_timer = loop.call_at(deadline, self._delay_over)
+        if not timer.armed:
+            timer.arm(deadline)
         return True
-
-    def _delay_over(self) -> None:
-        self._delay_timer = None
-        self._sync_step()
 
     def _start_flush(self) -> None:
         """Write what is queued and hand its sync to a free helper (or sync it here)."""
