@@ -161,7 +161,6 @@ class _Connection(asyncio.Protocol):
             self._server.waiting.add(self)
         else:
             if out and self._server.commit_delay_s:
-                assert self._server._loop is not None
                 answered = self._server.answered
                 answered.pop(self, None)  # keep the dict in answer order
                 answered[self] = time.monotonic()
@@ -301,18 +300,18 @@ class ThriftServer:
             quiet.append(conn)
         for conn in quiet:  # quiet for a whole delay: not waited for
             del answered[conn]
-        if not answered or not self.manager.has_unflushed():
-            self._batch_since = None
-            return False
-        if self._batch_since is None:
-            self._batch_since = now
-        deadline = self._batch_since + delay
-        if now >= deadline:
-            self._batch_since = None
-            return False
-        if not timer.armed:
-            timer.arm(deadline)
-        return True
+        if answered and self.manager.has_unflushed():
+            if self._batch_since is None:
+                self._batch_since = now
+            deadline = self._batch_since + delay
+            if now < deadline:
+                if not timer.armed:
+                    timer.arm(deadline)
+                return True
+        self._batch_since = None
+        if timer.armed:
+            timer.cancel()  # the batch goes now: no wake-up at its old deadline
+        return False
 
     def _start_flush(self) -> None:
         """Write what is queued and hand its sync to a free helper (or sync it here)."""
