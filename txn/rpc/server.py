@@ -188,6 +188,7 @@ class ThriftServer:
         self.handler = handler if handler is not None else TephraHandler(manager)
         self.connections: set[_Connection] = set()
         self.waiting: set[_Connection] = set()
+        self._released_upto = -1  # the durable ticket of the last _release pass
         # Commit delay: connections fully answered -> when (time.monotonic(), not the
         # loop's clock: uvloop's counts milliseconds), oldest first; a new call of theirs
         # removes them. The batch's first look, and the delay's timer (set by start()).
@@ -380,6 +381,12 @@ class ThriftServer:
             for conn in list(self.connections):
                 conn.abort("the transaction log failed")
             return
+        synced = self.manager.synced_ticket()
+        if synced == self._released_upto:
+            # Nothing became durable since the last pass, so no parked reply can go (a
+            # reply waiting for a worker thread is sent when the worker fills it in).
+            return
+        self._released_upto = synced
         for conn in list(self.waiting):
             conn.flush()
 
