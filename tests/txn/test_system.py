@@ -14,7 +14,7 @@ from txn.errors import (
     TransactionNotInProgressError,
     TransactionSizeError,
 )
-from txn.persist.snapshot_codec import decode_snapshot
+from txn.persist.snapshot_codec import decode_snapshot, unseal_snapshot
 from txn.transaction import Transaction, TransactionType
 
 C1, C2, C3, C4 = b"change1", b"change2", b"change3", b"change4"
@@ -179,7 +179,7 @@ def test_reset_state(system: TxSystem) -> None:
     client.reset_state()
 
     latest_ts = max(system.storage.list_snapshots())
-    snap = decode_snapshot(system.storage.read_snapshot(latest_ts))
+    snap = decode_snapshot(unseal_snapshot(system.storage.read_snapshot(latest_ts)))
     assert latest_ts >= before
     assert not snap.invalid and not snap.in_progress and not snap.committing and not snap.committed
     tx4 = client.start_short()

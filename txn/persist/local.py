@@ -1,7 +1,7 @@
 """State storage in a local directory, in Tephra's ``LocalFileTransactionStateStorage``
 layout: ``snapshot.<ts>`` (written as ``.in-progress.<ts>`` then renamed) and
-``txlog.<ts>``. A Tephra state directory can be adopted as is, and Tephra's tools read
-ours.
+``txlog.<ts>``. A Tephra state directory can be adopted as is; the logs we write are in
+our framed format (``txn.persist.log_codec``), which Tephra's tools do not read.
 
 This module is the boundary where ``OSError`` becomes ``TxStorageError``.
 """

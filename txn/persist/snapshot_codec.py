@@ -13,7 +13,13 @@ collections as blocks (``count items ... 0``; an empty collection is a single ``
 
 Versions 2 and 3 share a layout. We write version 4 with every collection in ascending
 order, so equal states encode to equal bytes. Version-1 entries decode with type
-``None``; ``txn.state.resolve_legacy_types`` assigns one.
+``None``; ``txn.state.resolve_legacy_types`` assigns one. A snapshot must decode exactly:
+bytes left over are an error.
+
+Snapshot *files* we write are sealed: the encoded snapshot, then a 12-byte trailer
+``crc32c(body) u32 BE`` + ``b"TXMSCRC1"``, so damage anywhere is detected instead of
+decoding to a different state. Tephra's snapshot readers stop at the end of the body and
+ignore the trailer; Tephra's own files have none and are read as they are.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from txn.errors import CodecError
+from txn.persist.checksum import crc32c
 from txn.state import InProgressTx, InProgressType, TransactionSnapshot
 
 __all__ = [
@@ -29,10 +36,14 @@ __all__ = [
     "decode_visibility_state",
     "encode_snapshot",
     "read_varint",
+    "seal_snapshot",
+    "unseal_snapshot",
     "write_varint",
 ]
 
 CURRENT_VERSION = 4
+SEAL_MAGIC = b"TXMSCRC1"
+_SEAL_SIZE = 4 + len(SEAL_MAGIC)
 _TYPES = {t.value: t for t in InProgressType}
 
 
@@ -180,11 +191,31 @@ def _decode_head(
     return d, version, timestamp, read_pointer, write_pointer, invalid, in_progress
 
 
+def seal_snapshot(body: bytes) -> bytes:
+    """A snapshot file's bytes: ``body`` and its checksum trailer."""
+    return body + crc32c(body).to_bytes(4, "big") + SEAL_MAGIC
+
+
+def unseal_snapshot(data: bytes) -> bytes:
+    """The snapshot in a file's bytes: checked against its trailer when it has one (ours),
+    as it is otherwise (Tephra's). Raises ``CodecError`` on a checksum mismatch."""
+    if len(data) < _SEAL_SIZE or data[-len(SEAL_MAGIC) :] != SEAL_MAGIC:
+        return data
+    body = data[:-_SEAL_SIZE]
+    expected = int.from_bytes(data[-_SEAL_SIZE : -len(SEAL_MAGIC)], "big")
+    if crc32c(bytes(body)) != expected:
+        raise CodecError("snapshot checksum mismatch: the file is damaged")
+    return body
+
+
 def decode_snapshot(data: bytes) -> TransactionSnapshot:
-    """Decode a snapshot of any version 1-4; raise ``CodecError`` if malformed."""
+    """Decode a snapshot of any version 1-4; raise ``CodecError`` if malformed or if
+    bytes are left over."""
     d, _version, timestamp, rp, wp, invalid, in_progress = _decode_head(data)
     committing = d.change_sets()
     committed = d.change_sets()
+    if d.pos != len(d.buf):
+        raise CodecError(f"{len(d.buf) - d.pos} bytes after the end of the snapshot")
     return TransactionSnapshot(
         timestamp_ms=timestamp,
         read_pointer=rp,

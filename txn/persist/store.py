@@ -4,10 +4,17 @@ Recovery reads the newest snapshot that decodes (an unreadable newest snapshot f
 to the one before: the logs since every retained snapshot are kept) and replays every log
 whose timestamp is at or after the snapshot's, in ascending order.
 
-A torn last record — a record cut short by the end of the file, or a tail of zero bytes
-that a crash left behind — is dropped and the file is cut back to its last whole record.
-Any other undecodable record is corruption and stops recovery with ``CorruptStateError``
-naming the file and offset: silently skipping it could lose committed transactions.
+Logs are read by ``txn.persist.log_codec.LogReader``: a torn tail (the end of a write
+that a crash interrupted before its sync) is dropped and the file is cut back to its last
+whole batch (our framed logs) or record (Tephra's). Anything else that does not check out
+is corruption and stops recovery with ``CorruptStateError`` naming the file and offset:
+skipping it could lose committed transactions and make aborted data visible.
+
+Snapshots we write carry a CRC32C trailer (``txn.persist.snapshot_codec.seal_snapshot``);
+one that fails it, or does not decode exactly, is never half-read: recovery falls back to
+the snapshot before it (whose logs are retained). If snapshots exist but none is
+readable, recovery stops with ``CorruptStateError`` instead of starting from the logs
+alone, which would lose everything before them.
 """
 
 from __future__ import annotations
@@ -17,8 +24,13 @@ from collections.abc import Iterator
 
 from txn.errors import CodecError, CorruptStateError
 from txn.persist.edit import TransactionEdit
-from txn.persist.edit_codec import TruncatedRecordError, decode_record
-from txn.persist.snapshot_codec import decode_snapshot, encode_snapshot
+from txn.persist.log_codec import CorruptLogError, LogReader
+from txn.persist.snapshot_codec import (
+    decode_snapshot,
+    encode_snapshot,
+    seal_snapshot,
+    unseal_snapshot,
+)
 from txn.persist.storage import LogWriter, StateStorage
 from txn.state import TransactionSnapshot
 
@@ -46,10 +58,13 @@ class TransactionStateStore:
     # -- snapshots --------------------------------------------------------------------
 
     def latest_snapshot(self) -> TransactionSnapshot | None:
-        """The newest snapshot that decodes, or None when there is none."""
-        for ts in reversed(self.storage.list_snapshots()):
+        """The newest snapshot that checks out and decodes, or None when there is none.
+
+        Raises ``CorruptStateError`` when snapshots exist but none is readable."""
+        stamps = self.storage.list_snapshots()
+        for ts in reversed(stamps):
             try:
-                return decode_snapshot(self.storage.read_snapshot(ts))
+                return decode_snapshot(unseal_snapshot(self.storage.read_snapshot(ts)))
             except CodecError as exc:
                 log.error(
                     "snapshot %s in %s is unreadable (%s); falling back to an older one",
@@ -57,10 +72,15 @@ class TransactionStateStore:
                     self.location,
                     exc,
                 )
+        if stamps:
+            raise CorruptStateError(
+                f"no snapshot in {self.location} is readable ({len(stamps)} found); "
+                "refusing to start from the logs alone"
+            )
         return None
 
     def write_snapshot(self, snapshot: TransactionSnapshot) -> None:
-        self.storage.write_snapshot(snapshot.timestamp_ms, encode_snapshot(snapshot))
+        self.storage.write_snapshot(snapshot.timestamp_ms, seal_snapshot(encode_snapshot(snapshot)))
 
     def delete_old_snapshots(self, keep: int) -> int:
         """Keep the newest ``keep`` (at least 1) snapshots; return the oldest kept
@@ -96,25 +116,17 @@ class TransactionStateStore:
                 yield from self._read_log(ts)
 
     def _read_log(self, ts: int) -> Iterator[TransactionEdit]:
-        torn_at: int | None = None
         with self.storage.read_log(ts) as buf:
             size = len(buf)
-            pos = 0
-            while pos < size:
-                try:
-                    _seq, edit, end = decode_record(buf, pos)
-                except TruncatedRecordError:
-                    torn_at = pos
-                    break
-                except CodecError as exc:
-                    if not any(buf[pos:size]):
-                        torn_at = pos
-                        break
-                    raise CorruptStateError(
-                        f"log {ts} in {self.location} is corrupt at byte {pos} of {size}: {exc}"
-                    ) from exc
-                yield edit
-                pos = end
+            reader = LogReader(buf)
+            try:
+                yield from reader
+            except CorruptLogError as exc:
+                raise CorruptStateError(
+                    f"log txlog.{ts} in {self.location} is corrupt at byte {exc.offset} "
+                    f"of {size}: {exc}"
+                ) from exc
+        torn_at = reader.torn_at
         if torn_at is not None:
             log.warning(
                 "log %s in %s ends with a torn record: dropping %d bytes after byte %d",

@@ -27,6 +27,9 @@ Contract:
   threads wait for it exactly as for an ordinary flush.
 * ``roll(timestamp)`` (also under the state lock) creates ``txlog.<timestamp>`` and
   switches to it: edits queued before it go to the old file, later ones to the new one.
+* Files are written in the framed format of ``txn.persist.log_codec``: a file header,
+  then one CRC32C-checked frame per batch and file, each saying how much of the file was
+  durable when it was written (so recovery can tell a torn tail from lost data).
 * After a write or sync failure the log is *failed*: every waiter, present and future,
   gets ``TxStorageError``, and nothing more is written (a failed fsync cannot be retried
   safely). The owner must stop serving.
@@ -44,6 +47,7 @@ from dataclasses import dataclass
 from txn.errors import TxStorageError
 from txn.persist.edit import TransactionEdit
 from txn.persist.edit_codec import encode_record
+from txn.persist.log_codec import FILE_HEADER, encode_frames
 from txn.persist.storage import LogWriter
 from txn.persist.store import TransactionStateStore
 
@@ -70,6 +74,8 @@ class UnsyncedWrite:
     edits: int
     bytes: int
     started: float
+    end: int = 0
+    """The file offset the batch ends at."""
 
 
 @dataclass(slots=True)
@@ -77,6 +83,8 @@ class _Flight:
     """A split flush written and not yet finished."""
 
     ticket: int
+    writer: LogWriter
+    end: int
     done: bool = False
 
 
@@ -116,6 +124,10 @@ class WriteAheadLog:
         self._listeners: list[SyncListener] = []
         self._writer: LogWriter | None = None
         self._file_seq = 0
+        self._file_size = 0  # bytes written to the current file
+        # (file, bytes of it known durable): a lower bound, replaced as a whole so that a
+        # flush finishing on another thread never credits one file's bytes to another
+        self._durable_mark: tuple[LogWriter | None, int] = (None, 0)
         self.current_timestamp_ms = 0
         self.stats = WalStats()
 
@@ -124,7 +136,7 @@ class WriteAheadLog:
     def open(self, timestamp_ms: int) -> None:
         """Create ``txlog.<timestamp_ms>`` and accept appends."""
         self._writer = self._store.create_log(timestamp_ms)
-        self._file_seq = 0
+        self._file_seq = self._file_size = 0
         self.current_timestamp_ms = timestamp_ms
         self._closed = False
 
@@ -271,11 +283,13 @@ class WriteAheadLog:
                 self._settle(last_ticket, failure)
             self._report(failure)
             raise failure from exc
+        assert self._writer is not None
         with self._cond:
             self._writing = False
-            self._flights.append(_Flight(last_ticket))
-        assert self._writer is not None
-        return UnsyncedWrite(self._writer, last_ticket, edits, written, started)
+            self._flights.append(_Flight(last_ticket, self._writer, self._file_size))
+        return UnsyncedWrite(
+            self._writer, last_ticket, edits, written, started, end=self._file_size
+        )
 
     def finish_flush(self, write: UnsyncedWrite, failure: BaseException | None) -> None:
         """End a split flush: its file was synced (``failure`` None), or syncing it
@@ -291,7 +305,11 @@ class WriteAheadLog:
                     break
             durable = self._synced
             while self._flights and self._flights[0].done:
-                durable = self._flights.popleft().ticket
+                flight = self._flights.popleft()
+                durable = flight.ticket
+                writer, mark = self._durable_mark
+                if error is None and flight.writer is writer:
+                    self._durable_mark = (writer, max(mark, flight.end))
             self._settle(durable, error)
         self._report(error)
 
@@ -339,7 +357,7 @@ class WriteAheadLog:
                 assert self._writer is not None
                 self._writer.close()
                 self._writer = item.writer
-                self._file_seq = 0
+                self._file_seq = self._file_size = 0
                 continue
             chunk.append(encode_record(self._file_seq, item))
             self._file_seq += 1
@@ -361,14 +379,21 @@ class WriteAheadLog:
             log.warning("slow transaction-log sync: %d edits took %.3f s", edits, elapsed)
 
     def _write(self, chunk: list[bytes], *, sync: bool) -> int:
+        """Write ``chunk`` (encoded records) to the current file as framed batches."""
         if not chunk:
             return 0
-        assert self._writer is not None
-        data = b"".join(chunk)
-        self._writer.write(data)
+        writer = self._writer
+        assert writer is not None
+        marked, durable = self._durable_mark
+        data = encode_frames(chunk, durable if marked is writer else 0)
+        if self._file_size == 0:
+            data = FILE_HEADER + data
+        writer.write(data)
+        self._file_size += len(data)
         if sync:
             # fsync before any waiter is released: an acknowledged edit must survive a crash.
-            self._writer.sync()
+            writer.sync()
+            self._durable_mark = (writer, self._file_size)
         return len(data)
 
 
