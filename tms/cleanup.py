@@ -18,17 +18,22 @@ After step 3 every invalid id up to the *prune bound* is clean:
 is ``(now - (tx_max_lifetime + grace)) * 1e6 - 1``. Ids that old can no longer write —
 the service refuses transactions past their lifetime — so no new entry can appear for
 them, and an id below the oldest in-progress one was either covered by this run or never
-invalid. With ``truncate_invalid`` set, those ids are truncated from the transaction
-manager's invalid list (the list Tephra lets grow without bound). ``Cleaner`` is also a
-``txn.prune.PrunePlugin`` reporting the same bound.
+invalid.
+
+Cleanup never truncates the invalid list itself: other stores may still hold data of the
+same transactions. It hands ``B`` to the transaction manager's pruning (``txn.prune``),
+which truncates only below the bound of *every* participant: ``Cleaner`` is a
+``txn.prune.PrunePlugin`` (in the same process), and with a ``participant`` name it
+reports ``B`` to a transaction server in another process after each run
+(``report_prune_upper_bound``).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 from tms.codec import keys
@@ -47,13 +52,14 @@ log = logging.getLogger(__name__)
 
 
 class CleanupTxClient(Protocol):
-    """The part of ``txn.client.TxClient`` cleanup uses."""
+    """The part of ``txn.client.TxClient`` cleanup uses (``report_prune_upper_bound``:
+    only with a participant name)."""
 
     def start_short(self, timeout_s: int | None = None) -> Transaction: ...
 
     def abort(self, tx: Transaction) -> None: ...
 
-    def truncate_invalid_tx(self, tx_ids: Iterable[int]) -> bool: ...
+    def report_prune_upper_bound(self, participant: str, bound: int) -> None: ...
 
 
 def is_older_generation(data_generation: int, current: int) -> bool:
@@ -67,7 +73,8 @@ class CleanupReport:
     deleted_old_generation: int = 0
     negated_invalid: int = 0
     prune_upper_bound: int = -1
-    truncated: list[int] = field(default_factory=list)
+    reported: bool = False
+    """The bound was reported to the transaction server."""
 
 
 class Cleaner:
@@ -78,11 +85,15 @@ class Cleaner:
         service: MessagingService,
         tx_client: CleanupTxClient | None = None,
         *,
-        grace_s: int = 3600,
+        grace_s: int | None = None,
+        participant: str | None = None,
     ) -> None:
+        """``grace_s`` defaults to the service's ``cleanup_grace_s``; ``participant``: the
+        name to report the prune bound under (None: do not report)."""
         self._svc = service
         self._tx = tx_client
-        self._grace_s = grace_s
+        self._grace_s = service.config.cleanup_grace_s if grace_s is None else grace_s
+        self._participant = participant
         self._lock = threading.Lock()
         self._bound = -1
 
@@ -100,14 +111,15 @@ class Cleaner:
             m.cleanup_deleted.labels("expired").inc(report.deleted_expired)
             m.cleanup_deleted.labels("old_generation").inc(report.deleted_old_generation)
             m.cleanup_negated.inc(report.negated_invalid)
-            m.truncated_invalid.inc(len(report.truncated))
+            m.prune_upper_bound.set(report.prune_upper_bound)
             log.info(
                 "cleanup: %d expired and %d old-generation rows deleted, "
-                "%d invalid entries negated, %d invalid ids truncated",
+                "%d invalid entries negated, prune bound %d%s",
                 report.deleted_expired,
                 report.deleted_old_generation,
                 report.negated_invalid,
-                len(report.truncated),
+                report.prune_upper_bound,
+                " (reported)" if report.reported else "",
             )
             return report
 
@@ -183,15 +195,14 @@ class Cleaner:
         bound = min(inactive, snapshot.read_pointer, snapshot.first_in_progress - 1)
         self._bound = bound
         report.prune_upper_bound = bound
-        covered = sorted(i for i in invalid if i <= bound)
-        if covered and self._svc.config.truncate_invalid:
+        if self._participant is not None and bound > 0:
             try:
-                self._tx.truncate_invalid_tx(covered)
+                self._tx.report_prune_upper_bound(self._participant, bound)
             except TxError as exc:
                 raise TransactionServiceError(
-                    f"cleanup cannot truncate the invalid list: {exc}"
+                    f"cleanup cannot report its prune bound as {self._participant!r}: {exc}"
                 ) from exc
-            report.truncated = covered
+            report.reported = True
 
     def _negate(self, metadata: TopicMetadata, invalid: frozenset[int], from_ms: int) -> int:
         prefix = keys.topic_prefix(metadata.topic, metadata.generation)

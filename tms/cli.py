@@ -3,7 +3,7 @@
 ::
 
     tms serve [--host H] [--port P] [--data-dir D] [--tx-server H:P] [--auth FILE]
-              [--config FILE.toml] [--truncate-invalid]
+              [--config FILE.toml]
     tms topics create NS TOPIC [--ttl S] [--property K=V ...]
     tms topics list NS | get NS TOPIC | delete NS TOPIC
     tms topics update NS TOPIC [--ttl S] [--property K=V ...]
@@ -53,14 +53,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=int, default=None)
     serve.add_argument("--data-dir", type=Path, default=Path("data/tms"))
-    serve.add_argument("--tx-server", help="HOST:PORT of the transaction server (for cleanup)")
+    serve.add_argument(
+        "--tx-server",
+        help="HOST:PORT of the transaction server (cleanup reads its invalid list and "
+        "reports what it has cleaned to its pruning)",
+    )
     serve.add_argument("--auth", type=Path, help="TOML file of tokens and grants")
     serve.add_argument("--config", type=Path, help="TOML file: [tms] and [http] tables")
-    serve.add_argument(
-        "--truncate-invalid",
-        action="store_true",
-        help="let cleanup truncate cleaned invalid transactions from the transaction manager",
-    )
 
     topics = sub.add_parser("topics", help="manage topics").add_subparsers(
         dest="action", required=True
@@ -131,8 +130,6 @@ def _serve(args: argparse.Namespace) -> int:
     from txn.rpc.server import new_event_loop  # noqa: PLC0415
 
     tms_values, http_values = _config_tables(args.config)
-    if args.truncate_invalid:
-        tms_values["truncate_invalid"] = True
     if args.host is not None:
         http_values["host"] = args.host
     if args.port is not None:
@@ -144,7 +141,9 @@ def _serve(args: argparse.Namespace) -> int:
     tx_client = ThriftTxClient(args.tx_server) if args.tx_server else None
     cleanup = None
     if tms_config.cleanup_interval_s > 0:
-        cleanup = CleanupLoop(Cleaner(service, tx_client), tms_config.cleanup_interval_s)
+        participant = tms_config.prune_participant if tx_client is not None else ""
+        cleaner = Cleaner(service, tx_client, participant=participant or None)
+        cleanup = CleanupLoop(cleaner, tms_config.cleanup_interval_s)
         cleanup.start()
 
     async def run() -> None:

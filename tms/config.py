@@ -24,12 +24,20 @@ class TmsConfig:
     cleanup_clock_skew_s: int = 3600
     """Allowance for the transaction server's clock running ahead of ours when looking
     for entries of invalid transactions."""
-    truncate_invalid: bool = False
-    """After cleanup has negated the entries of invalid transactions older than the max
-    lifetime, truncate them from the transaction manager's invalid list."""
+    cleanup_grace_s: int = 3600
+    """Added to ``tx_max_lifetime_s`` before cleanup counts a transaction as unable to
+    write (clock differences between this service and the transaction server)."""
+    prune_participant: str = "tms"
+    """The name cleanup reports its prune bound under to a transaction server in another
+    process (``txn.prune``; it must be in the server's ``prune_participants``); empty:
+    do not report."""
 
     def __post_init__(self) -> None:
         if self.default_ttl_s <= 0 or self.tx_max_lifetime_s <= 0:
             raise TmsInvalidArgumentError("default_ttl_s and tx_max_lifetime_s must be positive")
-        if self.cleanup_batch_rows <= 0 or self.cleanup_clock_skew_s < 0:
+        if (
+            self.cleanup_batch_rows <= 0
+            or self.cleanup_clock_skew_s < 0
+            or self.cleanup_grace_s < 0
+        ):
             raise TmsInvalidArgumentError("bad cleanup settings")

@@ -109,11 +109,13 @@ class TmsMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
-        self.truncated_invalid = Counter(
-            "tms_invalid_ids_truncated",
-            "Invalid transaction ids truncated from the manager",
+        self.prune_upper_bound = Gauge(
+            "tms_cleanup_prune_upper_bound",
+            "Largest transaction id up to which no invalid transaction has data here "
+            "(as last computed by cleanup; -1 before)",
             registry=r,
         )
+        self.prune_upper_bound.set(-1)
 
         self._published_messages = _Children(self.published_messages)
         self._published_bytes = _Children(self.published_bytes)

@@ -3,12 +3,17 @@ in one process, on one event loop, with their state under one directory.
 
 * transaction manager: ``<data>/txn`` (Tephra's layout), Thrift on ``--tx-port``;
 * messaging service: LevelDB in ``<data>/tms``, REST on ``--http-port``;
-* cleanup runs in the background against the in-process manager and truncates cleaned
-  invalid transactions (the invalid list stays short);
+* cleanup runs in the background against the in-process manager; it is a pruning
+  participant of the manager (``txn.prune``), whose pruning runs every
+  ``prune_interval_s`` and truncates what every participant has cleaned (the invalid
+  list stays short);
+* ``--config`` takes a TOML file with the ``[txn]`` and ``[server]`` tables of
+  ``txn serve`` and the ``[tms]`` and ``[http]`` tables of ``tms serve`` (pruning is on
+  unless ``[txn] prune_enable = false``); command-line options win over it;
 * Ctrl-C or SIGTERM stops both cleanly (in-flight calls finish, final snapshot).
 
     python -m tms.standalone [--data-dir ./data] [--host 127.0.0.1]
-                             [--tx-port 15165] [--http-port 15166]
+                             [--tx-port 15165] [--http-port 15166] [--config FILE.toml]
 
 ``Launched`` runs it in a child process on free ports (for examples and benchmarks).
 """
@@ -26,8 +31,10 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 from tms.cleanup import Cleaner, CleanupLoop
 from tms.config import TmsConfig
@@ -36,10 +43,12 @@ from tms.http.server import HttpServer
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
 from txn.config import DEFAULT_PORT, ServerConfig, TxConfig
-from txn.inmemory import InProcessTxClient
+from txn.inmemory import InProcessTxClient, manager_pruner
 from txn.manager import TransactionManager
 from txn.persist.local import LocalDirStorage
 from txn.persist.store import TransactionStateStore
+from txn.prune import PruningService
+from txn.rpc.handler import TephraHandler
 from txn.rpc.server import ThriftServer, new_event_loop
 
 __all__ = ["Launched", "main"]
@@ -64,20 +73,52 @@ Ctrl-C stops both.
 """.rstrip()
 
 
+_TABLES = ("txn", "server", "tms", "http")
+
+
+def _config_tables(path: str | None) -> dict[str, dict[str, Any]]:
+    tables: dict[str, dict[str, Any]] = {name: {} for name in _TABLES}
+    if path is None:
+        return tables
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    unknown = sorted(set(data) - set(_TABLES))
+    if unknown:
+        raise ValueError(f"{path}: unknown tables {unknown} (expected {list(_TABLES)})")
+    for name in _TABLES:
+        tables[name].update(data.get(name, {}))
+    return tables
+
+
+def _given(**options: object) -> dict[str, object]:
+    """The command-line options that were given (they win over the config file)."""
+    return {k: v for k, v in options.items() if v is not None}
+
+
 async def _run(args: argparse.Namespace) -> None:
     data = Path(args.data_dir)
-    manager = TransactionManager(TxConfig(), TransactionStateStore(LocalDirStorage(data / "txn")))
-    manager.start()
-    service = MessagingService(LevelDBStore(data / "tms"), TmsConfig(truncate_invalid=True))
-    cleanup = CleanupLoop(
-        Cleaner(service, InProcessTxClient(manager)), service.config.cleanup_interval_s
+    tables = _config_tables(args.config)
+    tx_config = TxConfig.from_mapping({"prune_enable": True, **tables["txn"]})
+    server_config = ServerConfig(
+        **{**tables["server"], **_given(host=args.host, port=args.tx_port)}
     )
-    tx_server = ThriftServer(manager, ServerConfig(host=args.host, port=args.tx_port))
-    http_server = HttpServer(service, HttpConfig(host=args.host, port=args.http_port))
+    http_config = HttpConfig(**{**tables["http"], **_given(host=args.host, port=args.http_port)})
+    manager = TransactionManager(tx_config, TransactionStateStore(LocalDirStorage(data / "txn")))
+    manager.start()
+    service = MessagingService(LevelDBStore(data / "tms"), TmsConfig(**tables["tms"]))
+    cleaner = Cleaner(service, InProcessTxClient(manager))
+    cleanup = CleanupLoop(cleaner, service.config.cleanup_interval_s)
+    # Cleanup never truncates: the manager's pruning does, below every participant's bound.
+    pruner = manager_pruner(manager, [cleaner]) if tx_config.prune_enable else None
+    pruning = None if pruner is None else PruningService(pruner, tx_config.prune_interval_s)
+    tx_server = ThriftServer(manager, server_config, TephraHandler(manager, pruner))
+    http_server = HttpServer(service, http_config)
     try:
         tx_address = await tx_server.start()
         http_address = await http_server.start()
         cleanup.start()
+        if pruning is not None:
+            pruning.start()
         stop = asyncio.Event()  # handlers before the addresses are out: callers signal at once
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -88,6 +129,8 @@ async def _run(args: argparse.Namespace) -> None:
     finally:
         await http_server.stop()
         await tx_server.close()
+        if pruning is not None:
+            pruning.stop()
         cleanup.stop()
         service.close()
         manager.stop()
@@ -105,7 +148,13 @@ class Launched:
     last lines are in ``lines``. ``stop()`` (or leaving the ``with`` block) stops it
     cleanly."""
 
-    def __init__(self, data_dir: str | os.PathLike[str], *, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *extra: str,
+        timeout_s: float = 60.0,
+    ) -> None:
+        """``extra``: more command-line arguments (e.g. ``--config FILE``)."""
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -117,6 +166,7 @@ class Launched:
                 "0",
                 "--http-port",
                 "0",
+                *extra,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -167,9 +217,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m tms.standalone", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--data-dir", default="data")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--tx-port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--http-port", type=int, default=HttpConfig().port)
+    parser.add_argument("--host", default=None, help="address of both servers (127.0.0.1)")
+    parser.add_argument("--tx-port", type=int, default=None, help=f"default {DEFAULT_PORT}")
+    parser.add_argument("--http-port", type=int, default=None, help=f"default {HttpConfig().port}")
+    parser.add_argument("--config", default=None, help="TOML: [txn] [server] [tms] [http]")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -26,12 +26,12 @@ from typing import Any
 
 from txn.config import DEFAULT_PORT, ServerConfig, TxConfig
 from txn.errors import TxError
-from txn.inmemory import InProcessTxClient
+from txn.inmemory import manager_pruner
 from txn.manager import ManagerState, TransactionManager
 from txn.persist.local import LocalDirStorage
 from txn.persist.snapshot_codec import decode_snapshot
 from txn.persist.store import TransactionStateStore
-from txn.prune import TransactionPruner
+from txn.prune import PruningService, TransactionPruner
 from txn.rpc.client import ThriftTxClient
 from txn.rpc.handler import TephraHandler
 from txn.rpc.retry import RetryNTimes
@@ -105,17 +105,22 @@ def _serve(args: argparse.Namespace) -> int:
     manager = TransactionManager(config, store)
     manager.start()
     pruner = None
+    pruning = None
     if config.prune_enable:
-        pruner = TransactionPruner(
-            InProcessTxClient(manager),
-            [],
-            max_lifetime_s=config.max_lifetime_s,
-            grace_s=config.prune_grace_s,
+        pruner = manager_pruner(manager)
+        pruning = PruningService(pruner, config.prune_interval_s)
+        pruning.start()
+        log.info(
+            "invalid-list pruning every %s s; participants reporting over the wire: %s",
+            config.prune_interval_s,
+            ", ".join(config.prune_participants) or "none (nothing will be pruned)",
         )
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             return runner.run(_run_server(manager, server_config, pruner, store))
     finally:
+        if pruning is not None:
+            pruning.stop()
         manager.stop()
 
 

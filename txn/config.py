@@ -49,8 +49,12 @@ class TxConfig:
     long_timeout_tolerance_ms: int = 10_000
     slow_sync_s: float = 1.0
     prune_enable: bool = False
+    """Run invalid-list pruning every ``prune_interval_s`` (``txn.prune``)."""
     prune_interval_s: float = 21_600.0
     prune_grace_s: int = 86_400
+    prune_participants: tuple[str, ...] = ()
+    """Names of pruning participants in other processes: each must report its bound
+    (``reportPruneUpperBound``) since the server started before anything is pruned."""
 
     def __post_init__(self) -> None:
         positive = ("default_timeout_s", "long_timeout_s", "max_timeout_s", "max_lifetime_s")
@@ -64,6 +68,13 @@ class TxConfig:
         for name in ("changeset_count_limit", "changeset_size_limit", "prune_grace_s"):
             if getattr(self, name) < 0:
                 raise InvalidArgumentError(f"{name} must not be negative")
+        if self.prune_enable and self.prune_interval_s <= 0:
+            raise InvalidArgumentError("prune_interval_s must be positive")
+        names: object = self.prune_participants
+        if not isinstance(names, tuple) or not all(isinstance(n, str) and n for n in names):
+            raise InvalidArgumentError("prune_participants must be a list of non-empty names")
+        if len(set(names)) != len(names):
+            raise InvalidArgumentError("prune_participants names a participant twice")
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> TxConfig:
@@ -73,6 +84,8 @@ class TxConfig:
         if unknown:
             raise InvalidArgumentError(f"unknown transaction settings: {', '.join(unknown)}")
         converted = dict(values)
+        if isinstance(converted.get("prune_participants"), list):
+            converted["prune_participants"] = tuple(converted["prune_participants"])
         if "retain_client_id" in converted:
             try:
                 converted["retain_client_id"] = ClientIdRetention(

@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 
+from txn.errors import InvalidArgumentError
 from txn.manager import DEFAULT_CLIENT_ID, TransactionManager
 from txn.persist.snapshot_codec import encode_snapshot
-from txn.prune import TransactionPruner
+from txn.prune import PrunePlugin, ReportedBounds, TransactionPruner
 from txn.transaction import Transaction
 
-__all__ = ["InProcessTxClient"]
+__all__ = ["InProcessTxClient", "manager_pruner"]
+
+
+def manager_pruner(
+    manager: TransactionManager, plugins: Sequence[PrunePlugin] = ()
+) -> TransactionPruner:
+    """The pruner of a server around ``manager``: the in-process ``plugins`` and the
+    participants its configuration names (``prune_participants``), with its lifetime and
+    grace."""
+    config = manager.config
+    return TransactionPruner(
+        InProcessTxClient(manager),
+        plugins,
+        max_lifetime_s=config.max_lifetime_s,
+        grace_s=config.prune_grace_s,
+        reported=ReportedBounds(config.prune_participants),
+        clock=manager.clock,
+    )
 
 
 class InProcessTxClient:
@@ -70,6 +88,12 @@ class InProcessTxClient:
     def prune_now(self) -> None:
         if self._pruner is not None:
             self._pruner.run_once()
+
+    def report_prune_upper_bound(self, participant: str, bound: int) -> None:
+        """See ``ThriftTxClient.report_prune_upper_bound``."""
+        if self._pruner is None:
+            raise InvalidArgumentError("invalid-list pruning is not enabled on this server")
+        self._pruner.report(participant, bound)
 
     def close(self) -> None:
         pass

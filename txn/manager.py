@@ -103,6 +103,10 @@ class TransactionManager:
     def state(self) -> ManagerState:
         return self._state
 
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
     def start(self) -> None:
         """Recover and start serving. Raises ``TxStorageError``/``CorruptStateError``."""
         with self._lock:

@@ -1,14 +1,31 @@
-"""Invalid-list pruning: Tephra's ``TransactionPruningService`` algorithm.
+"""Invalid-list pruning: Tephra's ``TransactionPruningService`` algorithm, run by the
+transaction server itself. It is the only way ids leave the invalid list automatically.
 
-Storage layers that know when an invalid transaction's writes are gone (``tms`` cleanup
-negates or deletes them) register a ``PrunePlugin``. One run:
+Every store that holds data of transactions (the messaging service, an application's
+table) is a *participant*: it knows up to which id invalid transactions no longer have
+data in it (its cleanup removed or negated that data). Participants take part in one of
+two ways:
+
+* **in process**: a ``PrunePlugin`` object handed to the ``TransactionPruner`` (the
+  standalone stack registers the messaging cleanup this way);
+* **over the wire**: a name listed in the server's ``prune_participants``; the store
+  reports its bound with the ``reportPruneUpperBound`` extension call (``txms``'s IDL,
+  ``ThriftTxClient.report_prune_upper_bound``). Reports are kept in memory only: after a
+  restart every named participant blocks pruning until it has reported again, so the set
+  of participants never shrinks silently. A report from a name not listed is refused.
+
+One run (``TransactionPruner.run_once``):
 
 1. read the current invalid list (start and abort a short transaction);
 2. ``inactive_bound = (now - (max_lifetime + grace)) * 1e6 - 1``: no transaction at or
    below it can still write (the manager refuses older writers, see ``max_lifetime_s``);
-3. ask every plugin for its prune upper bound (an id at or below which it holds no data
-   of invalid transactions); any plugin failing stops the run;
-4. truncate every invalid id ``<=`` the smallest bound, and tell the plugins.
+3. ask every participant for its prune upper bound; one that fails, or has no bound yet
+   (<= 0, or a named participant that has not reported), stops the run;
+4. truncate every invalid id ``<=`` the smallest bound (and never above the inactive
+   bound), and tell the in-process plugins.
+
+No participant at all: nothing is truncated. ``PruningService`` runs the pruner every
+``prune_interval_s`` on a daemon thread.
 """
 
 from __future__ import annotations
@@ -19,9 +36,18 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from txn.clock import SYSTEM_CLOCK, Clock
+from txn.errors import InvalidArgumentError
+from txn.periodic import PeriodicTask
 from txn.transaction import MAX_TX_PER_MS, Transaction
 
-__all__ = ["PrunePlugin", "PruningClient", "TransactionPruner", "inactive_tx_bound"]
+__all__ = [
+    "PrunePlugin",
+    "PruningClient",
+    "PruningService",
+    "ReportedBounds",
+    "TransactionPruner",
+    "inactive_tx_bound",
+]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +79,62 @@ def inactive_tx_bound(now_ms: int, lifetime_ms: int) -> int:
     return (now_ms - lifetime_ms) * MAX_TX_PER_MS - 1
 
 
+class ReportedBounds:
+    """The bounds of participants in other processes, by name (see the module docstring).
+    Thread-safe."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._lock = threading.Lock()
+        self._bounds: dict[str, int | None] = dict.fromkeys(names)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._bounds)
+
+    def report(self, name: str, bound: int) -> None:
+        """Record ``name``'s latest bound. Raises ``InvalidArgumentError`` for a name
+        the server was not configured with."""
+        with self._lock:
+            if name not in self._bounds:
+                known = ", ".join(sorted(self._bounds)) or "none"
+                raise InvalidArgumentError(
+                    f"{name!r} is not a pruning participant of this server (configured: "
+                    f"{known}); add it to prune_participants"
+                )
+            self._bounds[name] = int(bound)
+
+    def bound(self, name: str) -> int | None:
+        """The last bound ``name`` reported since the server started, or None."""
+        with self._lock:
+            return self._bounds[name]
+
+    def plugins(self) -> list[PrunePlugin]:
+        """One plugin per named participant, answering its last report."""
+        return [_Reported(self, name) for name in self._bounds]
+
+
+class _Reported:
+    """A named remote participant seen as a ``PrunePlugin``."""
+
+    def __init__(self, registry: ReportedBounds, name: str) -> None:
+        self._registry = registry
+        self.name = name
+
+    def fetch_prune_upper_bound(self, now_ms: int, inactive_tx_bound: int) -> int:
+        bound = self._registry.bound(self.name)
+        if bound is None:
+            log.info(
+                "invalid-list pruning: participant %r has not reported since the server "
+                "started; nothing pruned",
+                self.name,
+            )
+            return -1
+        return min(bound, inactive_tx_bound)
+
+    def prune_complete(self, now_ms: int, max_pruned_invalid: int) -> None:
+        pass  # a remote participant learns nothing (Tephra's plugins only log it)
+
+
 class TransactionPruner:
     """Runs the algorithm of the module docstring; ``run_once`` is thread-safe."""
 
@@ -63,19 +145,26 @@ class TransactionPruner:
         *,
         max_lifetime_s: int,
         grace_s: int,
+        reported: ReportedBounds | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._client = client
         self.plugins = list(plugins)
+        self.reported = reported if reported is not None else ReportedBounds(())
         self._lifetime_ms = (max_lifetime_s + grace_s) * 1000
         self._clock = clock
         self._lock = threading.Lock()
 
+    def report(self, participant: str, bound: int) -> None:
+        """A remote participant's report (``ReportedBounds.report``)."""
+        self.reported.report(participant, bound)
+
     def run_once(self) -> list[int]:
         """Prune once; return the ids removed from the invalid list."""
         with self._lock:
-            if not self.plugins:
-                log.info("invalid-list pruning: no plugins registered, nothing to do")
+            plugins = [*self.plugins, *self.reported.plugins()]
+            if not plugins:
+                log.info("invalid-list pruning: no participants registered, nothing to do")
                 return []
             client = self._client
             tx = client.start_short()
@@ -83,13 +172,15 @@ class TransactionPruner:
             if not tx.invalids:
                 return []
             now = self._clock.now_ms()
-            bound = inactive_tx_bound(now, self._lifetime_ms)
+            inactive = inactive_tx_bound(now, self._lifetime_ms)
             try:
-                bounds = [p.fetch_prune_upper_bound(now, bound) for p in self.plugins]
+                bounds = [p.fetch_prune_upper_bound(now, inactive) for p in plugins]
             except Exception:
-                log.exception("invalid-list pruning: a plugin failed; nothing pruned")
+                log.exception("invalid-list pruning: a participant failed; nothing pruned")
                 return []
-            upper = min(bounds)
+            # A participant's bound is trusted only up to the inactive bound: above it, a
+            # transaction could still write.
+            upper = min(*bounds, inactive)
             if upper <= 0:
                 return []
             pruned = [i for i in tx.invalids if i <= upper]
@@ -103,3 +194,18 @@ class TransactionPruner:
                 except Exception:
                     log.exception("invalid-list pruning: prune_complete failed")
             return pruned
+
+
+class PruningService:
+    """Runs a ``TransactionPruner`` every ``interval_s`` seconds on a daemon thread (the
+    first run after one interval)."""
+
+    def __init__(self, pruner: TransactionPruner, interval_s: float) -> None:
+        self.pruner = pruner
+        self._task = PeriodicTask("txn-prune", interval_s, pruner.run_once, run_at_start=False)
+
+    def start(self) -> None:
+        self._task.start()
+
+    def stop(self) -> None:
+        self._task.stop()

@@ -379,6 +379,7 @@ def test_prune_now_reaches_the_pruner_once() -> None:
     with in_process_system() as s:
         tx = s.manager.start_short()
         s.manager.invalidate(tx.transaction_id)
+        s.clock.advance(2_000)  # older than the max lifetime: it can no longer write
         plugin = RecordingPlugin(tx.transaction_id)
         pruner = TransactionPruner(s.client, [plugin], max_lifetime_s=1, grace_s=0, clock=s.clock)
         server = ServerThread(

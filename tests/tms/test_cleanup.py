@@ -1,5 +1,5 @@
-"""CDAP's DataCleanupTest and testInvalidTx, and truncation of the invalid list with a
-real transaction manager."""
+"""CDAP's DataCleanupTest and testInvalidTx, and cleanup as a pruning participant of a
+real transaction manager (it reports; only the manager's pruning truncates)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from tests.tms.helpers import payloads
 from tms.cleanup import Cleaner, is_older_generation
 from tms.codec import keys
 from tms.config import TmsConfig
-from tms.errors import TransactionTooOldError
+from tms.errors import TransactionServiceError, TransactionTooOldError
 from tms.fetcher import FetchRequest
 from tms.model import MarkersRequest, StoreRequest, TopicId
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
 from txn.config import TxConfig
-from txn.inmemory import InProcessTxClient
+from txn.inmemory import InProcessTxClient, manager_pruner
 from txn.manager import TransactionManager
 
 T1 = TopicId("ns", "t1")
@@ -106,19 +106,26 @@ def test_deleted_topic_data_is_removed(svc: MessagingService) -> None:
 @pytest.fixture
 def manager(clock: FakeClock) -> Iterator[TransactionManager]:
     m = TransactionManager(
-        TxConfig(cleanup_interval_s=0, snapshot_interval_s=0, max_lifetime_s=60), clock=clock
+        TxConfig(
+            cleanup_interval_s=0,
+            snapshot_interval_s=0,
+            max_lifetime_s=60,
+            prune_grace_s=10,
+            prune_participants=("tms",),
+        ),
+        clock=clock,
     )
     m.start()
     yield m
     m.stop()
 
 
-def test_invalid_transactions_are_negated_and_truncated(
+def test_invalid_transactions_are_negated_reported_and_pruned_by_the_manager(
     kv: KeyValueStore, clock: FakeClock, manager: TransactionManager
 ) -> None:
-    config = TmsConfig(tx_max_lifetime_s=60, truncate_invalid=True)
-    svc = MessagingService(kv, config, clock=clock)
-    client = InProcessTxClient(manager)
+    svc = MessagingService(kv, TmsConfig(tx_max_lifetime_s=60), clock=clock)
+    pruner = manager_pruner(manager)
+    client = InProcessTxClient(manager, pruner=pruner)
     svc.create_topic(T1)
     # Given a transaction that published and was then invalidated
     bad = client.start_short()
@@ -129,20 +136,24 @@ def test_invalid_transactions_are_negated_and_truncated(
     client.commit_or_throw(good)
     reader = client.start_short()
     assert payloads(svc.fetch(T1, FetchRequest(transaction=reader)).messages) == [b"good"]
-    cleaner = Cleaner(svc, client, grace_s=10)
+    cleaner = Cleaner(svc, client, grace_s=10, participant="tms")
 
     # When cleanup runs before the invalid transaction has outlived its lifetime
     report = cleaner.run_once()
-    assert report.negated_invalid == 1
-    assert report.truncated == []  # too young: it could still write
+    assert report.negated_invalid == 1 and report.reported
+    assert report.prune_upper_bound < bad.transaction_id  # too young: it could still write
+    assert pruner.run_once() == []
     assert manager.invalid_size() == 1
 
-    # Then, once it is older than lifetime + grace, it is truncated
+    # Then, once it is older than lifetime + grace, cleanup reports it clean and the
+    # manager's pruning truncates it
     clock.advance(71_000)
     with pytest.raises(TransactionTooOldError):
         svc.publish(StoreRequest.of(T1, ["zombie"], tx_write_pointer=bad.write_pointer))
     report = cleaner.run_once()
-    assert report.truncated == [bad.transaction_id]
+    assert report.prune_upper_bound >= bad.transaction_id
+    assert manager.invalid_size() == 1  # cleanup never truncates on its own
+    assert pruner.run_once() == [bad.transaction_id]
     assert manager.invalid_size() == 0
     # and the negated entry stays invisible to transactional readers, visible to others
     reader = client.start_short()
@@ -152,24 +163,28 @@ def test_invalid_transactions_are_negated_and_truncated(
     svc.close()
 
 
-def test_nothing_is_truncated_below_an_in_progress_transaction(
+def test_nothing_is_pruned_below_an_in_progress_transaction(
     kv: KeyValueStore, clock: FakeClock, manager: TransactionManager
 ) -> None:
-    svc = MessagingService(kv, TmsConfig(tx_max_lifetime_s=60, truncate_invalid=True), clock=clock)
+    svc = MessagingService(kv, TmsConfig(tx_max_lifetime_s=60), clock=clock)
     client = InProcessTxClient(manager)
     svc.create_topic(T1)
     long_running = client.start_long()
     invalid = client.start_short()
     client.invalidate(invalid.transaction_id)
     clock.advance(200_000)
-    report = Cleaner(svc, client, grace_s=0).run_once()
+    cleaner = Cleaner(svc, client, grace_s=0)
+    report = cleaner.run_once()
     assert report.prune_upper_bound < long_running.transaction_id
-    assert report.truncated == []
+    # The cleaner as an in-process plugin of the manager's pruning
+    pruner = manager_pruner(manager, [cleaner])
+    pruner.reported.report("tms", 2**62)
+    assert pruner.run_once() == []
     assert manager.invalid_size() == 1
     svc.close()
 
 
-def test_without_the_switch_nothing_is_truncated(
+def test_cleanup_alone_truncates_nothing(
     kv: KeyValueStore, clock: FakeClock, manager: TransactionManager
 ) -> None:
     svc = MessagingService(kv, dataclasses.replace(TmsConfig(), tx_max_lifetime_s=60), clock=clock)
@@ -179,9 +194,22 @@ def test_without_the_switch_nothing_is_truncated(
     client.invalidate(invalid.transaction_id)
     clock.advance(200_000)
     report = Cleaner(svc, client, grace_s=0).run_once()
-    assert report.prune_upper_bound >= invalid.transaction_id and report.truncated == []
+    assert report.prune_upper_bound >= invalid.transaction_id and not report.reported
     assert manager.invalid_size() == 1
     svc.close()
+
+
+def test_a_failed_report_fails_the_run(kv: KeyValueStore, clock: FakeClock) -> None:
+    manager = TransactionManager(TxConfig(cleanup_interval_s=0, snapshot_interval_s=0), clock=clock)
+    manager.start()
+    svc = MessagingService(kv, TmsConfig(tx_max_lifetime_s=60), clock=clock)
+    try:
+        client = InProcessTxClient(manager)  # a server that does not prune
+        with pytest.raises(TransactionServiceError, match="cannot report its prune bound"):
+            Cleaner(svc, client, grace_s=0, participant="tms").run_once()
+    finally:
+        svc.close()
+        manager.stop()
 
 
 def test_cleanup_loop_runs_in_the_background(svc: MessagingService, clock: FakeClock) -> None:

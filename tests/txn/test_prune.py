@@ -1,10 +1,23 @@
-"""Tephra's TransactionPruningServiceTest, on TransactionPruner."""
+"""Tephra's TransactionPruningServiceTest, on TransactionPruner; participants reporting
+over the wire (named in the configuration), and the pruning schedule."""
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
+import pytest
+
 from tests.fakes import FakeClock
-from tests.txn.harness import in_process_system
-from txn.prune import TransactionPruner, inactive_tx_bound
+from tests.txn.harness import SYSTEM_CONFIG, in_process_system, thrift_system
+from txn.config import ServerConfig
+from txn.errors import InvalidArgumentError
+from txn.inmemory import manager_pruner
+from txn.prune import PruningService, ReportedBounds, TransactionPruner, inactive_tx_bound
+from txn.rpc.client import ThriftTxClient
+from txn.rpc.handler import TephraHandler
+from txn.rpc.retry import RetryNTimes
+from txn.rpc.server import ServerThread, ThriftServer
 
 N = 1_000_000
 
@@ -97,7 +110,97 @@ def test_pruning_a_real_manager() -> None:
         txs = [s.manager.start_short() for _ in range(3)]
         for tx in txs:
             s.manager.invalidate(tx.transaction_id)
+        s.clock.advance(2_000)
         plugin = RecordingPlugin(txs[1].transaction_id)
         pruner = TransactionPruner(s.client, [plugin], max_lifetime_s=1, grace_s=0, clock=s.clock)
         assert pruner.run_once() == [txs[0].transaction_id, txs[1].transaction_id]
         assert s.manager.get_snapshot().invalid == (txs[2].transaction_id,)
+
+
+def test_no_participant_means_nothing_is_truncated() -> None:
+    with in_process_system() as s:
+        s.manager.invalidate(s.manager.start_short().transaction_id)
+        s.clock.advance(10**9)
+        pruner = TransactionPruner(s.client, [], max_lifetime_s=1, grace_s=0, clock=s.clock)
+        assert pruner.run_once() == []
+        assert s.manager.invalid_size() == 1
+
+
+def test_truncation_never_goes_above_the_minimum_nor_the_inactive_bound() -> None:
+    clock = FakeClock(220_000)
+    s = 1000 * N  # ids one second apart
+    client = FixedInvalidsClient((40 * s, 150 * s, 205 * s, 215 * s))
+    # Plugins claiming more than the inactive bound (210 s, less one) are held to it
+    p1, p2 = RecordingPlugin(2**62), RecordingPlugin(2**61)
+    pruner = TransactionPruner(client, [p1, p2], max_lifetime_s=10, grace_s=0, clock=clock)
+    assert pruner.run_once() == [40 * s, 150 * s, 205 * s]
+    # and the smallest bound wins
+    p2.bound = 150 * s
+    assert pruner.run_once() == [40 * s, 150 * s]
+
+
+def test_a_named_participant_that_has_not_reported_blocks_truncation() -> None:
+    clock = FakeClock(220_000)
+    client = FixedInvalidsClient((40 * N, 50 * N))
+    reported = ReportedBounds(["tms", "orders"])
+    in_process = RecordingPlugin(100 * N)
+    pruner = TransactionPruner(
+        client, [in_process], max_lifetime_s=10, grace_s=0, reported=reported, clock=clock
+    )
+    # Given one of two named participants has reported
+    pruner.report("tms", 100 * N)
+    # Then nothing is pruned
+    assert pruner.run_once() == [] and not client.truncated
+    # When the other reports a bound below one of the ids
+    pruner.report("orders", 45 * N)
+    # Then only what both (and the in-process plugin) have cleaned goes
+    assert pruner.run_once() == [40 * N]
+    assert in_process.completed == [(220_000, 40 * N)]
+
+
+def test_reports_from_participants_not_configured_are_refused() -> None:
+    reported = ReportedBounds(["tms"])
+    with pytest.raises(InvalidArgumentError, match="prune_participants"):
+        reported.report("intruder", 10**18)
+    assert reported.bound("tms") is None
+
+
+def test_reports_over_thrift_and_the_schedule() -> None:
+    config = dataclasses.replace(
+        SYSTEM_CONFIG, max_lifetime_s=1, prune_grace_s=0, prune_participants=("tms",)
+    )
+    with in_process_system(config) as s:
+        pruner = manager_pruner(s.manager)
+        s.manager.invalidate(s.manager.start_short().transaction_id)
+        s.clock.advance(2_000)
+        server = ServerThread(
+            ThriftServer(s.manager, ServerConfig(port=0), TephraHandler(s.manager, pruner))
+        )
+        address = server.start()
+        service = PruningService(pruner, 0.05)
+        service.start()
+        try:
+            # Given pruning runs every 50 ms: nothing goes while the participant is silent
+            time.sleep(0.3)
+            assert s.manager.invalid_size() == 1
+            with ThriftTxClient(address, retry=RetryNTimes(1)) as client:
+                # Names the server was not configured with are refused
+                with pytest.raises(InvalidArgumentError, match="not a pruning participant"):
+                    client.report_prune_upper_bound("intruder", 2**62)
+                # When the configured participant reports
+                client.report_prune_upper_bound("tms", 2**62)
+            # Then the next scheduled run truncates
+            deadline = time.monotonic() + 10
+            while s.manager.invalid_size() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert s.manager.invalid_size() == 0
+        finally:
+            service.stop()
+            server.stop()
+
+
+def test_reporting_to_a_server_that_does_not_prune_is_refused() -> None:
+    with thrift_system() as s:
+        assert isinstance(s.client, ThriftTxClient)
+        with pytest.raises(InvalidArgumentError, match="not enabled"):
+            s.client.report_prune_upper_bound("tms", 1)

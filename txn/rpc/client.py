@@ -281,6 +281,12 @@ class ThriftTxClient:
     def prune_now(self) -> None:
         self._call("pruneNow")
 
+    def report_prune_upper_bound(self, participant: str, bound: int) -> None:
+        """Report a pruning participant's bound (a txms extension, ``txn.prune``).
+        Raises ``InvalidArgumentError`` when the server does not know ``participant`` or
+        does not prune."""
+        self._call("reportPruneUpperBound", participant, bound)
+
     def close(self) -> None:
         self._pool.close()
 

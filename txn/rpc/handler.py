@@ -111,6 +111,12 @@ def _checkpoint_failure(exc: TxError) -> Any:
     return None
 
 
+def _report_failure(exc: TxError) -> Any:
+    if isinstance(exc, InvalidArgumentError):
+        return S.reportPruneUpperBound_result(g=generic_exception(exc))
+    return None
+
+
 def _truncate_failure(exc: TxError) -> Any:
     if isinstance(exc, InvalidTruncateTimeError):
         return S.truncateInvalidTxBefore_result(
@@ -137,6 +143,7 @@ _DECLARED: dict[str, Callable[[TxError], Any]] = {
     "commitTx": _commit_failure("commitTx", throws=False),
     "checkpoint": _checkpoint_failure,
     "truncateInvalidTxBefore": _truncate_failure,
+    "reportPruneUpperBound": _report_failure,
 }
 """Per method: the declared answer for an error of its operation (None: undeclared)."""
 
@@ -302,6 +309,17 @@ class TephraHandler:
         else:
             self._pruner.run_once()
         return Reply(S.pruneNow_result(), 0)
+
+    def reportPruneUpperBound(self, a: Any) -> Reply:
+        try:
+            if self._pruner is None:
+                raise InvalidArgumentError("invalid-list pruning is not enabled on this server")
+            if a.participant is None:
+                raise InvalidArgumentError("participant must not be null")
+            self._pruner.report(a.participant, a.bound or 0)
+        except InvalidArgumentError as exc:
+            return self.failure("reportPruneUpperBound", exc)
+        return Reply(S.reportPruneUpperBound_result(), self._mgr.barrier())
 
     # -- state ------------------------------------------------------------------------
 

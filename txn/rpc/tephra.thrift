@@ -2,7 +2,8 @@
  * The wire contract of Apache Tephra's transaction service (Tephra 0.16 IDL), written for
  * txms from the published facts: same type names, field ids, method names, argument ids
  * and declared exceptions, so clients generated from Tephra's own IDL interoperate.
- * Served over TFramedTransport + TBinaryProtocol, non-multiplexed.
+ * Served over TFramedTransport + TBinaryProtocol, non-multiplexed. Methods after pruneNow
+ * are txms extensions; Tephra's clients never call them.
  */
 
 namespace java org.apache.tephra.distributed.thrift
@@ -89,4 +90,10 @@ service TTransactionServer {
   i32 invalidTxSize(),
   TTransaction checkpoint(1: TTransaction tx) throws (1: TTransactionNotInProgressException e),
   void pruneNow(),
+
+  // txms extension, not in Tephra: a pruning participant in another process reports the
+  // largest id up to which no invalid transaction has data in its store (txn.prune).
+  // A name the server is not configured with: TGenericException (IllegalArgumentException).
+  void reportPruneUpperBound(1: string participant, 2: i64 bound)
+      throws (1: TGenericException g),
 }
