@@ -32,6 +32,7 @@ from txn.persist.local import LocalDirStorage
 from txn.persist.snapshot_codec import decode_snapshot
 from txn.persist.store import TransactionStateStore
 from txn.prune import PruningService, TransactionPruner
+from txn.rlimit import raise_open_file_limit
 from txn.rpc.client import ThriftTxClient
 from txn.rpc.handler import TephraHandler
 from txn.rpc.retry import RetryNTimes
@@ -98,6 +99,7 @@ def _serve(args: argparse.Namespace) -> int:
         server_values["port"] = args.port
     config = TxConfig.from_mapping(txn_values)
     server_config = ServerConfig(**server_values)
+    log.info("%s", raise_open_file_limit().describe())
     data_dir = args.data_dir if not args.in_memory else None
     if data_dir is None and not args.in_memory:
         data_dir = Path("data/txn")

@@ -104,6 +104,15 @@ class ServerConfig:
     """Tephra binds 0.0.0.0; we bind loopback unless told otherwise (no auth on Thrift)."""
     port: int = DEFAULT_PORT
     max_frame_bytes: int = 16 * 1024 * 1024
+    """Largest frame accepted (Tephra's ``maxReadBufferBytes``)."""
+    max_pending_frame_bytes: int = 64 * 1024 * 1024
+    """Memory for unfinished frames across all connections (``txn.rpc.limits``)."""
+    frame_timeout_s: float = 30.0
+    """A frame begun must be complete within this time; <= 0: no limit."""
+    idle_timeout_s: float = 600.0
+    """Connections silent this long with nothing outstanding are closed; <= 0: never."""
+    offload_frame_bytes: int = 64 * 1024
+    """Frames at least this large are decoded and run on a worker thread."""
     drain_timeout_s: float = 30.0
     sync_helper: bool = True
     """fdatasync the log in a helper process while the event loop goes on serving
@@ -134,3 +143,7 @@ class ServerConfig:
             raise InvalidArgumentError("sync_helper_min_edits must not be negative")
         if self.max_frame_bytes < 1024:
             raise InvalidArgumentError("max_frame_bytes must be at least 1024")
+        if self.max_pending_frame_bytes < self.max_frame_bytes:
+            raise InvalidArgumentError("max_pending_frame_bytes must be at least max_frame_bytes")
+        if self.offload_frame_bytes < 1:
+            raise InvalidArgumentError("offload_frame_bytes must be positive")

@@ -143,8 +143,14 @@ class TxStateMachine:
             ),
         )
 
-    def do_committing(self, tx_id: int, changes: frozenset[bytes], client_id: str | None) -> None:
-        self.committing[tx_id] = ChangeSet(changes, client_id)
+    def do_committing(
+        self,
+        tx_id: int,
+        changes: frozenset[bytes],
+        client_id: str | None,
+        encoded: bytes | None = None,
+    ) -> None:
+        self.committing[tx_id] = ChangeSet(changes, client_id, encoded)
 
     def do_commit(
         self, tx_id: int, changes: frozenset[bytes], commit_pointer: int, add_to_committed: bool

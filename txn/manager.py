@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
@@ -47,6 +47,7 @@ from txn.errors import (
 from txn.machine import TxStateMachine
 from txn.periodic import PeriodicTask
 from txn.persist.edit import TransactionEdit
+from txn.persist.edit_codec import encode_changes
 from txn.persist.store import TransactionStateStore
 from txn.persist.wal import SyncListener, UnsyncedWrite, WriteAheadLog
 from txn.state import TransactionSnapshot
@@ -58,6 +59,21 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 DEFAULT_CLIENT_ID = "unknown"
+_ENCODE_AHEAD = 1024
+"""Change sets at least this large are encoded for the log by the calling thread."""
+_CHUNK = 65_536
+
+
+def _key_set(keys: Collection[bytes]) -> frozenset[bytes]:
+    """``keys`` as a set of ``bytes``; a huge collection is hashed in chunks, so other
+    threads get the GIL in between (one C call would hold it throughout)."""
+    if len(keys) <= _CHUNK:
+        return frozenset(map(bytes, keys))
+    seq = keys if isinstance(keys, list | tuple) else list(keys)
+    result: set[bytes] = set()
+    for i in range(0, len(seq), _CHUNK):
+        result.update(map(bytes, seq[i : i + _CHUNK]))
+    return frozenset(result)
 
 
 class ManagerState(enum.Enum):
@@ -371,7 +387,9 @@ class TransactionManager:
             message += " (it is known to be invalid)"
         return TransactionNotInProgressError(message)
 
-    def _validate_changes(self, tx_id: int, changes: frozenset[bytes]) -> None:
+    def _validate_changes(self, tx_id: int, changes: Collection[bytes]) -> None:
+        """Tephra's change-set limits, on the keys as sent (a duplicate counts twice),
+        checked before they are hashed or held any longer."""
         cfg = self.config
         count = len(changes)
         if count > cfg.changeset_count_limit:
@@ -381,7 +399,7 @@ class TransactionManager:
             )
         if count > cfg.changeset_count_warn:
             log.warning("change set of transaction %d has %d entries", tx_id, count)
-        size = sum(len(c) for c in changes)
+        size = sum(map(len, changes))
         if size > cfg.changeset_size_limit:
             raise TransactionSizeError(
                 f"Change set for transaction {tx_id} has total size of {size} bytes and exceeds "
@@ -404,8 +422,15 @@ class TransactionManager:
             )
 
     def _can_commit(self, tx_id: int, changes: Iterable[bytes]) -> Durable[None]:
-        change_set = frozenset(bytes(c) for c in changes)
+        # The expensive part — checking the limits, hashing the keys, encoding a large set
+        # for the log — happens before the state lock, so a huge change set delays only
+        # its own caller (the server runs large calls on a worker thread).
+        keys = changes if isinstance(changes, Collection) else list(changes)
         m = self._m
+        if tx_id in m.in_progress:  # unlocked peek: "not in progress" is reported first
+            self._validate_changes(tx_id, keys)
+        change_set = _key_set(keys)
+        encoded = encode_changes(change_set) if len(change_set) >= _ENCODE_AHEAD else None
         with self._lock:
             self._ensure_running()
             entry = m.in_progress.get(tx_id)
@@ -413,15 +438,14 @@ class TransactionManager:
                 raise self._not_in_progress(
                     tx_id, "canCommit() is called for transaction %d that is not in progress"
                 )
-            self._validate_changes(tx_id, change_set)
             self._raise_if_conflict(tx_id, change_set)
             keep = (
                 entry.client_id
                 if self.config.retain_client_id is ClientIdRetention.COMMITTED
                 else None
             )
-            m.do_committing(tx_id, change_set, keep)
-            ticket = self._log(TransactionEdit.committing(tx_id, change_set))
+            m.do_committing(tx_id, change_set, keep, encoded)
+            ticket = self._log(TransactionEdit.committing(tx_id, change_set, encoded))
         return Durable(None, ticket)
 
     def _commit(self, tx_id: int, write_pointer: int) -> Durable[None]:
@@ -437,12 +461,15 @@ class TransactionManager:
                 )
             committing = m.committing.get(tx_id)
             changes: frozenset[bytes] = frozenset()
+            encoded = None
             if committing is not None:
-                changes = committing.changes
+                changes, encoded = committing.changes, committing.encoded
                 self._raise_if_conflict(tx_id, changes)
             m.do_commit(tx_id, changes, commit_pointer, committing is not None)
             ticket = self._log(
-                TransactionEdit.committed(tx_id, changes, commit_pointer, committing is not None)
+                TransactionEdit.committed(
+                    tx_id, changes, commit_pointer, committing is not None, encoded
+                )
             )
         return Durable(None, ticket)
 

@@ -59,6 +59,9 @@ class ChangeSet:
 
     changes: frozenset[bytes]
     client_id: str | None = field(default=None, compare=False)
+    encoded: bytes | None = field(default=None, compare=False, repr=False)
+    """The keys as a log edit writes them (``edit_codec.encode_changes``), when they were
+    encoded ahead of time (large sets), so a later edit does not encode them again."""
 
 
 @dataclass(frozen=True)

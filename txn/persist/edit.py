@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from txn.transaction import TransactionType
 
@@ -44,6 +44,9 @@ class TransactionEdit:
     truncate_invalid_tx_time: int = 0
     parent_write_pointer: int = 0
     checkpoint_pointers: tuple[int, ...] | None = None
+    encoded_changes: bytes | None = field(default=None, compare=False, repr=False)
+    """``changes`` already encoded (``edit_codec.encode_changes``), or None: the codec
+    encodes them. Lets a large set be encoded once, off the thread that writes the log."""
 
     @classmethod
     def started(
@@ -62,8 +65,15 @@ class TransactionEdit:
         )
 
     @classmethod
-    def committing(cls, write_pointer: int, changes: frozenset[bytes]) -> TransactionEdit:
-        return cls(state=EditState.COMMITTING, write_pointer=write_pointer, changes=changes)
+    def committing(
+        cls, write_pointer: int, changes: frozenset[bytes], encoded: bytes | None = None
+    ) -> TransactionEdit:
+        return cls(
+            state=EditState.COMMITTING,
+            write_pointer=write_pointer,
+            changes=changes,
+            encoded_changes=encoded,
+        )
 
     @classmethod
     def committed(
@@ -72,6 +82,7 @@ class TransactionEdit:
         changes: frozenset[bytes],
         commit_pointer: int,
         can_commit: bool,
+        encoded: bytes | None = None,
     ) -> TransactionEdit:
         """``can_commit`` means "add the changes to the committed sets"."""
         return cls(
@@ -80,6 +91,7 @@ class TransactionEdit:
             changes=changes,
             commit_pointer=commit_pointer,
             can_commit=can_commit,
+            encoded_changes=encoded,
         )
 
     @classmethod

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 
 from txn.errors import CodecError
 from txn.persist.checksum import crc32c
+from txn.persist.edit_codec import sorted_keys
 from txn.state import InProgressTx, InProgressType, TransactionSnapshot
 
 __all__ = [
@@ -93,9 +94,8 @@ def _write_change_sets(out: bytearray, sets: Iterable[tuple[int, frozenset[bytes
     if _write_block(out, len(items)):
         for key, changes in items:
             write_varint(out, key)
-            keys = sorted(changes)
-            if _write_block(out, len(keys)):
-                for change in keys:
+            if _write_block(out, len(changes)):
+                for change in sorted_keys(changes):
                     write_varint(out, len(change))
                     out += change
                 write_varint(out, 0)

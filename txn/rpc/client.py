@@ -11,6 +11,10 @@ Calls that are not idempotent (start, commit, abort) may have taken effect on th
 before a transport failure: a retried commit can answer "not in progress" for a commit
 that did happen, as with Tephra's own client.
 
+A pooled connection idle for a second or more is checked before it is used again: one
+the server has closed (``txn serve`` closes idle connections after ``idle_timeout_s``) is
+replaced by a new one without costing a retry.
+
 Each connection is a plain socket speaking framed binary Thrift. The calls of a
 transaction's life (start, canCommit, commit) are encoded and their successful answers
 decoded by hand (``txn.rpc.wire``); every other call, and every answer that is not a
@@ -23,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
@@ -82,17 +87,24 @@ class _Pool:
     def obtain(self) -> Any:
         deadline: float | None = None
         with self._cond:
-            while not self._idle and self._created >= self._size:
-                if deadline is None:
-                    deadline = time.monotonic() + self._timeout
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TxServiceUnavailableError(
-                        f"no connection free after {self._timeout} s ({self._size} in use)"
-                    )
-                self._cond.wait(remaining)
-            if self._idle:
-                return self._idle.pop()
+            while True:
+                while not self._idle and self._created >= self._size:
+                    if deadline is None:
+                        deadline = time.monotonic() + self._timeout
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise TxServiceUnavailableError(
+                            f"no connection free after {self._timeout} s ({self._size} in use)"
+                        )
+                    self._cond.wait(remaining)
+                if not self._idle:
+                    break
+                conn = self._idle.pop()
+                if not conn.stale():
+                    return conn
+                self._created -= 1  # closed by the server meanwhile: make a new one
+                with contextlib.suppress(Exception):
+                    conn.close()
             self._created += 1
         try:
             return self._factory()
@@ -300,12 +312,34 @@ class ThriftTxClient:
 class _Connection:
     """One socket to the server; one call at a time."""
 
+    _CHECK_AFTER_S = 1.0
+
     def __init__(self, host: str, port: int, timeout_s: float) -> None:
         self._sock = socket.create_connection((host, port), timeout=timeout_s)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._timeout_s = timeout_s
+        self._used = time.monotonic()
+
+    def stale(self) -> bool:
+        """Unusable after a rest: the server closed it (or sent something unasked)."""
+        if time.monotonic() - self._used < self._CHECK_AFTER_S:
+            return False
+        sock = self._sock
+        try:
+            sock.setblocking(False)
+            try:
+                sock.recv(1)
+            finally:
+                sock.settimeout(self._timeout_s)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return False  # nothing to read: alive
+        except OSError:
+            return True
+        return True  # end of stream, or bytes nobody asked for
 
     def exchange(self, frame: bytes) -> bytes:
         """Send one framed call; return the body of the one reply frame."""
+        self._used = time.monotonic()
         sock = self._sock
         sock.sendall(frame)
         data = sock.recv(65536)

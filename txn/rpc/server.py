@@ -26,12 +26,15 @@ alternating between two half-size ones. Connections quiet for longer are not wai
 so a lone client never waits.
 
 Per connection, replies leave in request order. Slow calls (``BLOCKING``: snapshot,
-reset, prune) run on a worker thread and hold their place in that order.
+reset, prune) run on a worker thread and hold their place in that order; so do frames of
+``offload_frame_bytes`` or more (a huge ``canCommit``), decoded and run there too, and the
+connection's later frames wait for them (``txn.rpc.connection``).
 
 Robustness: a frame length <= 0 or above ``max_frame_bytes``, an undecodable message or
 arguments, or a message that is not a call closes that connection only. An unknown
 method gets ``TApplicationException(UNKNOWN_METHOD)``. A client that stops reading has
-its reads paused until its replies drain.
+its reads paused until its replies drain. Unfinished frames share a memory budget, and
+stalled frames and idle connections are closed after their timeouts (``txn.rpc.limits``).
 """
 
 from __future__ import annotations
@@ -41,9 +44,9 @@ import contextlib
 import logging
 import threading
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any
 
 from thriftpy2.thrift import TApplicationException, TMessageType
 
@@ -52,9 +55,11 @@ from txn.errors import TxError, TxStorageError
 from txn.manager import ManagerState, TransactionManager
 from txn.persist.syncer import HelperGoneError, SyncHelper
 from txn.persist.wal import UnsyncedWrite
+from txn.rpc.connection import Connection, Slot
 from txn.rpc.fastpath import FastCalls
 from txn.rpc.handler import BLOCKING, TephraHandler
 from txn.rpc.idl import tephra
+from txn.rpc.limits import FrameBudget
 from txn.rpc.timer import LoopTimer
 from txn.rpc.wire import encode_message, parse_call, reading
 
@@ -66,6 +71,20 @@ _CALL = TMessageType.CALL
 _ONEWAY = TMessageType.ONEWAY
 
 
+@dataclass(frozen=True, slots=True)
+class _Blocking:
+    """A decoded call that must run on a worker thread."""
+
+    api: str
+    seqid: int
+    args: Any
+
+
+_Outcome = tuple[int, bytes] | _Blocking | str
+"""What a frame came to: a reply slot (ticket, framed reply), a call for a worker, or
+why the connection must close."""
+
+
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """uvloop where installed (it halves the loop's socket overhead), else asyncio's."""
     try:
@@ -73,105 +92,6 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     except ImportError:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
-
-
-class _Slot:
-    """A reply's place in a connection's queue; ``data`` is None until it is computed."""
-
-    __slots__ = ("data", "ticket")
-
-    def __init__(self, ticket: int, data: bytes | None) -> None:
-        self.ticket = ticket
-        self.data = data
-
-
-class _Connection(asyncio.Protocol):
-    def __init__(self, server: ThriftServer) -> None:
-        self._server = server
-        self._buf = bytearray()
-        self.replies: deque[_Slot] = deque()
-        self.transport: asyncio.Transport | None = None
-        self.draining = False
-
-    # asyncio callbacks
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports implement asyncio.Transport without subclassing it
-        self.transport = cast(asyncio.Transport, transport)
-        self._server.connections.add(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.transport = None
-        self._server.connections.discard(self)
-        self._server.waiting.discard(self)
-        self._server.answered.pop(self, None)
-
-    def pause_writing(self) -> None:
-        if self.transport is not None:
-            self.transport.pause_reading()
-
-    def resume_writing(self) -> None:
-        if self.transport is not None and not self.draining:
-            self.transport.resume_reading()
-
-    def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        server = self._server
-        server.answered.pop(self, None)
-        limit = server.config.max_frame_bytes
-        end = len(buf)
-        pos = 0
-        while end - pos >= 4:
-            size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-            if size <= 0 or size > limit:
-                self.abort(f"bad frame length {size}")
-                return
-            if end - pos - 4 < size:
-                break
-            frame = bytes(buf[pos + 4 : pos + 4 + size])
-            pos += 4 + size
-            if not server.dispatch(self, frame):
-                return
-        if pos:
-            del buf[:pos]
-        self.flush()
-        if self.replies:
-            server.schedule_sync()
-
-    # replies
-
-    def flush(self) -> None:
-        """Send every reply at the head of the queue that is computed and durable."""
-        transport = self.transport
-        if transport is None:
-            return
-        synced = self._server.manager.synced_ticket()
-        replies = self.replies
-        out = []
-        while replies:
-            head = replies[0]
-            if head.data is None or head.ticket > synced:
-                break
-            out.append(head.data)
-            replies.popleft()
-        if out:
-            transport.write(b"".join(out))
-        if replies:
-            self._server.waiting.add(self)
-        else:
-            if out and self._server.commit_delay_s:
-                answered = self._server.answered
-                answered.pop(self, None)  # keep the dict in answer order
-                answered[self] = time.monotonic()
-            self._server.waiting.discard(self)
-            if self.draining:
-                transport.close()
-
-    def abort(self, reason: str) -> None:
-        log.info("closing a Thrift connection: %s", reason)
-        if self.transport is not None:
-            self.transport.abort()
 
 
 class ThriftServer:
@@ -186,14 +106,16 @@ class ThriftServer:
         self.manager = manager
         self.config = config
         self.handler = handler if handler is not None else TephraHandler(manager)
-        self.connections: set[_Connection] = set()
-        self.waiting: set[_Connection] = set()
+        self.connections: set[Connection] = set()
+        self.waiting: set[Connection] = set()
+        self.budget: FrameBudget[Connection] = FrameBudget(config.max_pending_frame_bytes)
+        self._sweeper: asyncio.TimerHandle | None = None
         self._released_upto = -1  # the durable ticket of the last _release pass
         # Commit delay: connections fully answered -> when (time.monotonic(), not the
         # loop's clock: uvloop's counts milliseconds), oldest first; a new call of theirs
         # removes them. The batch's first look, and the delay's timer (set by start()).
         self.commit_delay_s = config.commit_delay_us / 1e6
-        self.answered: dict[_Connection, float] = {}
+        self.answered: dict[Connection, float] = {}
         self._batch_since: float | None = None
         self._delay_timer: LoopTimer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -226,20 +148,62 @@ class ThriftServer:
                 self._loop.add_reader(helper.fileno(), self._helper_answered, helper)
                 self._idle.append(helper)
         self._server = await self._loop.create_server(
-            lambda: _Connection(self), self.config.host, self.config.port, reuse_address=True
+            lambda: Connection(self), self.config.host, self.config.port, reuse_address=True
         )
         sockname = self._server.sockets[0].getsockname()
         self.address = (sockname[0], sockname[1])
+        if self._sweep_period() is not None:
+            self._sweeper = self._loop.call_later(self._sweep_period() or 1.0, self._sweep)
         return self.address
+
+    def now(self) -> float:
+        """The loop's clock (for the connection timeouts)."""
+        assert self._loop is not None
+        return self._loop.time()
+
+    # -- limits (txn.rpc.limits) -------------------------------------------------------
+
+    def release_budget(self, size: int) -> None:
+        for conn, granted in self.budget.release(size):
+            conn.granted(granted)
+
+    def _sweep_period(self) -> float | None:
+        timeouts = [t for t in (self.config.frame_timeout_s, self.config.idle_timeout_s) if t > 0]
+        if not timeouts:
+            return None
+        return min(1.0, max(0.05, min(timeouts) / 4))
+
+    def _sweep(self) -> None:
+        """Close connections past their frame or idle timeout."""
+        cfg = self.config
+        now = self.now()
+        for conn in list(self.connections):
+            if conn.transport is None or conn.paused_by_server:
+                continue
+            since = conn.partial_since
+            if since is not None and cfg.frame_timeout_s > 0:
+                if now - since > cfg.frame_timeout_s:
+                    conn.abort(f"a frame unfinished after {cfg.frame_timeout_s} s")
+            elif (
+                cfg.idle_timeout_s > 0
+                and not conn.replies
+                and now - conn.last_rx > cfg.idle_timeout_s
+            ):
+                conn.abort(f"idle for {cfg.idle_timeout_s} s")
+        period = self._sweep_period()
+        if period is not None and self._loop is not None:
+            self._sweeper = self._loop.call_later(period, self._sweep)
 
     async def close(self) -> None:
         """Stop accepting, let in-flight calls finish (up to the drain timeout), close."""
         if self._server is not None:
             self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for conn in list(self.connections):
             conn.draining = True
-            if conn.transport is not None:
-                conn.transport.pause_reading()
+            conn.pause("draining")
             conn.flush()
         deadline = asyncio.get_running_loop().time() + self.config.drain_timeout_s
         while self.connections and asyncio.get_running_loop().time() < deadline:
@@ -405,59 +369,89 @@ class ThriftServer:
 
     # -- calls ------------------------------------------------------------------------
 
-    def dispatch(self, conn: _Connection, frame: bytes) -> bool:
-        """Decode and run one call; False if the connection was closed."""
+    def dispatch(self, conn: Connection, frame: bytes) -> bool:
+        """Run one frame's call (or hand it to a worker); False if the connection was
+        closed."""
+        if len(frame) >= self.config.offload_frame_bytes and self._loop is not None:
+            # Decoded and run on a worker; the connection's later frames wait for it.
+            if not conn.reserved:
+                self.budget.force(len(frame))
+                conn.reserved = len(frame)
+            conn.busy = True
+            conn.pause("busy")
+            slot = Slot(0, None)
+            conn.replies.append(slot)
+            self._loop.run_in_executor(self._workers, self._run_offloaded, conn, slot, frame)
+            return True
+        outcome = self._execute(frame, on_loop=True)
+        if isinstance(outcome, str):
+            conn.abort(outcome)
+            return False
+        if isinstance(outcome, _Blocking):
+            slot = Slot(0, None)
+            conn.replies.append(slot)
+            assert self._loop is not None
+            self._loop.run_in_executor(self._workers, self._run_blocking, conn, slot, outcome)
+            return True
+        conn.replies.append(Slot(*outcome))
+        return True
+
+    def _execute(self, frame: bytes, *, on_loop: bool) -> _Outcome:
+        """Decode ``frame`` and run its call (a ``BLOCKING`` one only off the loop)."""
         call = parse_call(frame)
         if call is not None:
             fast = self._fast.get(call[0])
             if fast is not None:
                 answer = fast(call[1], frame, call[2])
                 if answer is not None:
-                    conn.replies.append(_Slot(*answer))
-                    return True
+                    return answer
         proto = reading(frame)
         try:
             api, mtype, seqid = proto.read_message_begin()
         except Exception as exc:
-            conn.abort(f"undecodable message header: {exc!r}")
-            return False
+            return f"undecodable message header: {exc!r}"
         if mtype not in (_CALL, _ONEWAY):
-            conn.abort(f"message type {mtype} is not a call")
-            return False
+            return f"message type {mtype} is not a call"
         if api not in self._methods:
             err = TApplicationException(
                 TApplicationException.UNKNOWN_METHOD, f"Unknown function {api}"
             )
-            conn.replies.append(_Slot(0, encode_message(api, seqid, err)))
-            return True
+            return 0, encode_message(api, seqid, err)
         args = getattr(self._service, api + "_args")()
         try:
             proto.read_struct(args)
         except Exception as exc:
-            conn.abort(f"undecodable arguments of {api}: {exc!r}")
-            return False
-        if api in BLOCKING:
-            slot = _Slot(0, None)
-            conn.replies.append(slot)
-            assert self._loop is not None
-            self._loop.run_in_executor(
-                self._workers, self._run_blocking, conn, slot, api, seqid, args
-            )
-        else:
-            reply = self.handler.handle(api, args)
-            conn.replies.append(_Slot(reply.ticket, encode_message(api, seqid, reply.result)))
-        return True
-
-    def _run_blocking(
-        self, conn: _Connection, slot: _Slot, api: str, seqid: int, args: Any
-    ) -> None:
+            return f"undecodable arguments of {api}: {exc!r}"
+        if on_loop and api in BLOCKING:
+            return _Blocking(api, seqid, args)
         reply = self.handler.handle(api, args)
-        data = encode_message(api, seqid, reply.result)
+        return reply.ticket, encode_message(api, seqid, reply.result)
+
+    def _run_blocking(self, conn: Connection, slot: Slot, call: _Blocking) -> None:
+        reply = self.handler.handle(call.api, call.args)
+        self._fill(conn, slot, (reply.ticket, encode_message(call.api, call.seqid, reply.result)))
+
+    def _run_offloaded(self, conn: Connection, slot: Slot, frame: bytes) -> None:
+        try:
+            outcome = self._execute(frame, on_loop=False)
+        except BaseException as exc:  # never leave the connection busy for ever
+            outcome = f"internal error: {exc!r}"
+        self._fill(conn, slot, outcome, offloaded=True)
+
+    def _fill(
+        self, conn: Connection, slot: Slot, outcome: _Outcome, *, offloaded: bool = False
+    ) -> None:
+        """Hand a worker's outcome back to the loop thread."""
         assert self._loop is not None
 
         def fill() -> None:
-            slot.data = data
-            conn.flush()
+            if isinstance(outcome, str):
+                conn.abort(outcome)
+            elif isinstance(outcome, tuple):
+                slot.ticket, slot.data = outcome
+                conn.flush()
+            if offloaded:
+                conn.call_done()
             if conn.replies:
                 self.schedule_sync()
 

@@ -15,9 +15,13 @@ from txn.rpc.retry import RetryNTimes, RetryWithBackoff
 
 class Conn:
     closed = False
+    gone = False  # the server closed it while it was idle in the pool
 
     def close(self) -> None:
         self.closed = True
+
+    def stale(self) -> bool:
+        return self.gone
 
 
 def test_pool_creates_up_to_its_size_and_reuses() -> None:
@@ -98,3 +102,14 @@ def test_addresses() -> None:
     assert parse_address(("h", 1)) == ("h", 1)
     with pytest.raises(InvalidArgumentError):
         parse_address("h:port")
+
+
+def test_a_connection_closed_while_idle_is_replaced_not_handed_out() -> None:
+    pool = _Pool(Conn, size=2, obtain_timeout_s=0.1)
+    first = pool.obtain()
+    pool.release(first)
+    first.gone = True
+    second = pool.obtain()
+    assert second is not first and first.closed
+    third = pool.obtain()  # the stale one no longer counts against the size
+    assert third is not second
