@@ -97,3 +97,19 @@ def test_records_chain() -> None:
 def test_bad_bytes(data: bytes, message: str) -> None:
     with pytest.raises(CodecError, match=message):
         decode_edit(data)
+
+
+def test_large_sets_encode_the_same_sorted_in_chunks_and_ahead_of_time() -> None:
+    import random
+
+    from txn.persist.edit_codec import encode_changes, sorted_keys
+
+    rng = random.Random(5)
+    keys = frozenset(rng.randbytes(rng.randint(0, 12)) for _ in range(100_000))
+    assert list(sorted_keys(keys)) == sorted(keys)  # merged from sorted chunks
+    block = encode_changes(keys)
+    ahead = TransactionEdit.committed(7, keys, 9, True, block)
+    assert ahead == TransactionEdit.committed(7, keys, 9, True)
+    assert encode_edit(ahead) == encode_edit(TransactionEdit.committed(7, keys, 9, True))
+    edit, _end = decode_edit(encode_edit(ahead))
+    assert edit.changes == keys
