@@ -3,12 +3,13 @@
 ::
 
     tms serve [--host H] [--port P] [--data-dir D] [--tx-server H:P] [--auth FILE]
-              [--config FILE.toml]
+              [--config FILE.toml] [--tx-tls-ca PEM [--tx-tls-cert PEM --tx-tls-key PEM]]
     tms topics create NS TOPIC [--ttl S] [--property K=V ...]
     tms topics list NS | get NS TOPIC | delete NS TOPIC
     tms topics update NS TOPIC [--ttl S] [--property K=V ...]
     tms publish NS TOPIC [MESSAGE ...]          (no messages: one per line of stdin)
     tms tail NS TOPIC [--from-start | --from-time MS | --from-id HEX] [--tx-server H:P]
+                      [--tx-tls-ca PEM [--tx-tls-cert PEM --tx-tls-key PEM]]
     tms inspect NS TOPIC [--start-ms MS] [--end-ms MS] [--limit N] [--json]
 
 Client commands talk to ``--url`` (default ``$TMS_URL`` or http://127.0.0.1:15166) with
@@ -34,6 +35,7 @@ from typing import Any
 
 from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.model import TopicId
+from txn.rpc.tls import add_client_tls_arguments, client_tls
 
 __all__ = ["main"]
 
@@ -60,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--auth", type=Path, help="TOML file of tokens and grants")
     serve.add_argument("--config", type=Path, help="TOML file: [tms] and [http] tables")
+    add_client_tls_arguments(serve, "--tx-tls-")
 
     topics = sub.add_parser("topics", help="manage topics").add_subparsers(
         dest="action", required=True
@@ -91,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--from-time", type=int, metavar="MS")
     where.add_argument("--from-id", metavar="HEX")
     tail.add_argument("--tx-server", help="read transactionally through this transaction server")
+    add_client_tls_arguments(tail, "--tx-tls-")
     tail.add_argument("--format", choices=["text", "json"], default="text")
     tail.add_argument("--count", type=int, help="stop after this many messages")
 
@@ -138,7 +142,8 @@ def _serve(args: argparse.Namespace) -> int:
     http_config = HttpConfig(**http_values)
     authorizer = Authorizer.from_file(args.auth) if args.auth else None
     service = MessagingService(LevelDBStore(args.data_dir), tms_config)
-    tx_client = ThriftTxClient(args.tx_server) if args.tx_server else None
+    tls = client_tls(args.tx_tls_ca, args.tx_tls_cert, args.tx_tls_key)
+    tx_client = ThriftTxClient(args.tx_server, tls=tls) if args.tx_server else None
     cleanup = None
     if tms_config.cleanup_interval_s > 0:
         participant = tms_config.prune_participant if tx_client is not None else ""
@@ -249,7 +254,8 @@ def _tail(client: Any, args: argparse.Namespace) -> int:
     if args.tx_server:
         from txn.rpc.client import ThriftTxClient  # noqa: PLC0415
 
-        tx_client = ThriftTxClient(args.tx_server)
+        tls = client_tls(args.tx_tls_ca, args.tx_tls_cert, args.tx_tls_key)
+        tx_client = ThriftTxClient(args.tx_server, tls=tls)
     seen = 0
     try:
         for message in client.follow(topic, start=start, tx_client=tx_client):

@@ -4,18 +4,22 @@ offline inspector for state directories.
 ::
 
     txn serve [--host H] [--port P] [--data-dir D | --in-memory] [--config FILE.toml]
+              [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
     txn status | invalid-size | snapshot | reset-state | prune-now        [--server H:P]
     txn truncate-invalid-tx ID[,ID...]                                    [--server H:P]
     txn truncate-invalid-tx-before TIME_MS                                [--server H:P]
     txn inspect --data-dir D
 
-Exit codes: 0 success, 1 the operation failed (message on stderr), 2 bad usage.
+Every admin command also takes ``--tls-ca PEM [--tls-cert PEM --tls-key PEM]`` for a
+server behind TLS. Exit codes: 0 success, 1 the operation failed (message on stderr),
+2 bad usage.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
 import logging
 import signal
@@ -37,6 +41,7 @@ from txn.rpc.client import ThriftTxClient
 from txn.rpc.handler import TephraHandler
 from txn.rpc.retry import RetryNTimes
 from txn.rpc.server import ThriftServer, new_event_loop
+from txn.rpc.tls import add_client_tls_arguments, client_tls
 from txn.state import TransactionSnapshot
 
 __all__ = ["main"]
@@ -58,10 +63,16 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--data-dir", type=Path, help="state directory (snapshots and logs)")
     where.add_argument("--in-memory", action="store_true", help="keep no state on disk")
     serve.add_argument("--config", type=Path, help="TOML file: [txn] and [server] tables")
+    serve.add_argument("--tls-cert", help="serve TLS with this certificate (PEM)")
+    serve.add_argument("--tls-key", help="the certificate's private key (PEM)")
+    serve.add_argument(
+        "--tls-client-ca", help="require client certificates signed by this CA (PEM)"
+    )
 
     def admin(name: str, help_text: str) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help_text)
         cmd.add_argument("--server", default=f"127.0.0.1:{DEFAULT_PORT}", help="HOST:PORT")
+        add_client_tls_arguments(cmd, "--tls-")
         return cmd
 
     admin("status", "print OK or NOTOK")
@@ -97,6 +108,9 @@ def _serve(args: argparse.Namespace) -> int:
         server_values["host"] = args.host
     if args.port is not None:
         server_values["port"] = args.port
+    for key in ("tls_cert", "tls_key", "tls_client_ca"):
+        if getattr(args, key) is not None:
+            server_values[key] = getattr(args, key)
     config = TxConfig.from_mapping(txn_values)
     server_config = ServerConfig(**server_values)
     log.info("%s", raise_open_file_limit().describe())
@@ -135,6 +149,12 @@ async def _run_server(
     server = ThriftServer(manager, config, TephraHandler(manager, pruner))
     host, port = await server.start()
     where = store.location if store is not None else "memory only"
+    if config.tls_client_ca is None and not ipaddress.ip_address(host).is_loopback:
+        log.warning(
+            "listening on %s without client authentication: anyone who can reach it can "
+            "start, commit and invalidate transactions (set tls_cert, tls_key, tls_client_ca)",
+            host,
+        )
     stop = asyncio.Event()  # handlers before the address is out: a caller may signal at once
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -196,7 +216,8 @@ def _inspect(data_dir: Path) -> int:
 
 
 def _admin(args: argparse.Namespace) -> int:
-    with ThriftTxClient(args.server, retry=RetryNTimes(2), timeout_s=30) as client:
+    tls = client_tls(args.tls_ca, args.tls_cert, args.tls_key)
+    with ThriftTxClient(args.server, retry=RetryNTimes(2), timeout_s=30, tls=tls) as client:
         cmd = args.command
         if cmd == "status":
             print(client.status())

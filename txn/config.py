@@ -101,8 +101,16 @@ class ServerConfig:
     """Thrift server settings."""
 
     host: str = "127.0.0.1"
-    """Tephra binds 0.0.0.0; we bind loopback unless told otherwise (no auth on Thrift)."""
+    """Tephra binds 0.0.0.0; we bind loopback unless told otherwise (Tephra's protocol has
+    no authentication: use the TLS settings to require client certificates)."""
     port: int = DEFAULT_PORT
+    tls_cert: str | None = None
+    """Serve TLS with this certificate (PEM; with ``tls_key``). Off: plain Thrift, which
+    Tephra's own client speaks."""
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    """With TLS: require a client certificate signed by this CA (PEM) — the
+    authentication (``txn.rpc.tls``)."""
     max_frame_bytes: int = 16 * 1024 * 1024
     """Largest frame accepted (Tephra's ``maxReadBufferBytes``)."""
     max_pending_frame_bytes: int = 64 * 1024 * 1024
@@ -147,3 +155,7 @@ class ServerConfig:
             raise InvalidArgumentError("max_pending_frame_bytes must be at least max_frame_bytes")
         if self.offload_frame_bytes < 1:
             raise InvalidArgumentError("offload_frame_bytes must be positive")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise InvalidArgumentError("tls_cert and tls_key go together")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise InvalidArgumentError("tls_client_ca needs tls_cert and tls_key")

@@ -15,7 +15,10 @@ A pooled connection idle for a second or more is checked before it is used again
 the server has closed (``txn serve`` closes idle connections after ``idle_timeout_s``) is
 replaced by a new one without costing a retry.
 
-Each connection is a plain socket speaking framed binary Thrift. The calls of a
+Each connection is a plain socket speaking framed binary Thrift, or a TLS socket with
+``tls`` (``txn.rpc.tls.ClientTls``: the server's CA, and this client's certificate for a
+server that requires one). A server certificate that does not verify raises
+``TxServiceError`` at once (no retry). The calls of a
 transaction's life (start, canCommit, commit) are encoded and their successful answers
 decoded by hand (``txn.rpc.wire``); every other call, and every answer that is not a
 plain success, goes through thriftpy2's generic codec. A reply that cannot be decoded
@@ -43,6 +46,7 @@ from txn.rpc import wire
 from txn.rpc.convert import error_from_thrift, from_thrift, to_thrift
 from txn.rpc.idl import tephra
 from txn.rpc.retry import RetryStrategy, RetryWithBackoff
+from txn.rpc.tls import ClientTls
 from txn.transaction import Transaction
 
 __all__ = ["ThriftTxClient", "default_client_id", "parse_address"]
@@ -146,8 +150,10 @@ class ThriftTxClient:
         obtain_timeout_s: float = 3.0,
         retry: RetryStrategy | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        tls: ClientTls | None = None,
     ) -> None:
         self.host, self.port = parse_address(address)
+        self._tls = None if tls is None else (tls.context(), tls.server_hostname or self.host)
         self.client_id = client_id or default_client_id()
         self._timeout_s = timeout_s
         self._start_frame = wire.call_frame(
@@ -159,7 +165,12 @@ class ThriftTxClient:
 
     def _connect(self) -> _Connection:
         try:
-            return _Connection(self.host, self.port, self._timeout_s)
+            return _Connection(self.host, self.port, self._timeout_s, self._tls)
+        except ssl.SSLCertVerificationError as exc:
+            raise TxServiceError(
+                f"the transaction server at {self.host}:{self.port} failed TLS verification: "
+                f"{exc.verify_message}"
+            ) from exc
         except _TRANSPORT_ERRORS as exc:
             raise _ConnectError(exc) from exc
 
@@ -314,9 +325,22 @@ class _Connection:
 
     _CHECK_AFTER_S = 1.0
 
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
-        self._sock = socket.create_connection((host, port), timeout=timeout_s)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        timeout_s: float,
+        tls: tuple[ssl.SSLContext, str] | None = None,
+    ) -> None:
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            try:
+                sock = tls[0].wrap_socket(sock, server_hostname=tls[1])
+            except BaseException:
+                sock.close()
+                raise
+        self._sock = sock
         self._timeout_s = timeout_s
         self._used = time.monotonic()
 

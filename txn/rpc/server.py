@@ -30,6 +30,9 @@ reset, prune) run on a worker thread and hold their place in that order; so do f
 ``offload_frame_bytes`` or more (a huge ``canCommit``), decoded and run there too, and the
 connection's later frames wait for them (``txn.rpc.connection``).
 
+With ``tls_cert``/``tls_key`` the server speaks TLS, and with ``tls_client_ca`` it
+accepts only clients with a certificate that CA signed (``txn.rpc.tls``).
+
 Robustness: a frame length <= 0 or above ``max_frame_bytes``, an undecodable message or
 arguments, or a message that is not a call closes that connection only. An unknown
 method gets ``TApplicationException(UNKNOWN_METHOD)``. A client that stops reading has
@@ -61,6 +64,7 @@ from txn.rpc.handler import BLOCKING, TephraHandler
 from txn.rpc.idl import tephra
 from txn.rpc.limits import FrameBudget
 from txn.rpc.timer import LoopTimer
+from txn.rpc.tls import server_context
 from txn.rpc.wire import encode_message, parse_call, reading
 
 __all__ = ["ServerThread", "ThriftServer", "new_event_loop"]
@@ -147,8 +151,12 @@ class ThriftServer:
                 helper = SyncHelper()
                 self._loop.add_reader(helper.fileno(), self._helper_answered, helper)
                 self._idle.append(helper)
+        cfg = self.config
+        tls = None
+        if cfg.tls_cert is not None and cfg.tls_key is not None:
+            tls = server_context(cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca)
         self._server = await self._loop.create_server(
-            lambda: Connection(self), self.config.host, self.config.port, reuse_address=True
+            lambda: Connection(self), cfg.host, cfg.port, reuse_address=True, ssl=tls
         )
         sockname = self._server.sockets[0].getsockname()
         self.address = (sockname[0], sockname[1])
