@@ -308,8 +308,10 @@ class WriteAheadLog:
                 flight = self._flights.popleft()
                 durable = flight.ticket
                 writer, mark = self._durable_mark
-                if error is None and flight.writer is writer:
-                    self._durable_mark = (writer, max(mark, flight.end))
+                if error is None and flight.writer is self._writer:
+                    # Tagged with its file: read by a write to another one, it counts 0.
+                    known = mark if writer is flight.writer else 0
+                    self._durable_mark = (flight.writer, max(known, flight.end))
             self._settle(durable, error)
         self._report(error)
 

@@ -222,3 +222,33 @@ def test_tephras_format_is_still_read() -> None:
     reader = LogReader(data)
     assert [e.write_pointer for e in reader] == [40, 41, 42]
     assert not reader.framed and reader.torn_at is None
+
+
+def test_split_flushes_record_only_what_finished_syncing() -> None:
+    storage = MemoryStorage()
+    wal = WriteAheadLog(TransactionStateStore(storage))
+    wal.open(TS)
+
+    def frame_synced(start: int) -> int:
+        return int.from_bytes(storage.logs[TS][start + 8 : start + 16], "big")
+
+    wal.append(started(1))
+    first = wal.start_flush()
+    assert first is not None
+    # Given a second batch written while the first is still syncing
+    second_start = len(storage.logs[TS])
+    wal.append(started(2))
+    second = wal.start_flush()
+    assert second is not None
+    # Then it claims nothing beyond the file header as durable
+    assert frame_synced(len(FILE_HEADER)) == 0 and frame_synced(second_start) == 0
+    wal.finish_flush(first, None)
+    wal.finish_flush(second, None)
+    # And a batch written after both finished claims both
+    third_start = len(storage.logs[TS])
+    wal.append(started(3))
+    third = wal.start_flush()
+    assert third is not None
+    assert frame_synced(third_start) == third_start
+    wal.finish_flush(third, None)
+    wal.close()
