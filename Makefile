@@ -1,25 +1,41 @@
 # Two commands matter: `make run` and `make test`. Both create .venv when missing
-# and (re)install the project whenever pyproject.toml changes.
+# and (re)install the project whenever pyproject.toml changes. `make run` installs only
+# what serving needs; `make test` adds the dev tools and Spark.
 
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+RUN_STAMP := $(VENV)/.installed-run
 STAMP  := $(VENV)/.installed
+
+# `make run` settings: make variables, e.g. `make run HTTP_PORT=8080 AUTH=auth.toml`.
+DATA_DIR  ?= ./data
+TX_PORT   ?= 15165
+HTTP_PORT ?= 15166
+AUTH      ?=
+TLS_CERT  ?=
+TLS_KEY   ?=
 
 .PHONY: run example test lint typecheck unit bench bench-txn bench-tms bench-http bench-spark bench-quick clean \
         bench-deps bench-peers bench-peers-quick interop interop-deps
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
 example: $(STAMP)
 	$(BIN)/python examples/program_states.py
 
-run: $(STAMP)
-	$(BIN)/python -m tms.standalone --data-dir ./data
+run: $(RUN_STAMP)
+	@$(BIN)/python -m tms.standalone --data-dir '$(DATA_DIR)' --tx-port $(TX_PORT) \
+		--http-port $(HTTP_PORT) $(if $(AUTH),--auth '$(AUTH)') \
+		$(if $(TLS_CERT),--tls-cert '$(TLS_CERT)') $(if $(TLS_KEY),--tls-key '$(TLS_KEY)')
 
 lint: $(STAMP)
 	$(BIN)/ruff check txn tms pyspark_tms tests benchmarks examples

@@ -12,14 +12,17 @@ read stopped at an entry that transaction cannot see.
 
 Requests go through ``tms.client.transport.Transport`` (urllib3, the engine under
 ``requests``, called directly: a third of the CPU per request), which reads the
-environment's proxy and CA bundle settings once, as ``requests`` would, when the client is
-made; ``.netrc`` is not consulted: the service authenticates with bearer tokens.
+environment's proxy settings once, as ``requests`` would, when the client is made;
+``.netrc`` is not consulted: the service authenticates with bearer tokens. An ``https://``
+service's certificate is verified against ``ca_bundle`` (else ``REQUESTS_CA_BUNDLE`` /
+``CURL_CA_BUNDLE``, else the system's trust store).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -156,6 +159,7 @@ class MessagingClient:
         backoff_s: float = 0.1,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        ca_bundle: str | os.PathLike[str] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._timeout = timeout_s
@@ -166,7 +170,7 @@ class MessagingClient:
         headers = {"User-Agent": "txms-client", "Accept-Encoding": "identity"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._http = Transport(self.base_url, headers=headers)
+        self._http = Transport(self.base_url, headers=headers, ca_bundle=ca_bundle)
 
     def close(self) -> None:
         self._http.close()

@@ -38,9 +38,12 @@ from tms.errors import (
     TmsInvalidArgumentError,
 )
 from tms.fetcher import FetchRequest, MessageFetcher
-from tms.http.auth import Authorizer, Permission
+from tms.http.auth import Authorizer
 from tms.http.batcher import WriteBatcher
+from tms.http.config import HttpConfig
 from tms.http.openapi import openapi_spec
+from tms.http.protocol import code_for_status, error_response
+from tms.http.routes import ROUTES, Route, authorize
 from tms.ids import MESSAGE_ID_SIZE, MessageId
 from tms.inspect import inspect_topic
 from tms.model import MarkersRequest, Message, StoreRequest, TopicId, validate_namespace
@@ -57,32 +60,6 @@ JSON = "application/json"
 T = TypeVar("T")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@dataclass(frozen=True)
-class HttpConfig:
-    host: str = "127.0.0.1"
-    port: int = 15166
-    max_request_bytes: int = 10 * 1024 * 1024
-    chunk_bytes: int = 60_000
-    """Bytes of messages per streamed poll chunk (approximate; at least one message)."""
-    chunk_messages: int = 5_000
-    """Messages read from storage per step of a streamed poll."""
-    worker_threads: int = 64
-    max_wait_ms: int = 60_000
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.port <= 65535:
-            raise TmsInvalidArgumentError(f"bad port {self.port}")
-        if self.max_request_bytes < 1024 or self.worker_threads < 1 or self.chunk_messages < 1:
-            raise TmsInvalidArgumentError("bad HTTP settings")
-
-
-def _error(status: int, code: str, message: str) -> web.Response:
-    return web.json_response({"error": code, "message": message}, status=status)
-
-
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}
 
 
 def _route_of(request: web.Request) -> str:
@@ -152,22 +129,15 @@ class Api:
         assert self.batcher is not None
         return await self.batcher.submit(topic, kind, arg)
 
-    def _namespace(self, request: web.Request, permission: Permission) -> str:
-        namespace = validate_namespace(request.match_info["namespace"])
-        self._authorize(request, namespace, None, permission)
-        return namespace
+    # Access was checked before the handler ran (``tms.http.routes``).
 
-    def _topic(self, request: web.Request, permission: Permission) -> TopicId:
-        topic = TopicId(request.match_info["namespace"], request.match_info["topic"])
-        self._authorize(request, topic.namespace, topic.topic, permission)
-        return topic
+    @staticmethod
+    def _namespace(request: web.Request) -> str:
+        return validate_namespace(request.match_info["namespace"])
 
-    def _authorize(
-        self, request: web.Request, namespace: str, topic: str | None, permission: Permission
-    ) -> None:
-        if self.auth is not None:
-            principal = self.auth.authenticate(request.headers.get("Authorization"))
-            self.auth.check(principal, namespace, topic, permission)
+    @staticmethod
+    def _topic(request: web.Request) -> TopicId:
+        return TopicId(request.match_info["namespace"], request.match_info["topic"])
 
     @staticmethod
     def _format(request: web.Request) -> str:
@@ -189,29 +159,29 @@ class Api:
     # -- topics -------------------------------------------------------------------------
 
     async def create_topic(self, request: web.Request) -> web.Response:
-        topic = self._topic(request, Permission.ADMIN)
+        topic = self._topic(request)
         properties = jsonc.decode_topic_properties(await self._body(request))
         await self._run(self.svc.create_topic, topic, properties)
         return web.Response(status=200)
 
     async def update_topic(self, request: web.Request) -> web.Response:
-        topic = self._topic(request, Permission.ADMIN)
+        topic = self._topic(request)
         properties = jsonc.decode_topic_properties(await self._body(request))
         await self._run(self.svc.update_topic, topic, properties)
         return web.Response(status=200)
 
     async def get_topic(self, request: web.Request) -> web.Response:
-        topic = self._topic(request, Permission.READ)
+        topic = self._topic(request)
         metadata = await self._run(self.svc.get_topic, topic)
         return web.json_response(dict(metadata.properties))
 
     async def list_topics(self, request: web.Request) -> web.Response:
-        namespace = self._namespace(request, Permission.READ)
+        namespace = self._namespace(request)
         topics = await self._run(self.svc.list_topics, namespace)
         return web.json_response([t.topic for t in topics])
 
     async def delete_topic(self, request: web.Request) -> web.Response:
-        topic = self._topic(request, Permission.ADMIN)
+        topic = self._topic(request)
         await self._run(self.svc.delete_topic, topic)
         return web.Response(status=200)
 
@@ -229,7 +199,7 @@ class Api:
         return StoreRequest(topic, payloads, wp, ttls), fmt
 
     async def publish(self, request: web.Request) -> web.Response:
-        topic = self._topic(request, Permission.WRITE)
+        topic = self._topic(request)
         store_request, fmt = await self._store_request(request, topic)
         detail = await self._write(topic, "publish", store_request)
         if fmt == JSON:
@@ -242,13 +212,13 @@ class Api:
         return web.Response(body=avro.encode_publish_response(detail), content_type=AVRO)
 
     async def store(self, request: web.Request) -> web.Response:
-        topic = self._topic(request, Permission.WRITE)
+        topic = self._topic(request)
         store_request, _fmt = await self._store_request(request, topic)
         await self._write(topic, "store", store_request)
         return web.Response(status=200)
 
     async def rollback(self, request: web.Request) -> web.Response:
-        topic = self._topic(request, Permission.WRITE)
+        topic = self._topic(request)
         body = await self._body(request)
         # The token is echoed back as received: Avro unless the caller says JSON.
         if request.content_type == JSON:
@@ -263,7 +233,7 @@ class Api:
         )
 
     async def markers(self, request: web.Request) -> web.Response:
-        topic = self._topic(request, Permission.WRITE)
+        topic = self._topic(request)
         if request.content_type != JSON:
             raise TmsInvalidArgumentError(f"markers take {JSON} bodies")
         pointers, key = jsonc.decode_markers_request(await self._body(request))
@@ -281,7 +251,7 @@ class Api:
         return jsonc.decode_consume_request(body), fmt
 
     async def bounds(self, request: web.Request) -> web.Response:
-        topic = self._topic(request, Permission.READ)
+        topic = self._topic(request)
         spec, _fmt = await self._consume_spec(request)
         bounds = await self._run(self.svc.bounds, topic, self._fetch_request(spec))
         return web.Response(body=jsonc.encode_bounds(bounds), content_type=JSON)
@@ -327,7 +297,7 @@ class Api:
         return fetcher, messages, _take(messages, self.config.chunk_messages)
 
     async def poll(self, request: web.Request) -> web.StreamResponse:
-        topic = self._topic(request, Permission.READ)
+        topic = self._topic(request)
         spec, fmt = await self._consume_spec(request)
         fetch_request = self._fetch_request(spec)
         wait_ms = self._wait_ms(request)
@@ -406,7 +376,7 @@ class Api:
         return response
 
     async def inspect(self, request: web.Request) -> web.Response:
-        topic = self._topic(request, Permission.ADMIN)
+        topic = self._topic(request)
         query = request.query
         try:
             start_ms = int(query.get("start_ms", "0"))
@@ -431,7 +401,7 @@ class Api:
         return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
     async def openapi(self, request: web.Request) -> web.Response:
-        return web.json_response(openapi_spec())
+        return web.json_response(openapi_spec(ROUTES))
 
 
 API: web.AppKey[Api] = web.AppKey("api", Api)
@@ -446,11 +416,13 @@ def create_app(
     config: HttpConfig | None = None,
     authorizer: Authorizer | None = None,
 ) -> web.Application:
-    """The application; the caller runs it (``tms.http.server``) and owns ``service``."""
+    """The application with exactly the routes of ``tms.http.routes.ROUTES``; the caller
+    runs it (``tms.http.server``) and owns ``service``."""
     config = config or HttpConfig()
     pool = ThreadPoolExecutor(max_workers=config.worker_threads, thread_name_prefix="tms-http")
     api = Api(service, config, authorizer, pool)
     metrics = service.metrics
+    declared: dict[object, Route] = {}
 
     @web.middleware
     async def errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -459,39 +431,31 @@ def create_app(
         try:
             response = await handler(request)
         except TmsError as exc:
-            response = _error(exc.status, exc.code, str(exc))
+            response = error_response(exc.status, exc.code, str(exc))
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
-            response = _error(exc.status, _HTTP_CODES.get(exc.status, "http_error"), exc.reason)
+            response = error_response(exc.status, code_for_status(exc.status), exc.reason)
         except Exception as exc:
             log.exception("internal error on %s %s", request.method, request.path)
-            response = _error(500, "internal_error", f"internal error: {exc!r}")
+            response = error_response(500, "internal_error", f"internal error: {exc!r}")
         metrics.http_request(
             _route_of(request), request.method, response.status, time.perf_counter() - started
         )
         return response
 
+    @web.middleware
+    async def access(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if authorizer is not None:
+            authorize(authorizer, declared.get(request.match_info.route), request)
+        return await handler(request)
+
     app = web.Application(
-        client_max_size=config.max_request_bytes, middlewares=[errors_and_metrics]
+        client_max_size=config.max_request_bytes, middlewares=[errors_and_metrics, access]
     )
-    base = "/v1/namespaces/{namespace}"
-    topic = base + "/topics/{topic}"
-    app.router.add_put(topic, api.create_topic)
-    app.router.add_get(topic, api.get_topic)
-    app.router.add_delete(topic, api.delete_topic)
-    app.router.add_put(topic + "/properties", api.update_topic)
-    app.router.add_get(base + "/topics", api.list_topics)
-    app.router.add_post(topic + "/publish", api.publish)
-    app.router.add_post(topic + "/store", api.store)
-    app.router.add_post(topic + "/rollback", api.rollback)
-    app.router.add_post(topic + "/poll", api.poll)
-    app.router.add_post(topic + "/markers", api.markers)
-    app.router.add_post(topic + "/bounds", api.bounds)
-    app.router.add_get(topic + "/inspect", api.inspect)
-    app.router.add_get("/ping", api.ping)
-    app.router.add_get("/metrics", api.metrics)
-    app.router.add_get("/v1/openapi.json", api.openapi)
+    for route in ROUTES:
+        registered = app.router.add_route(route.method, route.path, getattr(api, route.handler))
+        declared[registered] = route
 
     async def on_startup(app: web.Application) -> None:
         api.waiters = TopicWaiters(asyncio.get_running_loop())

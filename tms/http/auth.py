@@ -12,10 +12,13 @@ Configured from a TOML file::
     topic = "*"                # or a topic name
     permissions = ["read", "write", "admin"]
 
-``read`` covers getting and listing topics and polling; ``write`` publishing, storing and
-rolling back; ``admin`` creating, updating and deleting topics. With no authorizer the
-service is open to anonymous callers; with one, every route but ``/ping`` needs a valid
-``Authorization: Bearer <token>`` (401 otherwise) and a matching grant (403 otherwise).
+``read`` covers getting and listing topics, polling and bounds; ``write`` publishing,
+storing, rolling back and commit markers; ``admin`` creating, updating, deleting and
+inspecting topics; ``metrics`` reading ``/metrics``, which spans every namespace, so it
+needs a grant on namespace ``"*"`` and topic ``"*"`` (``admin`` there includes it). With no
+authorizer the service is open to anonymous callers; with one, every request but
+``GET /ping`` needs a valid ``Authorization: Bearer <token>`` (401 otherwise) and, where
+its route names a permission (``tms.http.routes``), a matching grant (403 otherwise).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class Permission(enum.Enum):
     READ = "read"
     WRITE = "write"
     ADMIN = "admin"
+    METRICS = "metrics"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,18 +97,39 @@ class Authorizer:
         return cls(tokens, grants)
 
     def authenticate(self, authorization: str | None) -> str:
-        """The principal of an ``Authorization`` header value."""
+        """The principal of an ``Authorization`` header value; ``UnauthenticatedError`` for
+        anything else, whatever its bytes (the server hands over undecodable header bytes
+        as lone surrogates)."""
         if not authorization or not authorization.startswith("Bearer "):
             raise UnauthenticatedError("a bearer token is required")
-        offered = authorization[len("Bearer ") :].strip()
+        try:
+            offered = authorization[len("Bearer ") :].strip().encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise UnauthenticatedError("the bearer token is not valid") from exc
+        found = None
         for token, principal in self._tokens.items():
-            if hmac.compare_digest(token.encode(), offered.encode()):
-                return principal
-        raise UnauthenticatedError("the bearer token is not valid")
+            # Every token is compared, so the time taken does not tell which one matched.
+            if hmac.compare_digest(token.encode(), offered):
+                found = principal
+        if found is None:
+            raise UnauthenticatedError("the bearer token is not valid")
+        return found
 
     def check(
         self, principal: str, namespace: str, topic: str | None, permission: Permission
     ) -> None:
+        """``ForbiddenError`` unless a grant of ``principal`` allows ``permission`` on the
+        topic (``topic`` None: on the namespace as a whole, which needs topic ``"*"``)."""
         if not any(g.allows(principal, namespace, topic, permission) for g in self._grants):
             target = f"{namespace}:{topic}" if topic else namespace
             raise ForbiddenError(f"{principal} may not {permission.value} {target}")
+
+    def check_service(self, principal: str, permission: Permission) -> None:
+        """``ForbiddenError`` unless ``principal`` holds ``permission`` (or ``admin``) on
+        every namespace and topic: for what spans the whole service, like metrics."""
+        wanted = (permission, Permission.ADMIN)
+        if not any(g.allows(principal, "*", "*", p) for g in self._grants for p in wanted):
+            raise ForbiddenError(
+                f"{principal} may not read {permission.value}: that needs a grant of "
+                f"'{permission.value}' or 'admin' on namespace '*' and topic '*'"
+            )

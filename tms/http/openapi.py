@@ -1,8 +1,16 @@
-"""The OpenAPI 3.0 description of the REST API, served at ``/v1/openapi.json``."""
+"""The OpenAPI 3.0 description of the REST API, served at ``/v1/openapi.json``.
+
+The paths are the routes of ``tms.http.routes.ROUTES`` (a test checks both ways), and each
+operation's ``x-access`` says what a caller needs when the service runs with
+authentication, taken from the same table.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+from tms.http.routes import ROUTES, Route, Scope
 
 __all__ = ["openapi_spec"]
 
@@ -30,6 +38,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         403: "Not permitted",
         404: "Topic (or route) not found",
         409: "Topic exists",
+        408: "The request line and headers did not arrive in time",
         413: "Request body too large",
         503: "Storage unavailable",
     }
@@ -61,7 +70,19 @@ _TOPIC_PARAMS = [
 ]
 
 
-def openapi_spec() -> dict[str, Any]:
+def openapi_spec(routes: Iterable[Route] = ROUTES) -> dict[str, Any]:
+    """The document, with the access rule of each of ``routes`` filled in."""
+    spec = _spec()
+    for route in routes:
+        operation = spec["paths"].get(route.path, {}).get(route.method.lower())
+        if operation is not None:
+            operation["x-access"] = route.requirement
+            if route.scope is Scope.PUBLIC:
+                operation["security"] = [{}]
+    return spec
+
+
+def _spec() -> dict[str, Any]:
     ok = {"description": "OK"}
     topic_ops: dict[str, Any] = {
         "put": {
@@ -120,7 +141,13 @@ def openapi_spec() -> dict[str, Any]:
                 "Error": {
                     "type": "object",
                     "required": ["error", "message"],
-                    "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
+                    "properties": {
+                        "error": {
+                            "type": "string",
+                            "description": "machine-readable code (see docs/http.md, Errors)",
+                        },
+                        "message": {"type": "string", "description": "for people"},
+                    },
                 },
                 "TopicProperties": {
                     "type": "object",
@@ -171,10 +198,76 @@ def openapi_spec() -> dict[str, Any]:
                 },
                 "PublishResponse": {
                     "type": "object",
+                    "description": (
+                        "transactional: the rollback token (transactionWritePointer and "
+                        "rollbackRange); JSON answers also say how many were published"
+                    ),
                     "properties": {
                         "transactionWritePointer": {"type": "integer", "format": "int64"},
                         "rollbackRange": _ref("RollbackRange"),
                         "published": {"type": "integer"},
+                    },
+                },
+                "RollbackResponse": {
+                    "type": "object",
+                    "required": ["rolledBack"],
+                    "properties": {
+                        "rolledBack": {
+                            "type": "integer",
+                            "description": "entries rolled back by this call (0 on a repeat)",
+                        }
+                    },
+                },
+                "InspectReport": {
+                    "type": "object",
+                    "required": ["generation", "deleted", "rows", "truncated"],
+                    "properties": {
+                        "generation": {
+                            "type": "integer",
+                            "description": "current generation (negative: deleted)",
+                        },
+                        "deleted": {"type": "boolean"},
+                        "rows": {"type": "array", "items": _ref("InspectRow")},
+                        "truncated": {
+                            "type": "boolean",
+                            "description": "more message rows than the limit",
+                        },
+                    },
+                },
+                "InspectRow": {
+                    "type": "object",
+                    "description": (
+                        "a message-table row, or after a commit marker the payload-table "
+                        "rows it references and its seal"
+                    ),
+                    "required": ["table", "generation"],
+                    "properties": {
+                        "table": {"type": "string", "enum": ["message", "payload"]},
+                        "generation": {"type": "integer"},
+                        "publish_ms": {"type": "integer", "format": "int64"},
+                        "write_ms": {"type": "integer", "format": "int64"},
+                        "seq": {"type": "integer"},
+                        "id": {"type": "string", "pattern": "^[0-9a-f]{40}$"},
+                        "kind": {
+                            "type": "string",
+                            "enum": ["plain", "transactional", "reference"],
+                        },
+                        "tx_write_pointer": {
+                            "type": "integer",
+                            "format": "int64",
+                            "nullable": True,
+                        },
+                        "rolled_back": {"type": "boolean"},
+                        "payload_bytes": {"type": "integer", "nullable": True},
+                        "ttl_s": {"type": "integer", "nullable": True},
+                        "seal": {
+                            "type": "object",
+                            "description": "the commit marker that sealed the write pointer",
+                            "properties": {
+                                "publish_ms": {"type": "integer", "format": "int64"},
+                                "seq": {"type": "integer"},
+                            },
+                        },
                     },
                 },
                 "MarkersRequest": {
@@ -326,7 +419,13 @@ def openapi_spec() -> dict[str, Any]:
                     "operationId": "rollback",
                     "parameters": _TOPIC_PARAMS,
                     "requestBody": _body("PublishResponse", "PublishResponse"),
-                    "responses": {"200": ok, **_errors(400, 401, 403, 404, 413, 503)},
+                    "responses": {
+                        "200": {
+                            "description": "Rolled back (idempotent). Avro: empty",
+                            "content": {"application/json": {"schema": _ref("RollbackResponse")}},
+                        },
+                        **_errors(400, 401, 403, 404, 413, 503),
+                    },
                 }
             },
             "/v1/namespaces/{namespace}/topics/{topic}/poll": {
@@ -424,7 +523,7 @@ def openapi_spec() -> dict[str, Any]:
                     "responses": {
                         "200": {
                             "description": "Rows",
-                            "content": {"application/json": {"schema": {"type": "object"}}},
+                            "content": {"application/json": {"schema": _ref("InspectReport")}},
                         },
                         **_errors(400, 401, 403, 404, 503),
                     },
@@ -432,24 +531,40 @@ def openapi_spec() -> dict[str, Any]:
             },
             "/ping": {
                 "get": {
-                    "summary": "Liveness",
+                    "summary": "Liveness (no authentication)",
                     "operationId": "ping",
-                    "security": [{}],
-                    "responses": {"200": ok},
+                    "responses": {
+                        "200": {
+                            "description": "OK.",
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        }
+                    },
                 }
             },
             "/metrics": {
                 "get": {
-                    "summary": "Prometheus metrics",
+                    "summary": "Prometheus metrics of every topic",
                     "operationId": "metrics",
-                    "responses": {"200": ok},
+                    "responses": {
+                        "200": {
+                            "description": "Prometheus text format",
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        },
+                        **_errors(401, 403),
+                    },
                 }
             },
             "/v1/openapi.json": {
                 "get": {
                     "summary": "This document",
                     "operationId": "openapi",
-                    "responses": {"200": ok},
+                    "responses": {
+                        "200": {
+                            "description": "OpenAPI 3.0",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        },
+                        **_errors(401),
+                    },
                 }
             },
         },

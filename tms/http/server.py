@@ -1,19 +1,28 @@
 """Running the REST service: on the caller's event loop (``HttpServer``) or on a thread
-of its own (``HttpServerThread``, for tests and embedding)."""
+of its own (``HttpServerThread``, for tests and embedding).
+
+With ``HttpConfig.tls_cert_file`` the service speaks HTTPS only (TLS 1.2 or later, the
+``ssl`` module's server defaults); a certificate or key that does not load is a
+``TmsInvalidArgumentError`` when the server is made.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 
 from aiohttp import web
 
-from tms.http.app import HttpConfig, create_app
+from tms.errors import TmsInvalidArgumentError
+from tms.http.app import create_app
 from tms.http.auth import Authorizer
+from tms.http.config import HttpConfig
+from tms.http.protocol import Site
 from tms.service import MessagingService
 from txn.rpc.server import new_event_loop
 
-__all__ = ["HttpServer", "HttpServerThread"]
+__all__ = ["HttpServer", "HttpServerThread", "server_ssl_context"]
 
 
 class HttpServer:
@@ -24,25 +33,58 @@ class HttpServer:
         authorizer: Authorizer | None = None,
     ) -> None:
         self.config = config or HttpConfig()
+        self._ssl = server_ssl_context(self.config)
         self.app = create_app(service, self.config, authorizer)
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=30.0)
         self.address: tuple[str, int] = (self.config.host, self.config.port)
+        self._stopped = False
 
     async def start(self) -> tuple[str, int]:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.host, self.config.port, reuse_address=True)
-        await site.start()
+        site = Site(
+            self._runner,
+            self.config.host,
+            self.config.port,
+            idle_timeout_s=self.config.idle_timeout_s,
+            header_timeout_s=self.config.header_timeout_s,
+            ssl_context=self._ssl,
+        )
+        try:
+            await site.start()
+        except BaseException:
+            await self.stop()  # e.g. the port is taken: release the app
+            raise
         sockname = self._runner.addresses[0]
         self.address = (sockname[0], sockname[1])
         return self.address
 
     async def stop(self) -> None:
-        """Stop accepting, finish in-flight requests (up to 30 s), release the app."""
-        await self._runner.cleanup()
+        """Stop accepting, finish in-flight requests (up to 30 s), release the app.
+        Idempotent."""
+        if not self._stopped:
+            self._stopped = True
+            await self._runner.cleanup()
 
     @property
     def url(self) -> str:
-        return f"http://{self.address[0]}:{self.address[1]}"
+        return f"{self.config.scheme}://{self.address[0]}:{self.address[1]}"
+
+
+def server_ssl_context(config: HttpConfig) -> ssl.SSLContext | None:
+    """The server's TLS context, None without a certificate."""
+    if config.tls_cert_file is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(config.tls_cert_file, config.tls_key_file)
+    except (OSError, ssl.SSLError) as exc:
+        files = config.tls_cert_file
+        if config.tls_key_file:
+            files += f" and {config.tls_key_file}"
+        raise TmsInvalidArgumentError(
+            f"cannot load the TLS certificate from {files}: {exc}"
+        ) from exc
+    return context
 
 
 class HttpServerThread:

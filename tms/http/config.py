@@ -1,0 +1,46 @@
+"""Configuration of the REST service: typed, validated, frozen, built once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tms.errors import TmsInvalidArgumentError
+
+__all__ = ["HttpConfig"]
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    host: str = "127.0.0.1"
+    port: int = 15166
+    max_request_bytes: int = 10 * 1024 * 1024
+    chunk_bytes: int = 60_000
+    """Bytes of messages per streamed poll chunk (approximate; at least one message)."""
+    chunk_messages: int = 5_000
+    """Messages read from storage per step of a streamed poll."""
+    worker_threads: int = 64
+    max_wait_ms: int = 60_000
+    idle_timeout_s: float = 75.0
+    """A connection with no request in progress (kept alive, or never used) is closed
+    after this long. Requests in progress, long polls included, are never cut."""
+    header_timeout_s: float = 30.0
+    """A request whose line and headers have not all arrived this long after its first
+    byte is answered 408 and its connection closed (also the TLS handshake's limit)."""
+    tls_cert_file: str | None = None
+    """PEM certificate chain: with it the service speaks HTTPS only."""
+    tls_key_file: str | None = None
+    """PEM private key of the certificate (None: it is in ``tls_cert_file``)."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise TmsInvalidArgumentError(f"bad port {self.port}")
+        if self.max_request_bytes < 1024 or self.worker_threads < 1 or self.chunk_messages < 1:
+            raise TmsInvalidArgumentError("bad HTTP settings")
+        if not (self.idle_timeout_s > 0 and self.header_timeout_s > 0):
+            raise TmsInvalidArgumentError("idle_timeout_s and header_timeout_s must be positive")
+        if self.tls_key_file is not None and self.tls_cert_file is None:
+            raise TmsInvalidArgumentError("a TLS key needs its certificate (tls_cert_file)")
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert_file else "http"

@@ -1,0 +1,109 @@
+"""Every route of the REST service and the access it needs: the one place routes are
+declared.
+
+``create_app`` registers exactly ``ROUTES`` and nothing else, and its access middleware
+looks every request's route up here before the handler runs, so a route cannot be added
+without saying who may call it. With an authorizer:
+
+* ``PUBLIC`` — anyone (only ``GET /ping``, for load balancers and liveness probes);
+* ``AUTHENTICATED`` — any valid bearer token (the OpenAPI document);
+* ``NAMESPACE`` / ``TOPIC`` — a grant of the route's permission on the namespace (topic
+  ``"*"``) or on the topic;
+* ``SERVICE`` — a grant of the permission (or ``admin``) on every namespace and topic
+  (metrics, which list every topic).
+
+A request that matches no route (404, 405) needs a valid token too, so an anonymous
+caller learns nothing about the API but that ``/ping`` answers. Names in the path are
+validated (400) after authentication (401) and before authorization (403).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from tms.http.auth import Authorizer, Permission
+from tms.model import TopicId, validate_namespace
+
+__all__ = ["NAMESPACE_PATH", "ROUTES", "TOPIC_PATH", "Route", "Scope", "authorize"]
+
+
+class Scope(enum.Enum):
+    PUBLIC = "public"
+    AUTHENTICATED = "authenticated"
+    NAMESPACE = "namespace"
+    TOPIC = "topic"
+    SERVICE = "service"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    method: str
+    path: str
+    handler: str
+    """The name of the ``tms.http.app.Api`` method that answers it."""
+    scope: Scope
+    permission: Permission | None = None
+
+    def __post_init__(self) -> None:
+        needs_permission = self.scope in (Scope.NAMESPACE, Scope.TOPIC, Scope.SERVICE)
+        if needs_permission != (self.permission is not None):
+            raise ValueError(f"{self.method} {self.path}: scope and permission disagree")
+
+    @property
+    def requirement(self) -> str:
+        """What a caller needs, in words (the OpenAPI document shows it)."""
+        if self.scope is Scope.PUBLIC:
+            return "none"
+        if self.permission is None:
+            return "a valid bearer token"
+        where = {
+            Scope.NAMESPACE: "the namespace",
+            Scope.TOPIC: "the topic",
+            Scope.SERVICE: "every namespace and topic ('admin' there also does)",
+        }[self.scope]
+        return f"'{self.permission.value}' on {where}"
+
+
+NAMESPACE_PATH = "/v1/namespaces/{namespace}"
+TOPIC_PATH = NAMESPACE_PATH + "/topics/{topic}"
+_P = Permission
+
+ROUTES: tuple[Route, ...] = (
+    Route("PUT", TOPIC_PATH, "create_topic", Scope.TOPIC, _P.ADMIN),
+    Route("GET", TOPIC_PATH, "get_topic", Scope.TOPIC, _P.READ),
+    Route("DELETE", TOPIC_PATH, "delete_topic", Scope.TOPIC, _P.ADMIN),
+    Route("PUT", TOPIC_PATH + "/properties", "update_topic", Scope.TOPIC, _P.ADMIN),
+    Route("GET", NAMESPACE_PATH + "/topics", "list_topics", Scope.NAMESPACE, _P.READ),
+    Route("POST", TOPIC_PATH + "/publish", "publish", Scope.TOPIC, _P.WRITE),
+    Route("POST", TOPIC_PATH + "/store", "store", Scope.TOPIC, _P.WRITE),
+    Route("POST", TOPIC_PATH + "/rollback", "rollback", Scope.TOPIC, _P.WRITE),
+    Route("POST", TOPIC_PATH + "/markers", "markers", Scope.TOPIC, _P.WRITE),
+    Route("POST", TOPIC_PATH + "/poll", "poll", Scope.TOPIC, _P.READ),
+    Route("POST", TOPIC_PATH + "/bounds", "bounds", Scope.TOPIC, _P.READ),
+    # Raw rows of every generation, staged payloads of running transactions: more than a
+    # reader of the topic may see, so an operator's tool.
+    Route("GET", TOPIC_PATH + "/inspect", "inspect", Scope.TOPIC, _P.ADMIN),
+    Route("GET", "/ping", "ping", Scope.PUBLIC),
+    Route("GET", "/metrics", "metrics", Scope.SERVICE, _P.METRICS),
+    Route("GET", "/v1/openapi.json", "openapi", Scope.AUTHENTICATED),
+)
+
+
+def authorize(authorizer: Authorizer, route: Route | None, request: web.Request) -> None:
+    """Raise unless the request may use ``route`` (None: it matched no route)."""
+    if route is not None and route.scope is Scope.PUBLIC:
+        return
+    principal = authorizer.authenticate(request.headers.get("Authorization"))
+    if route is None or route.permission is None:
+        return
+    if route.scope is Scope.SERVICE:
+        authorizer.check_service(principal, route.permission)
+    elif route.scope is Scope.NAMESPACE:
+        namespace = validate_namespace(request.match_info["namespace"])
+        authorizer.check(principal, namespace, None, route.permission)
+    else:
+        topic = TopicId(request.match_info["namespace"], request.match_info["topic"])
+        authorizer.check(principal, topic.namespace, topic.topic, route.permission)
