@@ -3,7 +3,8 @@
 ::
 
     tms serve [--host H] [--port P] [--data-dir D] [--tx-server H:P] [--auth FILE]
-              [--config FILE.toml] [--tx-tls-ca PEM [--tx-tls-cert PEM --tx-tls-key PEM]]
+              [--tls-cert PEM [--tls-key PEM]] [--config FILE.toml]
+              [--tx-tls-ca PEM [--tx-tls-cert PEM --tx-tls-key PEM]]
     tms topics create NS TOPIC [--ttl S] [--property K=V ...]
     tms topics list NS | get NS TOPIC | delete NS TOPIC
     tms topics update NS TOPIC [--ttl S] [--property K=V ...]
@@ -13,7 +14,9 @@
     tms inspect NS TOPIC [--start-ms MS] [--end-ms MS] [--limit N] [--json]
 
 Client commands talk to ``--url`` (default ``$TMS_URL`` or http://127.0.0.1:15166) with
-``--token`` (default ``$TMS_TOKEN``). Exit codes: 0 success, 1 failure, 2 bad usage.
+``--token`` (default ``$TMS_TOKEN``); an https service's certificate is verified against
+``--ca-bundle`` (default ``$TMS_CA_BUNDLE``, else the system's trust store). Exit codes:
+0 success, 1 failure (one line on stderr, never a traceback), 2 bad usage.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import dataclasses
 import json
 import logging
 import os
@@ -31,16 +35,18 @@ import tomllib
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from tms.errors import TmsError, TmsInvalidArgumentError
+from tms.errors import TmsError, TmsInvalidArgumentError, TransactionServiceError
 from tms.model import TopicId
+from txn.errors import TxError
 from txn.rpc.tls import add_client_tls_arguments, client_tls
 
 __all__ = ["main"]
 
 DEFAULT_URL = "http://127.0.0.1:15166"
 log = logging.getLogger("tms")
+T = TypeVar("T")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--url", default=os.environ.get("TMS_URL", DEFAULT_URL), help="service URL")
     p.add_argument("--token", default=os.environ.get("TMS_TOKEN"), help="bearer token")
+    p.add_argument(
+        "--ca-bundle",
+        default=os.environ.get("TMS_CA_BUNDLE"),
+        help="PEM file of the CA(s) that signed an https service's certificate",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the messaging service")
@@ -61,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
         "reports what it has cleaned to its pruning)",
     )
     serve.add_argument("--auth", type=Path, help="TOML file of tokens and grants")
+    serve.add_argument("--tls-cert", help="PEM certificate (chain): serve HTTPS only")
+    serve.add_argument("--tls-key", help="PEM private key, if not in the certificate file")
     serve.add_argument("--config", type=Path, help="TOML file: [tms] and [http] tables")
     add_client_tls_arguments(serve, "--tx-tls-")
 
@@ -114,12 +127,27 @@ def _parser() -> argparse.ArgumentParser:
 def _config_tables(path: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
     if path is None:
         return {}, {}
-    with path.open("rb") as f:
-        data = tomllib.load(f)
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise TmsInvalidArgumentError(f"cannot read {path}: {exc}") from exc
     unknown = set(data) - {"tms", "http"}
     if unknown:
         raise TmsInvalidArgumentError(f"{path}: unknown sections {sorted(unknown)}")
     return dict(data.get("tms", {})), dict(data.get("http", {}))
+
+
+def _config(cls: type[T], values: dict[str, Any], where: str) -> T:
+    """``cls(**values)``, an unknown or mistyped key being a clear error."""
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise TmsInvalidArgumentError(f"[{where}]: unknown keys {unknown}")
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise TmsInvalidArgumentError(f"[{where}]: {exc}") from exc
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -127,20 +155,27 @@ def _serve(args: argparse.Namespace) -> int:
     from tms.config import TmsConfig  # noqa: PLC0415
     from tms.http.app import HttpConfig  # noqa: PLC0415
     from tms.http.auth import Authorizer  # noqa: PLC0415
-    from tms.http.server import HttpServer  # noqa: PLC0415
+    from tms.http.server import HttpServer, server_ssl_context  # noqa: PLC0415
     from tms.service import MessagingService  # noqa: PLC0415
     from tms.store.leveldb import LevelDBStore  # noqa: PLC0415
+    from txn.rlimit import raise_open_file_limit  # noqa: PLC0415
     from txn.rpc.client import ThriftTxClient  # noqa: PLC0415
     from txn.rpc.server import new_event_loop  # noqa: PLC0415
 
     tms_values, http_values = _config_tables(args.config)
-    if args.host is not None:
-        http_values["host"] = args.host
-    if args.port is not None:
-        http_values["port"] = args.port
-    tms_config = TmsConfig(**tms_values)
-    http_config = HttpConfig(**http_values)
+    for key, value in (
+        ("host", args.host),
+        ("port", args.port),
+        ("tls_cert_file", args.tls_cert),
+        ("tls_key_file", args.tls_key),
+    ):
+        if value is not None:
+            http_values[key] = value
+    tms_config = _config(TmsConfig, tms_values, "tms")
+    http_config = _config(HttpConfig, http_values, "http")
+    server_ssl_context(http_config)  # a certificate that does not load: refuse before anything
     authorizer = Authorizer.from_file(args.auth) if args.auth else None
+    log.info("%s", raise_open_file_limit().describe())
     service = MessagingService(LevelDBStore(args.data_dir), tms_config)
     tls = client_tls(args.tx_tls_ca, args.tx_tls_cert, args.tx_tls_key)
     tx_client = ThriftTxClient(args.tx_server, tls=tls) if args.tx_server else None
@@ -149,14 +184,21 @@ def _serve(args: argparse.Namespace) -> int:
         participant = tms_config.prune_participant if tx_client is not None else ""
         cleaner = Cleaner(service, tx_client, participant=participant or None)
         cleanup = CleanupLoop(cleaner, tms_config.cleanup_interval_s)
-        cleanup.start()
 
     async def run() -> None:
         server = HttpServer(service, http_config, authorizer)
-        host, port = await server.start()
+        try:
+            await server.start()
+        except OSError as exc:
+            reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+            raise TmsInvalidArgumentError(
+                f"cannot listen on {http_config.host}:{http_config.port}: {reason}"
+            ) from exc
         stop = _stop_on_signal()  # before the address is out: a caller may signal at once
+        if cleanup is not None:
+            cleanup.start()
         print(
-            f"tms: messaging service listening on http://{host}:{port} (data: {args.data_dir})",
+            f"tms: messaging service listening on {server.url} (data: {args.data_dir})",
             flush=True,
         )
         await stop.wait()
@@ -250,12 +292,17 @@ def _tail(client: Any, args: argparse.Namespace) -> int:
         start = args.from_id
     elif not args.from_start:
         start = int(time.time() * 1000)  # from now on
+    client.get_topic(topic)  # an unreachable service or unknown topic: fail now, not follow
     tx_client = None
     if args.tx_server:
         from txn.rpc.client import ThriftTxClient  # noqa: PLC0415
+        from txn.rpc.retry import RetryWithBackoff  # noqa: PLC0415
 
+        # A few seconds of retrying (0.1 + 0.4 + 1.6 s), not the library's half minute.
         tls = client_tls(args.tx_tls_ca, args.tx_tls_cert, args.tx_tls_key)
-        tx_client = ThriftTxClient(args.tx_server, tls=tls)
+        tx_client = ThriftTxClient(
+            args.tx_server, tls=tls, timeout_s=5.0, retry=RetryWithBackoff(limit_s=2.0)
+        )
     seen = 0
     try:
         for message in client.follow(topic, start=start, tx_client=tx_client):
@@ -273,6 +320,10 @@ def _tail(client: Any, args: argparse.Namespace) -> int:
                 break
     except KeyboardInterrupt:
         pass
+    except TxError as exc:
+        raise TransactionServiceError(
+            f"cannot use the transaction server at {args.tx_server}: {exc}"
+        ) from exc
     finally:
         if tx_client is not None:
             tx_client.close()
@@ -336,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
             return _serve(args)
         from tms.client import MessagingClient  # noqa: PLC0415
 
-        with MessagingClient(args.url, token=args.token) as client:
+        with MessagingClient(args.url, token=args.token, ca_bundle=args.ca_bundle) as client:
             if args.command == "topics":
                 return _topics(client, args)
             if args.command == "publish":
@@ -344,9 +395,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "tail":
                 return _tail(client, args)
             return _inspect(client, args)
-    except (TmsError, OSError, ValueError) as exc:
-        print(f"tms: {exc}", file=sys.stderr)
+    except (TmsError, TxError, OSError, ValueError) as exc:
+        print(f"tms: {_one_line(exc)}", file=sys.stderr)
         return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 in one process, on one event loop, with their state under one directory.
 
 * transaction manager: ``<data>/txn`` (Tephra's layout), Thrift on ``--tx-port``;
-* messaging service: LevelDB in ``<data>/tms``, REST on ``--http-port``;
+* messaging service: LevelDB in ``<data>/tms``, REST on ``--http-port`` (HTTPS with
+  ``--tls-cert``/``--tls-key``; bearer tokens and grants with ``--auth``);
 * cleanup runs in the background against the in-process manager; it is a pruning
   participant of the manager (``txn.prune``), whose pruning runs every
   ``prune_interval_s`` and truncates what every participant has cleaned (the invalid
@@ -14,6 +15,12 @@ in one process, on one event loop, with their state under one directory.
 
     python -m tms.standalone [--data-dir ./data] [--host 127.0.0.1]
                              [--tx-port 15165] [--http-port 15166] [--config FILE.toml]
+                             [--auth auth.toml] [--tls-cert cert.pem [--tls-key key.pem]]
+
+At start it raises its open-file limit to the hard limit and prints where it listens
+and what to try. Whatever stops it from starting (the data directory in use by another
+instance, a port taken, an unreadable config, auth file or certificate) is one line on
+stderr and exit status 1.
 
 ``Launched`` runs it in a child process on free ports (for examples and benchmarks).
 """
@@ -33,44 +40,68 @@ import threading
 import time
 import tomllib
 from collections import deque
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tms.cleanup import Cleaner, CleanupLoop
 from tms.config import TmsConfig
-from tms.http.app import HttpConfig
-from tms.http.server import HttpServer
+from tms.errors import TmsError
+from tms.http.auth import Authorizer
+from tms.http.config import HttpConfig
+from tms.http.server import HttpServer, server_ssl_context
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
 from txn.config import DEFAULT_PORT, ServerConfig, TxConfig
+from txn.errors import TxError
 from txn.inmemory import InProcessTxClient, manager_pruner
 from txn.manager import TransactionManager
 from txn.persist.local import LocalDirStorage
 from txn.persist.store import TransactionStateStore
 from txn.prune import PruningService
+from txn.rlimit import raise_open_file_limit
 from txn.rpc.handler import TephraHandler
 from txn.rpc.server import ThriftServer, new_event_loop
 
-__all__ = ["Launched", "main"]
+__all__ = ["Launched", "main", "try_commands"]
+
+C = TypeVar("C")
 
 
-def _example(http: tuple[str, int], tx: tuple[str, int]) -> str:
-    url = f"http://{http[0]}:{http[1]}"
-    return f"""
-txms is running.
-  transaction server (Tephra Thrift protocol): {tx[0]}:{tx[1]}
-  messaging service (REST, OpenAPI at {url}/v1/openapi.json): {url}
+class StartError(Exception):
+    """The stack cannot start; the message says why, in one line."""
 
-Try it from another shell:
-  export TMS_URL={url}
-  .venv/bin/tms topics create demo events
-  .venv/bin/tms publish demo events hello world
-  .venv/bin/tms tail demo events --from-start --count 2
-  .venv/bin/tms inspect demo events
-  .venv/bin/txn status --server {tx[0]}:{tx[1]}
 
-Ctrl-C stops both.
-""".rstrip()
+def try_commands(url: str, tx: str, *, auth: bool = False, tls: bool = False) -> list[str]:
+    """The commands the banner suggests (README.md shows those of the defaults)."""
+    lines = [f"export TMS_URL={url}"]
+    if auth:
+        lines.append("export TMS_TOKEN=...          # a token of the auth file")
+    if tls:
+        lines.append("export TMS_CA_BUNDLE=ca.pem   # unless its CA is in the system's trust")
+    return [
+        *lines,
+        ".venv/bin/tms topics create demo events",
+        ".venv/bin/tms publish demo events hello world",
+        f".venv/bin/tms tail demo events --from-start --count 2 --tx-server {tx}",
+        ".venv/bin/tms inspect demo events",
+        f".venv/bin/txn status --server {tx}",
+    ]
+
+
+def _banner(url: str, tx: str, args: argparse.Namespace, limits: str) -> str:
+    commands = try_commands(url, tx, auth=args.auth is not None, tls=args.tls_cert is not None)
+    lines = [
+        "txms is running.",
+        f"  transaction server (Tephra Thrift protocol): {tx}",
+        f"  messaging service (REST, OpenAPI at {url}/v1/openapi.json): {url}",
+    ]
+    if args.auth is not None:
+        lines.append(f"  bearer tokens and grants: {args.auth}")
+    lines.append(f"  {limits}")
+    lines += ["", "Try it from another shell:", *(f"  {c}" for c in commands), ""]
+    lines.append("Ctrl-C stops both.")
+    return "\n".join(lines)
 
 
 _TABLES = ("txn", "server", "tms", "http")
@@ -95,27 +126,46 @@ def _given(**options: object) -> dict[str, object]:
     return {k: v for k, v in options.items() if v is not None}
 
 
+def _make(cls: type[C], table: str, values: dict[str, Any]) -> C:
+    """``cls(**values)``; an unknown or mistyped key of the user's file is a StartError."""
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise StartError(f"[{table}]: {exc}") from exc
+
+
 async def _run(args: argparse.Namespace) -> None:
+    limits = raise_open_file_limit()
     data = Path(args.data_dir)
     tables = _config_tables(args.config)
     tx_config = TxConfig.from_mapping({"prune_enable": True, **tables["txn"]})
-    server_config = ServerConfig(
-        **{**tables["server"], **_given(host=args.host, port=args.tx_port)}
+    server_config = _make(
+        ServerConfig, "server", {**tables["server"], **_given(host=args.host, port=args.tx_port)}
     )
-    http_config = HttpConfig(**{**tables["http"], **_given(host=args.host, port=args.http_port)})
+    given = _given(
+        host=args.host, port=args.http_port, tls_cert_file=args.tls_cert, tls_key_file=args.tls_key
+    )
+    http_config = _make(HttpConfig, "http", {**tables["http"], **given})
+    tms_config = _make(TmsConfig, "tms", tables["tms"])
+    server_ssl_context(http_config)  # a certificate that does not load: refuse before anything
+    authorizer = Authorizer.from_file(args.auth) if args.auth is not None else None
     manager = TransactionManager(tx_config, TransactionStateStore(LocalDirStorage(data / "txn")))
     manager.start()
-    service = MessagingService(LevelDBStore(data / "tms"), TmsConfig(**tables["tms"]))
+    try:
+        service = MessagingService(LevelDBStore(data / "tms"), tms_config)
+    except BaseException:
+        manager.stop()
+        raise
     cleaner = Cleaner(service, InProcessTxClient(manager))
     cleanup = CleanupLoop(cleaner, service.config.cleanup_interval_s)
     # Cleanup never truncates: the manager's pruning does, below every participant's bound.
     pruner = manager_pruner(manager, [cleaner]) if tx_config.prune_enable else None
     pruning = None if pruner is None else PruningService(pruner, tx_config.prune_interval_s)
     tx_server = ThriftServer(manager, server_config, TephraHandler(manager, pruner))
-    http_server = HttpServer(service, http_config)
+    http_server = HttpServer(service, http_config, authorizer)
     try:
-        tx_address = await tx_server.start()
-        http_address = await http_server.start()
+        tx_host, tx_port = await _listen("transaction server", tx_server.start(), server_config)
+        await _listen("messaging service", http_server.start(), http_config)
         cleanup.start()
         if pruning is not None:
             pruning.start()
@@ -123,7 +173,7 @@ async def _run(args: argparse.Namespace) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        print(_example(http_address, tx_address), flush=True)
+        print(_banner(http_server.url, f"{tx_host}:{tx_port}", args, limits.describe()), flush=True)
         await stop.wait()
         print("stopping...", flush=True)
     finally:
@@ -137,16 +187,26 @@ async def _run(args: argparse.Namespace) -> None:
     print("stopped.", flush=True)
 
 
+async def _listen(
+    what: str, starting: Awaitable[tuple[str, int]], config: ServerConfig | HttpConfig
+) -> tuple[str, int]:
+    try:
+        return await starting
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        raise StartError(f"{what}: cannot listen on {config.host}:{config.port}: {reason}") from exc
+
+
 _TX_LINE = re.compile(r"transaction server \(Tephra Thrift protocol\): ([\d.]+):(\d+)")
-_HTTP_LINE = re.compile(r"messaging service .*: (http://[\d.]+:\d+)$")
+_HTTP_LINE = re.compile(r"messaging service .*: (https?://[\d.]+:\d+)$")
 
 
 class Launched:
     """The standalone stack in a child process on free loopback ports, state under
     ``data_dir``: ``url`` of the messaging service, ``tx_address`` (``HOST:PORT``) of the
-    transaction server. Its output is read all along (a full pipe would stall it); the
-    last lines are in ``lines``. ``stop()`` (or leaving the ``with`` block) stops it
-    cleanly."""
+    transaction server. Its output is read all along (a full pipe would stall it): the
+    lines up to the addresses are in ``startup``, the last ones after them in ``lines``.
+    ``stop()`` (or leaving the ``with`` block) stops it cleanly."""
 
     def __init__(
         self,
@@ -175,11 +235,13 @@ class Launched:
         )
         assert self.proc.stdout is not None
         self.url = self.tx_address = ""
+        self.startup: list[str] = []
         deadline = time.monotonic() + timeout_s
         while not (self.url and self.tx_address) and time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:
                 break
+            self.startup.append(line)
             if m := _TX_LINE.search(line):
                 self.tx_address = f"{m.group(1)}:{m.group(2)}"
             if m := _HTTP_LINE.search(line.rstrip()):
@@ -189,7 +251,8 @@ class Launched:
         self._drain.start()
         if not (self.url and self.tx_address):
             self.stop()
-            raise RuntimeError("the standalone stack did not start")
+            said = "".join(self.startup).strip() or "nothing"
+            raise RuntimeError(f"the standalone stack did not start; it said: {said}")
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -221,13 +284,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tx-port", type=int, default=None, help=f"default {DEFAULT_PORT}")
     parser.add_argument("--http-port", type=int, default=None, help=f"default {HttpConfig().port}")
     parser.add_argument("--config", default=None, help="TOML: [txn] [server] [tms] [http]")
+    parser.add_argument("--auth", help="TOML file of bearer tokens and grants (docs/http.md)")
+    parser.add_argument("--tls-cert", help="PEM certificate (chain): serve HTTPS")
+    parser.add_argument("--tls-key", help="PEM private key, if not in the certificate file")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        runner.run(_run(args))
+    try:
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(_run(args))
+    except (StartError, TmsError, TxError, OSError, ValueError) as exc:
+        print(f"txms: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
