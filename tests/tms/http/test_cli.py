@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import socket
+import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -75,3 +78,44 @@ def test_publish_tail_inspect(
 def test_unreachable_service_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--url", "http://127.0.0.1:1", "topics", "list", "ns"]) == 1
     assert capsys.readouterr().err.startswith("tms:")
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port  # nothing listens on it now
+
+
+CLIENT_ERRORS: list[tuple[str, Callable[[str, int], list[str]], list[str]]] = [
+    ("service down", lambda url, p: ["--url", f"http://127.0.0.1:{p}", "topics", "list", "ns"], ["127.0.0.1"]),
+    ("tail, service down", lambda url, p: ["--url", f"http://127.0.0.1:{p}", "tail", "ns", "t"], ["127.0.0.1"]),
+    ("tail, tx server down", lambda url, p: ["--url", url, "tail", "ns", "t", "--tx-server", f"127.0.0.1:{p}"], ["transaction server", "127.0.0.1:"]),
+    ("tail, bad tx server", lambda url, p: ["--url", url, "tail", "ns", "t", "--tx-server", "nohost"], ["transaction server"]),
+    ("tail, unknown topic", lambda url, p: ["--url", url, "tail", "ns", "nope"], ["does not exist"]),
+    ("tail, bad id", lambda url, p: ["--url", url, "tail", "ns", "t", "--from-id", "zz"], ["hex"]),
+    ("publish, unknown topic", lambda url, p: ["--url", url, "publish", "ns", "nope", "x"], ["does not exist"]),
+    ("bad topic name", lambda url, p: ["--url", url, "topics", "create", "ns", "a.b"], ["topic"]),
+    ("inspect, no such topic", lambda url, p: ["--url", url, "inspect", "ns", "nope"], ["does not exist"]),
+    ("not an http URL", lambda url, p: ["--url", "ftp://x", "topics", "list", "ns"], ["not an http"]),
+    ("missing CA bundle", lambda url, p: ["--url", "https://127.0.0.1:1", "--ca-bundle", "/none.pem", "topics", "list", "ns"], ["CA bundle"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "argv", "words"), CLIENT_ERRORS, ids=[c[0] for c in CLIENT_ERRORS]
+)
+def test_client_errors_are_one_line_and_exit_1(
+    served: Served, name: str, argv: Callable[[str, int], list[str]], words: list[str]
+) -> None:
+    served.service.create_topic(TopicId("ns", "t"))
+    result = subprocess.run(
+        [sys.executable, "-m", "tms.cli", *argv(served.url, _closed_port())],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result
+    assert "Traceback" not in result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("tms: ")
+    for word in words:
+        assert word in line
