@@ -18,15 +18,26 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["OtherCpu"]
+__all__ = ["OtherCpu", "Process", "processes", "ticks_outside"]
 
 _KTHREADD = 2  # the parent of every kernel thread
 
 
-def _cpu_seconds_outside(sessions: set[int], parents: set[int]) -> float:
-    ticks = 0
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    ppid: int
+    session: int
+    ticks: int
+    """CPU time so far, user + system, in clock ticks."""
+
+
+def processes() -> Iterator[Process]:
+    """Every process of ``/proc`` (none without it)."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             # the command name, in parentheses, may hold spaces: split after it
@@ -34,13 +45,25 @@ def _cpu_seconds_outside(sessions: set[int], parents: set[int]) -> float:
         except (OSError, IndexError):
             continue
         # fields from the state on: state ppid pgrp session ... utime(11) stime(12)
-        pid, ppid, session = int(stat.parent.name), int(fields[1]), int(fields[3])
-        if session in sessions or pid in parents or ppid in parents:
+        yield Process(
+            int(stat.parent.name), int(fields[1]), int(fields[3]), int(fields[11]) + int(fields[12])
+        )
+
+
+def ticks_outside(procs: Iterable[Process], sessions: set[int], parents: set[int]) -> int:
+    """The CPU ticks of the processes that are not ours (see the module docstring)."""
+    ticks = 0
+    for proc in procs:
+        if proc.session in sessions or proc.pid in parents or proc.ppid in parents:
             continue  # ours
-        if session == 0 or ppid == _KTHREADD:
+        if proc.session == 0 or proc.ppid == _KTHREADD:
             continue  # a kernel thread: its work (flushing, journalling) is mostly our I/O
-        ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+        ticks += proc.ticks
+    return ticks
+
+
+def _cpu_seconds_outside(sessions: set[int], parents: set[int]) -> float:
+    return ticks_outside(processes(), sessions, parents) / os.sysconf("SC_CLK_TCK")
 
 
 class OtherCpu:

@@ -8,7 +8,7 @@ import time
 from tests.txn.harness import SYSTEM_CONFIG, in_process_system
 
 
-def eventually(check, timeout_s: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
+def eventually(check, timeout_s: float = 60.0) -> bool:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if check():
