@@ -1,7 +1,7 @@
 """Serving needs none of the optional extras: the standalone stack (what `make run`
 starts, after installing only the package's own dependencies) and the `tms` and `txn`
 commands work in a process where every module of the dev, spark, zope and bench extras
-is made unimportable. (`make run` from a fresh clone: docs/http.md, "Serving".)"""
+is made unimportable. (`make run` from a fresh clone: README.md, "Quick start".)"""
 
 from __future__ import annotations
 

@@ -1,0 +1,235 @@
+"""JSON schemas of the REST API's bodies (the OpenAPI document's ``components``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["SCHEMAS"]
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error", "message"],
+        "properties": {
+            "error": {
+                "type": "string",
+                "description": "machine-readable code (see docs/http.md, Errors)",
+            },
+            "message": {"type": "string", "description": "for people"},
+        },
+    },
+    "TopicProperties": {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "properties": {
+            "ttl": {"type": "string", "description": "seconds, > 0"},
+            "generation": {"type": "string", "readOnly": True},
+        },
+    },
+    "OutMessage": {
+        "oneOf": [
+            {"type": "string", "format": "byte"},
+            {
+                "type": "object",
+                "required": ["payload"],
+                "properties": {
+                    "payload": {"type": "string", "format": "byte"},
+                    "ttl": {"type": "integer", "minimum": 1, "description": "seconds"},
+                },
+            },
+        ]
+    },
+    "PublishRequest": {
+        "type": "object",
+        "properties": {
+            "transactionWritePointer": {
+                "type": "integer",
+                "format": "int64",
+                "nullable": True,
+            },
+            "messages": {"type": "array", "items": _ref("OutMessage")},
+        },
+    },
+    "RollbackRange": {
+        "type": "object",
+        "required": [
+            "startTimestamp",
+            "startSequenceId",
+            "endTimestamp",
+            "endSequenceId",
+        ],
+        "properties": {
+            "startTimestamp": {"type": "integer", "format": "int64"},
+            "startSequenceId": {"type": "integer"},
+            "endTimestamp": {"type": "integer", "format": "int64"},
+            "endSequenceId": {"type": "integer"},
+        },
+    },
+    "PublishResponse": {
+        "type": "object",
+        "description": (
+            "transactional: the rollback token (transactionWritePointer and "
+            "rollbackRange); JSON answers also say how many were published"
+        ),
+        "properties": {
+            "transactionWritePointer": {"type": "integer", "format": "int64"},
+            "rollbackRange": _ref("RollbackRange"),
+            "published": {"type": "integer"},
+        },
+    },
+    "RollbackResponse": {
+        "type": "object",
+        "required": ["rolledBack"],
+        "properties": {
+            "rolledBack": {
+                "type": "integer",
+                "description": "entries rolled back by this call (0 on a repeat)",
+            }
+        },
+    },
+    "InspectReport": {
+        "type": "object",
+        "required": ["generation", "deleted", "rows", "truncated"],
+        "properties": {
+            "generation": {
+                "type": "integer",
+                "description": "current generation (negative: deleted)",
+            },
+            "deleted": {"type": "boolean"},
+            "rows": {"type": "array", "items": _ref("InspectRow")},
+            "truncated": {
+                "type": "boolean",
+                "description": "more message rows than the limit",
+            },
+        },
+    },
+    "InspectRow": {
+        "type": "object",
+        "description": (
+            "a message-table row, or after a commit marker the payload-table "
+            "rows it references and its seal"
+        ),
+        "required": ["table", "generation"],
+        "properties": {
+            "table": {"type": "string", "enum": ["message", "payload"]},
+            "generation": {"type": "integer"},
+            "publish_ms": {"type": "integer", "format": "int64"},
+            "write_ms": {"type": "integer", "format": "int64"},
+            "seq": {"type": "integer"},
+            "id": {"type": "string", "pattern": "^[0-9a-f]{40}$"},
+            "kind": {
+                "type": "string",
+                "enum": ["plain", "transactional", "reference"],
+            },
+            "tx_write_pointer": {
+                "type": "integer",
+                "format": "int64",
+                "nullable": True,
+            },
+            "rolled_back": {"type": "boolean"},
+            "payload_bytes": {"type": "integer", "nullable": True},
+            "ttl_s": {"type": "integer", "nullable": True},
+            "seal": {
+                "type": "object",
+                "description": "the commit marker that sealed the write pointer",
+                "properties": {
+                    "publish_ms": {"type": "integer", "format": "int64"},
+                    "seq": {"type": "integer"},
+                },
+            },
+        },
+    },
+    "MarkersRequest": {
+        "type": "object",
+        "required": ["transactionWritePointers"],
+        "properties": {
+            "transactionWritePointers": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 10000,
+                "items": {"type": "integer", "format": "int64", "minimum": 1},
+            },
+            "idempotencyKey": {
+                "type": "string",
+                "pattern": "^[!-~]{1,200}$",
+                "nullable": True,
+                "description": (
+                    "the request takes effect at most once per key (within the "
+                    "topic's TTL); a repeat answers the first outcome"
+                ),
+            },
+        },
+    },
+    "MarkersResponse": {
+        "type": "object",
+        "properties": {
+            "markers": {"type": "array", "items": _ref("PublishResponse")},
+            "duplicate": {"type": "boolean"},
+        },
+    },
+    "Position": {
+        "type": "object",
+        "nullable": True,
+        "properties": {
+            "id": {"type": "string", "pattern": "^[0-9a-f]{40}$"},
+            "publishTime": {"type": "integer", "format": "int64"},
+            "sequenceId": {"type": "integer"},
+        },
+    },
+    "Bounds": {
+        "type": "object",
+        "properties": {
+            "first": _ref("Position"),
+            "last": _ref("Position"),
+            "held": _ref("Position"),
+        },
+    },
+    "ConsumeRequest": {
+        "type": "object",
+        "properties": {
+            "startFrom": {
+                "description": ("a message id (hex), a time in ms, or null for the oldest"),
+                "oneOf": [
+                    {"type": "string", "pattern": "^[0-9a-f]{40}$"},
+                    {"type": "integer"},
+                ],
+                "nullable": True,
+            },
+            "inclusive": {"type": "boolean", "default": True},
+            "limit": {"type": "integer", "minimum": 1, "nullable": True},
+            "transaction": {
+                "type": "string",
+                "format": "byte",
+                "nullable": True,
+                "description": "Tephra TransactionCodec bytes",
+            },
+        },
+    },
+    "ConsumeResponse": {
+        "type": "object",
+        "properties": {
+            "messages": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string"},
+                        "payload": {"type": "string", "format": "byte"},
+                        "publishTime": {"type": "integer", "format": "int64"},
+                    },
+                },
+            },
+            "held": {
+                "type": "boolean",
+                "description": (
+                    "stopped at an uncommitted transaction: poll again with a newer one"
+                ),
+            },
+        },
+    },
+}
