@@ -151,19 +151,13 @@ class SqliteTable:
         tx = self._current()
         rows = [(self.name, k, tx.write_pointer, v) for k, v in self._buffer.items()]
         try:
-            with self._sql() as db:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    db.executemany(
-                        "INSERT OR REPLACE INTO versions (name, key, version, value) "
-                        "VALUES (?, ?, ?, ?)",
-                        rows,
-                    )
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-        except (TxStorageError, sqlite3.Error):
+            with self._write() as db:
+                db.executemany(
+                    "INSERT OR REPLACE INTO versions (name, key, version, value) "
+                    "VALUES (?, ?, ?, ?)",
+                    rows,
+                )
+        except TxStorageError:
             log.exception("table %s: persisting the changes of %s failed", self.name, tx)
             return False
         self._buffer.clear()
@@ -183,18 +177,12 @@ class SqliteTable:
         pointers = sorted({tx.transaction_id, tx.write_pointer, *tx.checkpoint_write_pointers})
         marks = ",".join("?" * len(pointers))
         try:
-            with self._sql() as db:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    db.execute(
-                        f"DELETE FROM versions WHERE name = ? AND version IN ({marks})",
-                        (self.name, *pointers),
-                    )
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-        except (TxStorageError, sqlite3.Error):
+            with self._write() as db:
+                db.execute(
+                    f"DELETE FROM versions WHERE name = ? AND version IN ({marks})",
+                    (self.name, *pointers),
+                )
+        except TxStorageError:
             log.exception("table %s: rolling back %s failed", self.name, tx)
             return False  # the context then invalidates the transaction
         self._changed.clear()
@@ -209,7 +197,7 @@ class SqliteTable:
         """Delete every row of a transaction invalid in ``tx``'s snapshot; remember the
         prune bound that makes true. Returns the rows deleted."""
         deleted = 0
-        with self._sql() as db:
+        with self._write() as db:
             for chunk in _chunks(tx.invalids, 500):
                 marks = ",".join("?" * len(chunk))
                 cursor = db.execute(
@@ -241,6 +229,18 @@ class SqliteTable:
                 yield self._db
             except sqlite3.Error as exc:
                 raise TxStorageError(f"table {self.name}: {exc}") from exc
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One SQLite transaction, durable when the block ends (rolled back on error)."""
+        with self._sql() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
 
 def _prune_upper_bound(tx: Transaction) -> int:

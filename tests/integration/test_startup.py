@@ -116,11 +116,6 @@ def test_tms_serve_start_errors_are_one_line(
     assert_one_line_error(result, "tms:", *words)
 
 
-def with_soft_limit_256(*argv: str) -> list[str]:
-    """``argv`` (a Python command line) run with its open-file soft limit lowered to 256."""
-    return ["sh", "-c", 'ulimit -S -n 256 && exec "$@"', "sh", sys.executable, *argv]
-
-
 def _soft_limit_of(pid: int) -> tuple[str, str]:
     for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
         if line.startswith("Max open files"):
@@ -129,55 +124,50 @@ def _soft_limit_of(pid: int) -> tuple[str, str]:
     raise AssertionError("no open-file limit")
 
 
-@pytest.mark.skipif(
-    resource.getrlimit(resource.RLIMIT_NOFILE)[1] <= 256, reason="the hard limit is too low"
-)
+def started_with_soft_limit_256(until: str, *argv: str) -> tuple[list[str], tuple[str, str]]:
+    """Start ``python argv`` with a soft open-file limit of 256; read its output up to a
+    line containing ``until``; return those lines and its (soft, hard) limit then."""
+    proc = subprocess.Popen(
+        ["sh", "-c", 'ulimit -S -n 256 && exec "$@"', "sh", sys.executable, *argv],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if until in line:
+                break
+        return lines, _soft_limit_of(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+HARD = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+needs_room = pytest.mark.skipif(HARD <= 256, reason="the hard limit is too low")
+
+
+@needs_room
 def test_the_stack_raises_its_open_file_limit_and_says_so(tmp_path: Path) -> None:
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    proc = subprocess.Popen(
-        with_soft_limit_256("-m", "tms.standalone", "--data-dir", str(tmp_path),
-                            "--tx-port", "0", "--http-port", "0"),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    lines, limits = started_with_soft_limit_256(
+        "Ctrl-C", "-m", "tms.standalone", "--data-dir", str(tmp_path),
+        "--tx-port", "0", "--http-port", "0",
     )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("Ctrl-C"):
-                break
-        soft_now, hard_now = _soft_limit_of(proc.pid)
-    finally:
-        proc.terminate()
-        proc.wait(60)
-        if proc.stdout is not None:
-            proc.stdout.close()
-    assert soft_now == hard_now == str(hard)
+    assert limits == (str(HARD), str(HARD))
     said = [line for line in lines if "open-file limit" in line]
-    assert said == [f"  open-file limit raised from 256 to {hard} (the hard limit)\n"]
+    assert said == [f"  open-file limit raised from 256 to {HARD} (the hard limit)\n"]
 
 
+@needs_room
 def test_tms_serve_logs_its_open_file_limit(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        with_soft_limit_256("-m", "tms.cli", "serve", "--data-dir", str(tmp_path), "--port", "0"),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if "listening on" in line:
-                break
-        soft_now, hard_now = _soft_limit_of(proc.pid)
-    finally:
-        proc.terminate()
-        proc.wait(60)
-        if proc.stdout is not None:
-            proc.stdout.close()
-    assert soft_now == hard_now
+    lines, limits = started_with_soft_limit_256(
+        "listening on", "-m", "tms.cli", "serve", "--data-dir", str(tmp_path), "--port", "0"
+    )
+    assert limits == (str(HARD), str(HARD))
     assert sum("open-file limit raised from 256" in line for line in lines) == 1
 
 
