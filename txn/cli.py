@@ -112,7 +112,10 @@ def _serve(args: argparse.Namespace) -> int:
         if getattr(args, key) is not None:
             server_values[key] = getattr(args, key)
     config = TxConfig.from_mapping(txn_values)
-    server_config = ServerConfig(**server_values)
+    try:
+        server_config = ServerConfig(**server_values)
+    except TypeError as exc:  # an unknown or missing key: the user's file, not a bug
+        raise TxError(f"[server]: {exc}") from exc
     log.info("%s", raise_open_file_limit().describe())
     data_dir = args.data_dir if not args.in_memory else None
     if data_dir is None and not args.in_memory:

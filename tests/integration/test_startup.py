@@ -192,3 +192,14 @@ def test_the_stack_with_auth_and_tls(tmp_path: Path) -> None:
             assert [m.payload for m in alice.poll(topic).messages] == [b"hello"]
         banner = "".join(stack.lines) + "".join(stack.startup)
         assert "export TMS_TOKEN=" in banner and "export TMS_CA_BUNDLE=" in banner
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [("[server]\nportt = 1\n", ["portt"]), ("[txn]\nnope = 1\n", ["nope"]), ("[x]\n", ["x"])],
+)
+def test_txn_serve_config_errors_are_one_line(tmp_path: Path, text: str, words: list[str]) -> None:
+    config = tmp_path / "txn.toml"
+    config.write_text(text)
+    result = run("-m", "txn", "serve", "--in-memory", "--port", "0", "--config", str(config))
+    assert_one_line_error(result, "txn:", *words)
