@@ -446,13 +446,12 @@ def create_app(
 
     @web.middleware
     async def access(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if authorizer is not None:
-            authorize(authorizer, declared.get(request.match_info.route), request)
+        assert authorizer is not None
+        authorize(authorizer, declared.get(request.match_info.route), request)
         return await handler(request)
 
-    app = web.Application(
-        client_max_size=config.max_request_bytes, middlewares=[errors_and_metrics, access]
-    )
+    middlewares = [errors_and_metrics] if authorizer is None else [errors_and_metrics, access]
+    app = web.Application(client_max_size=config.max_request_bytes, middlewares=middlewares)
     for route in ROUTES:
         registered = app.router.add_route(route.method, route.path, getattr(api, route.handler))
         declared[registered] = route
