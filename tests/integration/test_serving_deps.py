@@ -25,7 +25,7 @@ EXTRA_MODULES = {
     "ruff": ["ruff"],
     "thrift": ["thrift"],
     "transaction": ["transaction"],
-    "cryptography": ["cryptography"],
+    "trustme": ["trustme"],
     "pyspark": ["pyspark", "py4j"],
     "pyarrow": ["pyarrow"],
     "redis[hiredis]": ["redis", "hiredis"],

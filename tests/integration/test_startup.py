@@ -177,7 +177,7 @@ def test_the_stack_with_auth_and_tls(tmp_path: Path) -> None:
     auth = tmp_path / "auth.toml"
     auth.write_text(AUTH)
     extra = ["--auth", str(auth), "--tls-cert", str(pki.cert_file), "--tls-key", str(pki.key_file)]
-    with Launched(tmp_path / "data", extra=extra) as stack:
+    with Launched(tmp_path / "data", *extra) as stack:
         # Then it serves HTTPS, and only to callers with a token
         assert stack.url.startswith("https://")
         topic = TopicId("demo", "events")
