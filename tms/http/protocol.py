@@ -8,7 +8,11 @@ service's promises where the application never sees the request.
   ``finish_response``).
 * **Header timeout**: a request whose line and headers have not all arrived
   ``header_timeout_s`` after its first byte is answered 408 and its connection closed (a
-  client that sends half a request line and stops holds nothing for long).
+  client that sends half a request line and stops holds nothing for long). The close
+  *lingers*: the answer is sent, the sending side shut down, and whatever the client still
+  sends is read and dropped until it closes too (at most ``LINGER_S``). Closing at once
+  while the client is still sending would make the kernel answer its next bytes with a
+  reset, and a reset can destroy the 408 before the client has read it.
 * **Idle timeout**: a connection with no request in progress is closed after
   ``idle_timeout_s`` (aiohttp's keep-alive timeout, armed at accept and after each
   answer; a request in progress, a long poll included, is never cut).
@@ -32,6 +36,8 @@ __all__ = ["JSON", "RequestHandler", "Site", "code_for_status", "error_response"
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
+LINGER_S = 2.0
+"""How long a connection closed by the server reads and drops what the client still sends."""
 
 _CODES = {
     400: "bad_request",
@@ -67,8 +73,11 @@ class RequestHandler(web.RequestHandler):
         self._header_timer: asyncio.TimerHandle | None = None
         self._unanswered = 0
         """Requests whose headers were read and whose answer is not yet written."""
+        self._linger_timer: asyncio.TimerHandle | None = None
 
     def data_received(self, data: bytes) -> None:
+        if self._linger_timer is not None:
+            return  # closing: the client's late bytes are dropped (see the docstring)
         # aiohttp counts the requests its parser completed (headers read) per connection;
         # a private attribute, guarded by the header-timeout tests.
         before = self._request_count
@@ -85,6 +94,8 @@ class RequestHandler(web.RequestHandler):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._cancel_header_timer()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
         super().connection_lost(exc)
 
     def _cancel_header_timer(self) -> None:
@@ -113,7 +124,11 @@ class RequestHandler(web.RequestHandler):
             "Connection: close\r\n\r\n"
         )
         transport.write(head.encode() + body)
-        self.force_close()  # closes after the buffered answer is written
+        if not transport.can_write_eof():  # TLS cannot half-close: close at once
+            self.force_close()  # closes after the buffered answer is written
+            return
+        transport.write_eof()
+        self._linger_timer = self._tms_loop.call_later(LINGER_S, self.force_close)
 
     def handle_error(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -167,3 +168,17 @@ def test_a_long_poll_outlives_the_idle_timeout(make_server: Any) -> None:
         served.service.publish(StoreRequest.of(topic, ["late"]))
         [(status, _headers, answer)] = answers(read_until_closed(sock))
     assert status == 200 and len(json.loads(answer)["messages"]) == 1
+
+
+def test_the_408_close_lingers_so_a_client_still_sending_is_not_reset(make_server: Any) -> None:
+    served = make_server(HttpConfig(port=0, header_timeout_s=0.3, idle_timeout_s=3600))
+    with connect(served) as sock:
+        # Given a client whose request timed out and who has read the 408 and the end
+        sock.sendall(b"GET /ping HTTP/1.1\r\n")
+        assert answers(read_until_closed(sock))[0][0] == 408
+        # When it goes on sending (a slow client still writing its headers)
+        # Then the server reads and drops it instead of resetting the connection, which
+        # could destroy an unread 408 on the client's side
+        for _ in range(5):
+            sock.sendall(b"X-Late: " + b"x" * 10_000 + b"\r\n")
+            time.sleep(0.05)
