@@ -1,6 +1,7 @@
 """Throwaway engines on loopback, for tests, benchmarks and a local cluster to try.
 
-A 3-node ZooKeeper ensemble (``ZooKeeperEnsemble``: Debian's ``zookeeper`` package, one
+Our services as child processes for fault injection (``ServiceProcess``). A 3-node
+ZooKeeper ensemble (``ZooKeeperEnsemble``: Debian's ``zookeeper`` package, one
 ``QuorumPeerMain`` JVM per node) and a PostgreSQL cluster (``PostgresCluster``: Debian's
 ``postgresql``, ``initdb`` + ``pg_ctl``), each in a temporary directory of its own,
 listening on 127.0.0.1 only, started and stopped by the caller. Nothing here touches a
@@ -22,14 +23,17 @@ from __future__ import annotations
 from txms_testing.errors import EngineError, EngineUnavailableError
 from txms_testing.ports import free_port, free_ports
 from txms_testing.postgres import PostgresCluster
+from txms_testing.processes import ServiceProcess, txn_command
 from txms_testing.zookeeper import ZooKeeperEnsemble, ZooKeeperNode
 
 __all__ = [
     "EngineError",
     "EngineUnavailableError",
     "PostgresCluster",
+    "ServiceProcess",
     "ZooKeeperEnsemble",
     "ZooKeeperNode",
     "free_port",
     "free_ports",
+    "txn_command",
 ]
