@@ -61,6 +61,11 @@ bench-tms: $(STAMP)
 bench-http: $(STAMP)
 	$(BIN)/python -m benchmarks.http_bench
 
+# The highly available transaction service (needs `make system-deps`): cycles/s with the
+# state in PostgreSQL vs the local log, and the failover time over 20 kills of the leader.
+bench-ha: $(STAMP)
+	$(BIN)/python -m benchmarks.ha_bench
+
 bench-spark: $(STAMP)
 	$(BIN)/python -m benchmarks.spark_bench
 
