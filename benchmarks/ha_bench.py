@@ -78,6 +78,15 @@ def _cycles(
     }
 
 
+def _holder(url: str) -> str:
+    """The name of the server holding the current epoch."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT holder FROM txn_leader WHERE id = 1").fetchone()
+    return str(row[0]) if row else ""
+
+
 def _failover(zk: ZooKeeperEnsemble, pg: PostgresCluster, kills: int) -> dict[str, Any]:
     from txn.errors import TxError
     from txn.rpc.client import ThriftTxClient
@@ -117,10 +126,7 @@ def _failover(zk: ZooKeeperEnsemble, pg: PostgresCluster, kills: int) -> dict[st
         driver.start()
         for k in range(kills):
             time.sleep(1.0)
-            leader_address = client.address
-            leader = next(
-                s for s in servers if s.running and f":{leader_address[1]}" in s.output(400)
-            )
+            leader = next(s for s in servers if s.name == _holder(url))
             standby = next(s for s in servers if s is not leader)
             mark = len(standby.lines)
             killed_at = time.monotonic()

@@ -134,8 +134,12 @@ class ElectedServer:
         client = session(self.ha.zookeeper, self.ha.session_timeout_s)
         client.add_listener(self._on_state)
         election = client.Election(self.ha.zookeeper.election_path, self.ha.identifier)
+        round_over = threading.Event()
         watcher = threading.Thread(
-            target=self._cancel_when_needed, args=(election,), name="txn-ha-watch", daemon=True
+            target=self._cancel_when_needed,
+            args=(election, round_over),
+            name="txn-ha-watch",
+            daemon=True,
         )
         watcher.start()
         try:
@@ -143,6 +147,8 @@ class ElectedServer:
             with translated("contend for leadership"):
                 election.run(self._lead, client)
         finally:
+            round_over.set()
+            watcher.join()
             with contextlib.suppress(Exception):
                 election.cancel()
             client.remove_listener(self._on_state)
@@ -151,10 +157,12 @@ class ElectedServer:
             client.close()
             self._suspended_at = None
 
-    def _cancel_when_needed(self, election: object) -> None:
+    def _cancel_when_needed(self, election: object, round_over: threading.Event) -> None:
         """Leave the election (as a standby) or step down (as leader) once stopping, or
-        after a suspension as long as a session."""
-        while not self._stopping.wait(0.1):
+        after a suspension as long as a session; return when the round is over."""
+        while not round_over.wait(0.1):
+            if self._stopping.is_set():
+                break
             since = self._suspended_at
             if since is not None and time.monotonic() - since >= self.ha.session_timeout_s:
                 self._end_term("ZooKeeper unreachable for a whole session timeout")
