@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from txms_testing import ZooKeeperEnsemble
 from txn.errors import InvalidArgumentError, TxServiceUnavailableError
 from txn.ha.discovery import ZooKeeperLeader
 from txn.ha.zk import DEFAULT_BASE, ZkTarget, parse_leader, session
 from txn.rpc.endpoints import AddressList, endpoints
-from txms_testing import ZooKeeperEnsemble
 
 
 def test_zk_urls() -> None:
