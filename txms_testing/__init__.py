@@ -15,7 +15,7 @@ installed code, never the test tree. It imports neither ``txn`` nor ``tms``.
 Errors::
 
     EngineError                 an engine failed to start, answer or stop
-     └── EngineUnavailableError      its Debian package is not installed (tests skip on this)
+     └── EngineUnavailableError its Debian package is not installed (tests skip on this)
 """
 
 from __future__ import annotations

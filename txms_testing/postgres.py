@@ -29,8 +29,8 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from types import TracebackType
 
+from txms_testing.engine import Engine
 from txms_testing.errors import EngineError, EngineUnavailableError
 from txms_testing.ports import free_port
 
@@ -52,7 +52,7 @@ def postgres_bin_dir() -> Path:
     raise EngineUnavailableError("PostgreSQL's initdb/pg_ctl are not installed (make system-deps)")
 
 
-class PostgresCluster:
+class PostgresCluster(Engine):
     """See the module docstring."""
 
     def __init__(
@@ -69,15 +69,6 @@ class PostgresCluster:
         self.port = 0
         self.bin = Path()
         self._started = False
-
-    def __enter__(self) -> PostgresCluster:
-        self.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     @property
     def data(self) -> Path:

@@ -28,8 +28,8 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from types import TracebackType
 
+from txms_testing.engine import Engine
 from txms_testing.errors import EngineError, EngineUnavailableError
 from txms_testing.ports import free_ports
 
@@ -166,7 +166,7 @@ class ZooKeeperNode:
             return "(no log)"
 
 
-class ZooKeeperEnsemble:
+class ZooKeeperEnsemble(Engine):
     """See the module docstring."""
 
     def __init__(
@@ -187,15 +187,6 @@ class ZooKeeperEnsemble:
         self.attempts = attempts
         self.nodes: list[ZooKeeperNode] = []
         self._jar: Path | None = None
-
-    def __enter__(self) -> ZooKeeperEnsemble:
-        self.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     @property
     def connect_string(self) -> str:
