@@ -5,6 +5,9 @@ offline inspector for state directories.
 
     txn serve [--host H] [--port P] [--data-dir D | --in-memory] [--config FILE.toml]
               [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
+    txn serve --zookeeper H:P,... --state postgresql://... [--zk-path /txms/txn]
+              [--session-timeout-s S] [--advertise HOST] [--name NAME] [...]
+    txn leader --zookeeper H:P,... [--zk-path /txms/txn]
     txn status | invalid-size | snapshot | reset-state | prune-now        [--server H:P]
     txn truncate-invalid-tx ID[,ID...]                                    [--server H:P]
     txn truncate-invalid-tx-before TIME_MS                                [--server H:P]
@@ -29,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from txn.config import DEFAULT_PORT, ServerConfig, TxConfig
-from txn.errors import TxError
+from txn.errors import InvalidArgumentError, TxError
+from txn.ha.zk import DEFAULT_BASE, ZkTarget
 from txn.inmemory import manager_pruner
 from txn.manager import ManagerState, TransactionManager
 from txn.persist.local import LocalDirStorage
@@ -37,7 +41,7 @@ from txn.persist.snapshot_codec import decode_snapshot
 from txn.persist.store import TransactionStateStore
 from txn.prune import PruningService, TransactionPruner
 from txn.rlimit import raise_open_file_limit
-from txn.rpc.client import ThriftTxClient
+from txn.rpc.client import ThriftTxClient, default_client_id
 from txn.rpc.handler import TephraHandler
 from txn.rpc.retry import RetryNTimes
 from txn.rpc.server import ThriftServer, new_event_loop
@@ -63,6 +67,15 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--data-dir", type=Path, help="state directory (snapshots and logs)")
     where.add_argument("--in-memory", action="store_true", help="keep no state on disk")
     serve.add_argument("--config", type=Path, help="TOML file: [txn] and [server] tables")
+    ha = serve.add_argument_group("highly available mode (docs/operations.md)")
+    ha.add_argument("--zookeeper", help="ensemble H:P,H:P,...: serve only while elected")
+    ha.add_argument("--state", help="postgresql://... URL of the shared state (with --zookeeper)")
+    ha.add_argument("--zk-path", default=DEFAULT_BASE, help=f"base znode (default {DEFAULT_BASE})")
+    ha.add_argument(
+        "--session-timeout-s", type=float, default=10.0, help="ZooKeeper session (default 10)"
+    )
+    ha.add_argument("--advertise", help="host published for clients (default: the bind host)")
+    ha.add_argument("--name", help="this server's name in the election (default pid@host)")
     serve.add_argument("--tls-cert", help="serve TLS with this certificate (PEM)")
     serve.add_argument("--tls-key", help="the certificate's private key (PEM)")
     serve.add_argument(
@@ -85,6 +98,12 @@ def _parser() -> argparse.ArgumentParser:
     trunc.add_argument("ids", help="comma-separated transaction ids")
     before = admin("truncate-invalid-tx-before", "remove invalid ids started before a time")
     before.add_argument("time_ms", type=int, help="milliseconds since the epoch")
+
+    leader = sub.add_parser("leader", help="print the elected server's HOST:PORT")
+    leader.add_argument("--zookeeper", required=True, help="ensemble H:P,H:P,...")
+    leader.add_argument(
+        "--zk-path", default=DEFAULT_BASE, help=f"base znode (default {DEFAULT_BASE})"
+    )
 
     inspect = sub.add_parser("inspect", help="describe a state directory (offline)")
     inspect.add_argument("--data-dir", type=Path, required=True)
@@ -117,6 +136,8 @@ def _serve(args: argparse.Namespace) -> int:
     except TypeError as exc:  # an unknown or missing key: the user's file, not a bug
         raise TxError(f"[server]: {exc}") from exc
     log.info("%s", raise_open_file_limit().describe())
+    if args.zookeeper is not None or args.state is not None:
+        return _serve_elected(args, config, server_config)
     data_dir = args.data_dir if not args.in_memory else None
     if data_dir is None and not args.in_memory:
         data_dir = Path("data/txn")
@@ -175,6 +196,53 @@ async def _run_server(
     await server.close()
     print("txn: stopped", flush=True)
     return code
+
+
+def _serve_elected(args: argparse.Namespace, config: TxConfig, server_config: ServerConfig) -> int:
+    """``txn serve --zookeeper ... --state postgresql://...`` (``txn.ha.elected``)."""
+    if args.zookeeper is None or args.state is None or not args.state.startswith("postgres"):
+        raise InvalidArgumentError("--zookeeper and --state postgresql://... go together")
+    if args.data_dir is not None or args.in_memory:
+        raise InvalidArgumentError("--data-dir/--in-memory do not apply with --state")
+    from txn.ha.elected import ElectedServer, HaConfig  # noqa: PLC0415 - kazoo only here
+
+    ha = HaConfig(
+        ZkTarget(args.zookeeper, args.zk_path),
+        args.state,
+        session_timeout_s=args.session_timeout_s,
+        identifier=args.name or default_client_id(),
+        advertise=args.advertise,
+    )
+
+    def serving(host: str, port: int, epoch: int) -> None:
+        print(f"txn: leading (epoch {epoch}), listening on {host}:{port}", flush=True)
+
+    elected = ElectedServer(ha, config, server_config, on_serving=serving)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda _signum, _frame: elected.stop())
+    print(
+        f"txn: standing by in {ha.zookeeper.url} (state: {args.state.split('@')[-1]})", flush=True
+    )
+    code = elected.run()
+    print("txn: stopped", flush=True)
+    return code
+
+
+def _leader(args: argparse.Namespace) -> int:
+    from txn.ha.zk import read_leader, session  # noqa: PLC0415 - kazoo only here
+
+    target = ZkTarget(args.zookeeper, args.zk_path)
+    client = session(target)
+    try:
+        address = read_leader(client, target)
+    finally:
+        client.stop()
+        client.close()
+    if address is None:
+        print(f"txn: no leader in {target.url}", file=sys.stderr)
+        return 1
+    print(f"{address[0]}:{address[1]}")
+    return 0
 
 
 def _describe(snapshot: TransactionSnapshot) -> dict[str, Any]:
@@ -253,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
             return _serve(args)
         if args.command == "inspect":
             return _inspect(args.data_dir)
+        if args.command == "leader":
+            return _leader(args)
         return _admin(args)
     except (TxError, OSError, ValueError) as exc:
         print(f"txn: {exc}", file=sys.stderr)

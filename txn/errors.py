@@ -17,11 +17,13 @@
      ├── ManagerNotRunningError                call before start() or after stop()
      ├── CodecError                            (also ValueError) bytes that do not decode
      ├── TxStorageError                        the state directory failed (I/O)
-     │    └── CorruptStateError                a snapshot or log cannot be read back
+     │    ├── CorruptStateError                a snapshot or log cannot be read back
+     │    └── FencedError                      a newer leader owns the shared state
      └── TxServiceError                        the server answered with something unexpected
 
 Foreign exceptions (Thrift, OS errors) are translated at exactly one boundary each:
-``txn.rpc.convert`` for Thrift and ``txn.persist`` for the file system.
+``txn.rpc.convert`` for Thrift, ``txn.persist.local`` for the file system,
+``txn.persist.postgres`` for PostgreSQL and ``txn.ha`` for ZooKeeper.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 __all__ = [
     "CodecError",
     "CorruptStateError",
+    "FencedError",
     "InvalidArgumentError",
     "InvalidStateError",
     "InvalidTruncateTimeError",
@@ -130,6 +133,15 @@ class TxStorageError(TxError):
 
 class CorruptStateError(TxStorageError):
     """A snapshot or log file exists but cannot be decoded (beyond a torn last record)."""
+
+
+class FencedError(TxStorageError):
+    """This writer's epoch is no longer the shared store's current one: another server
+    was elected and took the state over. Nothing was written; the writer must stop."""
+
+    def __init__(self, message: str, *, epoch: int | None = None) -> None:
+        super().__init__(message)
+        self.epoch = epoch
 
 
 class TxServiceError(TxError):

@@ -25,7 +25,8 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from types import TracebackType
+
+from txms_testing.engine import Engine
 
 __all__ = [
     "PostgresServer",
@@ -58,21 +59,7 @@ def _wait_for_port(port: int, deadline: float) -> bool:
     return False
 
 
-class _Server:
-    def __enter__(self) -> _Server:
-        self.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
+_Server = Engine
 
 
 # -- Redis --------------------------------------------------------------------------------

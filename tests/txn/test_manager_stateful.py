@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+import psycopg
 import pytest
 from hypothesis import event, settings
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from hypothesis.stateful import (
     invariant,
     precondition,
     rule,
+    run_state_machine_as_test,
 )
 
 from tests.fakes import FakeClock
@@ -34,6 +36,8 @@ from txn.errors import (
 )
 from txn.manager import TransactionManager
 from txn.persist.memory import MemoryStorage
+from txn.persist.postgres import PostgresStorage
+from txn.persist.storage import StateStorage
 from txn.persist.store import TransactionStateStore
 from txn.transaction import Transaction, TransactionType
 
@@ -63,7 +67,7 @@ class ManagerMachine(RuleBasedStateMachine):
     @initialize()
     def setup(self) -> None:
         self.clock = FakeClock()
-        self.storage = MemoryStorage()
+        self.storage = self._fresh_storage()
         self.manager = self._new_manager()
         # The model.
         self.model: dict[int, ModelTx] = {}
@@ -74,6 +78,13 @@ class ManagerMachine(RuleBasedStateMachine):
         snap = self.manager.get_snapshot()
         self.read_pointer = snap.read_pointer
         self.last_wp = snap.write_pointer
+
+    def _fresh_storage(self) -> StateStorage:
+        return MemoryStorage()
+
+    def _storage_after_restart(self) -> StateStorage:
+        """What the restarted manager opens (the same memory, as after a reboot)."""
+        return self.storage
 
     def _new_manager(self) -> TransactionManager:
         manager = TransactionManager(CONFIG, TransactionStateStore(self.storage), self.clock)
@@ -300,6 +311,7 @@ class ManagerMachine(RuleBasedStateMachine):
             # A crash: the log is durable up to the last answered call; nothing else runs.
             self.manager._wal.close()  # type: ignore[union-attr]
             self.storage.close()
+        self.storage = self._storage_after_restart()
         self.manager = self._new_manager()
         after = self.manager.get_snapshot()
         assert after == before
@@ -330,3 +342,26 @@ ManagerMachine.TestCase.settings = settings(
     max_examples=max(300, settings().max_examples), stateful_step_count=40
 )
 TestManagerStateful = ManagerMachine.TestCase
+
+
+class PostgresManagerMachine(ManagerMachine):
+    """The same model with the state in PostgreSQL; every restart opens a new
+    ``PostgresStorage``, i.e. takes a new epoch as a newly elected server would."""
+
+    url = ""
+
+    def _fresh_storage(self) -> StateStorage:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute("DROP TABLE IF EXISTS txn_log_chunk, txn_log, txn_snapshot, txn_leader")
+        return PostgresStorage(self.url)
+
+    def _storage_after_restart(self) -> StateStorage:
+        return PostgresStorage(self.url)
+
+
+def test_manager_model_with_state_in_postgres_and_restarts(pg_url: str) -> None:
+    PostgresManagerMachine.url = pg_url
+    run_state_machine_as_test(
+        PostgresManagerMachine,
+        settings=settings(max_examples=20, stateful_step_count=30, deadline=None),
+    )

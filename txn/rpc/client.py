@@ -33,7 +33,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from thriftpy2.protocol.exc import TProtocolException
@@ -41,9 +41,14 @@ from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
 from txn.config import DEFAULT_PORT
-from txn.errors import InvalidArgumentError, TxServiceError, TxServiceUnavailableError
+from txn.errors import (
+    TransactionNotInProgressError,
+    TxServiceError,
+    TxServiceUnavailableError,
+)
 from txn.rpc import wire
 from txn.rpc.convert import error_from_thrift, from_thrift, to_thrift
+from txn.rpc.endpoints import Address, Endpoints, endpoints, parse_address
 from txn.rpc.idl import tephra
 from txn.rpc.retry import RetryStrategy, RetryWithBackoff
 from txn.rpc.tls import ClientTls
@@ -61,19 +66,6 @@ _RETRYABLE_APP_ERRORS = frozenset(
 def default_client_id() -> str:
     """``pid@host``, as a JVM names itself."""
     return f"{os.getpid()}@{socket.gethostname()}"
-
-
-def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
-    """``"host:port"``, ``"host"`` or ``(host, port)``."""
-    if isinstance(address, tuple):
-        return address
-    host, sep, port = address.rpartition(":")
-    if not sep:
-        return address, DEFAULT_PORT
-    try:
-        return host or "127.0.0.1", int(port)
-    except ValueError as exc:
-        raise InvalidArgumentError(f"bad address {address!r}") from exc
 
 
 class _Pool:
@@ -142,7 +134,7 @@ class ThriftTxClient:
 
     def __init__(
         self,
-        address: str | tuple[str, int] = ("127.0.0.1", DEFAULT_PORT),
+        address: str | Address | Sequence[str | Address] | Endpoints = ("127.0.0.1", DEFAULT_PORT),
         *,
         client_id: str | None = None,
         timeout_s: float = 30.0,
@@ -152,8 +144,9 @@ class ThriftTxClient:
         sleep: Callable[[float], None] = time.sleep,
         tls: ClientTls | None = None,
     ) -> None:
-        self.host, self.port = parse_address(address)
-        self._tls = None if tls is None else (tls.context(), tls.server_hostname or self.host)
+        self._endpoints = endpoints(address)
+        self._tls_context = None if tls is None else tls.context()
+        self._tls_hostname = None if tls is None else tls.server_hostname
         self.client_id = client_id or default_client_id()
         self._timeout_s = timeout_s
         self._start_frame = wire.call_frame(
@@ -163,16 +156,35 @@ class ThriftTxClient:
         self._sleep = sleep
         self._pool = _Pool(self._connect, pool_size, obtain_timeout_s)
 
+    @property
+    def address(self) -> Address:
+        """The server this client connects to now (for a ``zk://`` client, the leader;
+        may wait up to the call timeout for one to be published)."""
+        return self._endpoints.current(self._timeout_s)
+
+    @property
+    def host(self) -> str:
+        return self.address[0]
+
+    @property
+    def port(self) -> int:
+        return self.address[1]
+
     def _connect(self) -> _Connection:
+        host, port = self._endpoints.current(self._timeout_s)
+        tls = None
+        if self._tls_context is not None:
+            tls = (self._tls_context, self._tls_hostname or host)
         try:
-            return _Connection(self.host, self.port, self._timeout_s, self._tls)
+            return _Connection(host, port, self._timeout_s, tls)
         except ssl.SSLCertVerificationError as exc:
             raise TxServiceError(
-                f"the transaction server at {self.host}:{self.port} failed TLS verification: "
+                f"the transaction server at {host}:{port} failed TLS verification: "
                 f"{exc.verify_message}"
             ) from exc
         except _TRANSPORT_ERRORS as exc:
-            raise _ConnectError(exc) from exc
+            self._endpoints.failed((host, port))
+            raise _ConnectError(exc, (host, port)) from exc
 
     def _call(self, method: str, *args: Any) -> Any:
         """Call ``method`` the generic way."""
@@ -183,26 +195,41 @@ class ThriftTxClient:
             method, frame, lambda body: wire.decode_reply(body, method, result_type())
         )
 
-    def _exchange(self, method: str, frame: bytes, decode: Callable[[bytes], Any]) -> Any:
+    def _exchange(
+        self,
+        method: str,
+        frame: bytes,
+        decode: Callable[[bytes], Any],
+        outcome: _Outcome | None = None,
+    ) -> Any:
         """Send ``frame`` on a pooled connection and ``decode`` the reply's body, with the
-        retry and error mapping of the module docstring."""
+        retry and error mapping of the module docstring. ``outcome`` learns whether an
+        earlier attempt's answer was lost (the call may have taken effect)."""
         delays = self._retry.delays()
         while True:
             failure: BaseException
+            failed_at: Address | None = None
             try:
                 conn = self._pool.obtain()
             except _ConnectError as exc:
                 failure = exc.cause
+                failed_at = exc.address
+            except TxServiceUnavailableError as exc:
+                failure = exc  # no leader published (yet)
             else:
+                failed_at = conn.address
                 try:
                     result = decode(conn.exchange(frame))
                 except TApplicationException as exc:
                     self._pool.discard(conn)
                     if exc.type not in _RETRYABLE_APP_ERRORS:
                         raise TxServiceError(f"{method}: {exc}") from exc
-                    failure = exc
+                    failure = exc  # e.g. a manager that failed or was deposed: not applied
                 except _TRANSPORT_ERRORS as exc:
                     self._pool.discard(conn)
+                    self._endpoints.failed(conn.address)
+                    if outcome is not None:
+                        outcome.unknown = True  # sent, answer lost: it may have been applied
                     failure = exc
                 except TException as exc:
                     self._pool.release(conn)
@@ -219,9 +246,11 @@ class ThriftTxClient:
             delay = next(delays, None)
             if delay is None:
                 raise TxServiceUnavailableError(
-                    f"transaction service at {self.host}:{self.port} failed: {failure!r}"
+                    f"transaction service at {self._endpoints.describe()} failed: {failure!r}"
                 ) from failure
-            if delay > 0:
+            if delay > 0 and not (
+                failed_at is not None and self._endpoints.pause(failed_at, delay)
+            ):
                 self._sleep(delay)
 
     # -- TxClient ---------------------------------------------------------------------
@@ -260,10 +289,30 @@ class ThriftTxClient:
         self._void(b"canCommitOrThrow", wire.call_frame(b"canCommitOrThrow", args))
 
     def commit_or_throw(self, tx: Transaction) -> None:
+        """See ``TxClient``. Safe to retry: when an earlier attempt's answer was lost and
+        the retry finds the transaction no longer in progress, the outcome is settled by
+        a fresh transaction's snapshot — committed if it sees ``tx``'s write pointer as
+        visible (an aborted transaction is only aborted by its owner, a timed-out one is
+        invalid) — instead of reporting a commit that happened as failed."""
         args = wire.encode_commit_args(tx.transaction_id, tx.write_pointer)
-        self._void(b"commitOrThrow", wire.call_frame(b"commitOrThrow", args))
+        outcome = _Outcome()
+        try:
+            self._void(b"commitOrThrow", wire.call_frame(b"commitOrThrow", args), outcome)
+        except TransactionNotInProgressError:
+            if not outcome.unknown or not self._committed(tx):
+                raise
 
-    def _void(self, name: bytes, frame: bytes) -> None:
+    def _committed(self, tx: Transaction) -> bool:
+        """Whether a fresh snapshot sees every write pointer of ``tx`` as committed."""
+        probe = self.start_short()
+        try:
+            return all(
+                probe.is_visible(wp) for wp in (tx.transaction_id, *tx.checkpoint_write_pointers)
+            )
+        finally:
+            self.abort(probe)
+
+    def _void(self, name: bytes, frame: bytes, outcome: _Outcome | None = None) -> None:
         method = name.decode()
         result_type = getattr(S, method + "_result")
 
@@ -272,7 +321,7 @@ class ThriftTxClient:
             if pos is None or not wire.is_void_success(body, pos):
                 wire.decode_reply(body, method, result_type())
 
-        self._exchange(method, frame, decode)
+        self._exchange(method, frame, decode, outcome)
 
     def abort(self, tx: Transaction) -> None:
         self._call("abortTx", to_thrift(tx))
@@ -312,6 +361,7 @@ class ThriftTxClient:
 
     def close(self) -> None:
         self._pool.close()
+        self._endpoints.close()
 
     def __enter__(self) -> ThriftTxClient:
         return self
@@ -332,6 +382,7 @@ class _Connection:
         timeout_s: float,
         tls: tuple[ssl.SSLContext, str] | None = None,
     ) -> None:
+        self.address = (host, port)
         sock = socket.create_connection((host, port), timeout=timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if tls is not None:
@@ -399,6 +450,13 @@ class _Connection:
 class _ConnectError(Exception):
     """Connecting failed (internal: retried like any transport error)."""
 
-    def __init__(self, cause: BaseException) -> None:
+    def __init__(self, cause: BaseException, address: Address) -> None:
         super().__init__(str(cause))
         self.cause = cause
+        self.address = address
+
+
+class _Outcome:
+    """Whether a call's answer was lost on some attempt (internal)."""
+
+    unknown = False

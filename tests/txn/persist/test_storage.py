@@ -1,4 +1,5 @@
-"""One contract suite for both storage backends, plus recovery-reading rules."""
+"""One contract suite for every storage backend (local directory, memory, PostgreSQL),
+plus recovery-reading rules."""
 
 from __future__ import annotations
 
@@ -12,16 +13,21 @@ from txn.persist.edit import TransactionEdit
 from txn.persist.edit_codec import encode_record
 from txn.persist.local import LocalDirStorage
 from txn.persist.memory import MemoryStorage
+from txn.persist.postgres import PostgresStorage
 from txn.persist.storage import StateStorage
 from txn.persist.store import TransactionStateStore
 from txn.state import TransactionSnapshot
 
 
-@pytest.fixture(params=["local", "memory"])
+@pytest.fixture(params=["local", "memory", "postgres"])
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStorage]:
-    backend: StateStorage = (
-        LocalDirStorage(tmp_path / "state") if request.param == "local" else MemoryStorage()
-    )
+    backend: StateStorage
+    if request.param == "local":
+        backend = LocalDirStorage(tmp_path / "state")
+    elif request.param == "memory":
+        backend = MemoryStorage()
+    else:
+        backend = PostgresStorage(request.getfixturevalue("pg_url"))
     backend.open()
     yield backend
     backend.close()
