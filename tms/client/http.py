@@ -28,25 +28,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tms.client.errors import ERROR_CLASSES, error_for
 from tms.client.transport import Reply, Transport, TransportError
 from tms.codec import avro
 from tms.codec import json as jsonc
 from tms.codec.avro import ConsumeSpec
-from tms.errors import (
-    ForbiddenError,
-    RequestTooLargeError,
-    ServiceUnavailableError,
-    StorageUnavailableError,
-    TmsCodecError,
-    TmsError,
-    TmsInvalidArgumentError,
-    TmsTransientError,
-    TopicAlreadyExistsError,
-    TopicNotFoundError,
-    TransactionServiceError,
-    TransactionTooOldError,
-    UnauthenticatedError,
-)
+from tms.errors import ServiceUnavailableError, TmsError, TmsTransientError
 from tms.ids import MessageId
 from tms.model import Message, RollbackDetail, TopicBounds, TopicId
 from txn.codec import encode_transaction
@@ -64,26 +51,6 @@ __all__ = [
 AVRO = "avro/binary"
 JSON = "application/json"
 
-ERROR_CLASSES: dict[str, type[TmsError]] = {
-    cls.code: cls
-    for cls in (
-        TmsError,
-        TmsInvalidArgumentError,
-        TransactionTooOldError,
-        TopicNotFoundError,
-        TopicAlreadyExistsError,
-        TmsCodecError,
-        UnauthenticatedError,
-        ForbiddenError,
-        RequestTooLargeError,
-        TmsTransientError,
-        StorageUnavailableError,
-        ServiceUnavailableError,
-        TransactionServiceError,
-    )
-}
-"""Error code of the JSON error body -> the class raised."""
-
 
 def error_from_response(response: Reply, topic: object = None) -> TmsError:
     """The ``tms`` error a non-200 response stands for."""
@@ -92,16 +59,7 @@ def error_from_response(response: Reply, topic: object = None) -> TmsError:
         code, message = body["error"], body["message"]
     except (ValueError, KeyError, TypeError):
         code, message = None, response.text or response.reason
-    cls = ERROR_CLASSES.get(code or "")
-    if cls is None:
-        cls = {
-            404: TopicNotFoundError,
-            409: TopicAlreadyExistsError,
-            400: TmsInvalidArgumentError,
-        }.get(response.status, TmsError)
-    if cls in (TopicNotFoundError, TopicAlreadyExistsError):
-        return cls(topic, message)
-    return cls(message)
+    return error_for(code, message, response.status, topic)
 
 
 def _json(value: object) -> bytes:
@@ -147,7 +105,18 @@ class _TxSource(Protocol):
 
 
 class MessagingClient:
-    """See the module docstring. Thread-safe (connections are pooled per client)."""
+    """See the module docstring. Thread-safe (connections are pooled per client).
+
+    ``MessagingClient("tms://host:port")`` (or ``tmss://`` for TLS) makes a
+    ``tms.client.rpc.RpcMessagingClient``: the same methods over the binary protocol
+    (docs/rpc.md)."""
+
+    def __new__(cls, base_url: str, *args: Any, **kwargs: Any) -> MessagingClient:
+        if cls is MessagingClient and base_url.startswith(("tms://", "tmss://")):
+            from tms.client.rpc import RpcMessagingClient  # noqa: PLC0415 - import cycle
+
+            return super().__new__(RpcMessagingClient)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -174,6 +143,10 @@ class MessagingClient:
 
     def close(self) -> None:
         self._http.close()
+
+    def _transport(self) -> Transport:
+        """Where the REST requests go."""
+        return self._http
 
     def __enter__(self) -> MessagingClient:
         return self
@@ -209,7 +182,7 @@ class MessagingClient:
         headers = {"Content-Type": content_type} if content_type else None
         for attempt in range(attempts):
             try:
-                response = self._http.request(
+                response = self._transport().request(
                     method, url, body=body, headers=headers, params=params, timeout_s=timeout
                 )
             except TransportError as exc:

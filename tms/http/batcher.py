@@ -8,37 +8,49 @@ not one of each per request; with nothing in flight an operation goes out in the
 turn of the loop (after the requests already read in this turn joined it).
 
 Outcomes are ``MessagingService.write``'s: each future gets its own result or error, and
-a request's outcome never depends on another one in its batch failing.
+a request's outcome never depends on another one in its batch failing. An operation
+submitted with a deadline (``time.monotonic()``) that passes before its batch is taken is
+dropped unwritten: its future gets ``RequestTimeoutError``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
-from tms.errors import StorageUnavailableError
+from tms.errors import RequestTimeoutError, StorageUnavailableError
 from tms.model import TopicId
 from tms.service import MessagingService, WriteOperation
 
 __all__ = ["WriteBatcher"]
 
-_Item = tuple[WriteOperation, asyncio.Future[Any]]
+_Item = tuple[WriteOperation, asyncio.Future[Any], float | None]
 
 
 class WriteBatcher:
     """See the module docstring. Use from the event loop's thread only."""
 
     def __init__(
-        self, service: MessagingService, pool: Executor, loop: asyncio.AbstractEventLoop
+        self,
+        service: MessagingService,
+        pool: Executor,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._svc = service
         self._pool = pool
         self._loop = loop
+        self._monotonic = monotonic
         self._pending: dict[TopicId, list[_Item]] = {}
         self._busy: set[TopicId] = set()  # a batch is being written, or is about to be
 
-    def submit(self, topic: TopicId, kind: str, arg: Any) -> asyncio.Future[Any]:
+    def submit(
+        self, topic: TopicId, kind: str, arg: Any, deadline: float | None = None
+    ) -> asyncio.Future[Any]:
         """Queue one operation; the future resolves once it is durable (or failed)."""
         future: asyncio.Future[Any] = self._loop.create_future()
         pending = self._pending.get(topic)
@@ -47,16 +59,18 @@ class WriteBatcher:
             if topic not in self._busy:
                 self._busy.add(topic)
                 self._loop.call_soon(self._flush, topic)
-        pending.append(((kind, arg), future))
+        pending.append(((kind, arg), future, deadline))
         return future
 
     def _flush(self, topic: TopicId) -> None:
         items = self._pending.pop(topic, None)
+        if items and any(deadline is not None for _, _, deadline in items):
+            items = self._drop_late(items)
         if not items:
             self._busy.discard(topic)
             return
         done = self._loop.run_in_executor(
-            self._pool, self._svc.write, topic, [operation for operation, _ in items]
+            self._pool, self._svc.write, topic, [operation for operation, _, _ in items]
         )
         done.add_done_callback(lambda outcome: self._settle(topic, items, outcome))
 
@@ -69,7 +83,7 @@ class WriteBatcher:
             else outcome.exception()
         )
         results: list[Any] = [error] * len(items) if error is not None else outcome.result()
-        for (_, future), result in zip(items, results, strict=True):
+        for (_, future, _), result in zip(items, results, strict=True):
             if future.done():  # the request went away
                 continue
             if isinstance(result, BaseException):
@@ -77,3 +91,17 @@ class WriteBatcher:
             else:
                 future.set_result(result)
         self._flush(topic)  # what arrived meanwhile, or release the topic
+
+    def _drop_late(self, items: list[_Item]) -> list[_Item]:
+        """The items still in time; the others are answered ``RequestTimeoutError``."""
+        now = self._monotonic()
+        kept = []
+        for item in items:
+            deadline, future = item[2], item[1]
+            if deadline is None or now <= deadline:
+                kept.append(item)
+            elif not future.done():
+                future.set_exception(
+                    RequestTimeoutError("dropped unwritten: it waited past its timeout")
+                )
+        return kept
