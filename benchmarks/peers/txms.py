@@ -11,6 +11,8 @@ Two systems share one stack:
   so it never sees an uncommitted or rolled-back message.
 * ``TxmsLean`` ("txms-lean"): publish only, the same request pre-encoded and sent by the
   load generator ``limits.LeanHttp``: the service's capacity when clients cost little.
+* ``TxmsRpc`` ("txms-rpc"): as "txms", with ``MessagingClient("tms://...")``: the same
+  client API over the binary protocol (docs/rpc.md) instead of REST.
 
 Every publish is acknowledged after its synced write, so both are durable.
 """
@@ -27,7 +29,7 @@ from tms.client import MessagingClient
 from tms.codec import avro
 from tms.model import TopicId
 
-__all__ = ["NAMESPACE", "TxmsLean", "TxmsReader", "TxmsSystem"]
+__all__ = ["NAMESPACE", "TxmsLean", "TxmsReader", "TxmsRpc", "TxmsSystem"]
 
 NAMESPACE = "bench"
 _FILL_BATCH = 1000
@@ -184,3 +186,13 @@ class TxmsLean(_TxmsTopics):
         )
         n = len(batch)
         return lambda: (client.post(), n)[1]
+
+
+class TxmsRpc(TxmsSystem):
+    name = "txms-rpc"
+    description = (
+        "txms standalone stack over loopback; MessagingClient over the binary protocol "
+        "(tms://), ThriftTxClient"
+    )
+    # transaction cycles do not involve the messaging service: the "txms" row has them
+    workloads = frozenset(Workload) - {Workload.TX_CYCLE}

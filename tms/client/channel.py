@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tms.client.errors import error_for
-from tms.errors import TmsError
+from tms.errors import RequestTimeoutError, ServiceUnavailableError, TmsError, TmsTransientError
 from tms.rpc.endpoints import Address, Endpoints
 from tms.rpc.frames import (
     FLAG_ERROR,
@@ -41,7 +41,7 @@ from tms.rpc.frames import (
     rpc,
 )
 
-__all__ = ["Channel", "ChannelError", "ChannelPool", "error_of"]
+__all__ = ["Channel", "ChannelError", "ChannelPool", "error_of", "may_retry", "unavailable"]
 
 _RESPONSE = int(Kind.RESPONSE)
 _PONG = int(Kind.PONG)
@@ -71,6 +71,26 @@ def error_of(frame: Frame, topic: object = None) -> TmsError:
     if not isinstance(code, str) or not isinstance(message, str):
         code, message = None, str(message)
     return error_for(code, message, 0, topic)
+
+
+def may_retry(failure: ChannelError | TmsError, retry_lost: bool) -> bool:
+    """Whether a request that failed so may be sent again: one that never reached the
+    server, or was dropped by it unprocessed (``request_timeout``), always; one whose
+    answer was lost, or that failed transiently, only when ``retry_lost`` (idempotent)."""
+    if isinstance(failure, ChannelError):
+        return retry_lost or not failure.sent
+    if isinstance(failure, ServiceUnavailableError):
+        return True  # raised before sending (every address shielded)
+    return isinstance(failure, TmsTransientError) and (
+        retry_lost or isinstance(failure, RequestTimeoutError)
+    )
+
+
+def unavailable(op: str, failure: Exception) -> ServiceUnavailableError:
+    """What a request that could not be completed raises."""
+    unknown = isinstance(failure, ChannelError) and failure.sent
+    note = " (the outcome is unknown)" if unknown else ""
+    return ServiceUnavailableError(f"{op}: {failure}{note}")
 
 
 class _Slot:

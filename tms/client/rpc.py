@@ -30,15 +30,17 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tms.client.channel import Channel, ChannelError, ChannelPool, error_of
+from tms.client.channel import (
+    Channel,
+    ChannelError,
+    ChannelPool,
+    error_of,
+    may_retry,
+    unavailable,
+)
 from tms.client.http import MarkersOutcome, MessagingClient, PollResult, RollbackToken
 from tms.client.transport import Transport
-from tms.errors import (
-    RequestTimeoutError,
-    ServiceUnavailableError,
-    TmsError,
-    TmsTransientError,
-)
+from tms.errors import ServiceUnavailableError, TmsError
 from tms.ids import MessageId
 from tms.model import TopicBounds, TopicId
 from tms.rpc.endpoints import Endpoints, parse_url
@@ -55,7 +57,7 @@ from tms.rpc.values import (
 )
 from txn.transaction import Transaction
 
-__all__ = ["RpcMessagingClient", "client_ssl_context"]
+__all__ = ["RpcMessagingClient", "client_ssl_context", "rest_url"]
 
 _PUBLISH, _STORE, _ROLLBACK = BY_NAME["publish"], BY_NAME["store"], BY_NAME["rollback"]
 _MARKERS, _POLL, _BOUNDS = BY_NAME["markers"], BY_NAME["poll"], BY_NAME["bounds"]
@@ -72,6 +74,17 @@ def client_ssl_context(ca_bundle: str | os.PathLike[str] | None) -> ssl.SSLConte
     if trusted and os.path.isdir(trusted):
         return ssl.create_default_context(capath=trusted)
     return ssl.create_default_context(cafile=trusted or None)
+
+
+def rest_url(url: str, address: tuple[str, int], welcome: Any) -> str:
+    """The REST API's URL as the server at ``address`` (of ``url``) announces it."""
+    if not welcome.http_port:
+        raise TmsError(
+            f"{url} does not say where its REST API is: give http_url= for topic administration"
+        )
+    scheme = "https" if welcome.http_tls else "http"
+    host = f"[{address[0]}]" if ":" in address[0] else address[0]
+    return f"{scheme}://{host}:{welcome.http_port}"
 
 
 class RpcMessagingClient(MessagingClient):
@@ -142,16 +155,7 @@ class RpcMessagingClient(MessagingClient):
 
     def _announced_url(self) -> str:
         channel = self._channel()
-        welcome = channel.welcome
-        if not welcome.http_port:
-            raise TmsError(
-                f"{self.base_url} does not say where its REST API is: give http_url= "
-                "for topic administration"
-            )
-        scheme = "https" if welcome.http_tls else "http"
-        host = channel.address[0]
-        host = f"[{host}]" if ":" in host else host
-        return f"{scheme}://{host}:{welcome.http_port}"
+        return rest_url(self.base_url, channel.address, channel.welcome)
 
     def _channel(self) -> Channel:
         try:
@@ -187,34 +191,26 @@ class RpcMessagingClient(MessagingClient):
         attempts = self._retries + 1
         for attempt in range(attempts):
             last = attempt == attempts - 1
+            channel = None
             try:
                 channel = self._pool.acquire()
-            except (ChannelError, ServiceUnavailableError) as exc:
-                if last:
-                    raise ServiceUnavailableError(f"{op.name}: {exc}") from exc
-                delay = self._pause(delay)
-                continue
-            try:
                 frame = channel.call(
                     op.code, body, timeout_s=self._timeout + wait_s, queue_timeout_ms=queue_ms
                 )
-            except ChannelError as exc:
-                if channel.dead:
+            except (ChannelError, ServiceUnavailableError) as exc:
+                if channel is not None and channel.dead:
                     self._pool.discard(channel)
                     self.endpoints.failed(channel.address)
-                if last or (exc.sent and not retry_lost):
-                    unknown = " (the outcome is unknown)" if exc.sent else ""
-                    raise ServiceUnavailableError(f"{op.name}: {exc}{unknown}") from exc
+                if last or not may_retry(exc, retry_lost):
+                    raise unavailable(op.name, exc) from exc
                 delay = self._pause(delay)
                 continue
             if not frame.flags & FLAG_ERROR:
                 return decode_body(op.response, frame.body)
             error = error_of(frame, topic)
-            again = retry_lost or isinstance(error, RequestTimeoutError)
-            if isinstance(error, TmsTransientError) and again and not last:
-                delay = self._pause(delay)
-                continue
-            raise error
+            if last or not may_retry(error, retry_lost):
+                raise error
+            delay = self._pause(delay)
         raise AssertionError("unreachable")
 
     def _pause(self, delay: float) -> float:
