@@ -1,5 +1,6 @@
 """The real servers, in this process, on loopback port 0: the transaction manager behind
-its Thrift server and the messaging service (LevelDB) behind HTTP, with clients."""
+its Thrift server and the messaging service (LevelDB) behind HTTP and the binary
+protocol, with clients."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from tms.client import MessagingClient
 from tms.config import TmsConfig
 from tms.http.app import HttpConfig
 from tms.http.server import HttpServer, HttpServerThread
+from tms.rpc.config import RpcConfig
+from tms.rpc.server import RpcServer
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
 from txn.config import ServerConfig, TxConfig
@@ -32,6 +35,7 @@ class Stack:
     tx_server: ServerThread
     manager: TransactionManager
     service: MessagingService
+    rpc_url: str = ""
 
     def options(self, topic: str, **extra: str) -> dict[str, str]:
         """Options of the Spark data source for ``topic`` on this stack."""
@@ -51,13 +55,17 @@ def running_stack(root: Path) -> Iterator[Stack]:
     service = MessagingService(LevelDBStore(root / "tms"), TmsConfig())
     http = HttpServerThread(HttpServer(service, HttpConfig(port=0)))
     url = http.start()
+    http_port = int(url.rsplit(":", 1)[1])
+    rpc = HttpServerThread(RpcServer(service, RpcConfig(port=0), http_port=http_port))
+    rpc_url = rpc.start()
     messaging = MessagingClient(url, retries=1, backoff_s=0.01)
     tx = ThriftTxClient((host, port), retry=RetryNTimes(1), timeout_s=5)
     try:
-        yield Stack(url, f"{host}:{port}", messaging, tx, tx_server, manager, service)
+        yield Stack(url, f"{host}:{port}", messaging, tx, tx_server, manager, service, rpc_url)
     finally:
         messaging.close()
         tx.close()
+        rpc.stop()
         http.stop()
         service.close()
         tx_server.stop()

@@ -1,5 +1,6 @@
-"""``tms serve`` as a process, killed with SIGKILL under publish load over HTTP: every
-acknowledged message is there after a restart, no request half-written; SIGTERM exits 0."""
+"""``tms serve`` as a process, killed with SIGKILL under publish load over HTTP and over
+the binary protocol: every acknowledged message is there after a restart, no request
+half-written; SIGTERM exits 0."""
 
 from __future__ import annotations
 
@@ -14,31 +15,38 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tms.client import MessagingClient
 from tms.errors import TmsError, TopicAlreadyExistsError
 from tms.model import TopicId
 
 T = TopicId("ns", "load")
 _LISTENING = re.compile(r"listening on (http://[\d.]+:\d+)")
+_RPC_LISTENING = re.compile(r"binary protocol listening on (tms://[\d.]+:\d+)")
 
 
 class Serve:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, rpc: bool = False) -> None:
         self.data_dir = data_dir
+        self.rpc = rpc
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self) -> str:
+        """The URL the load goes to (``tms://`` with ``rpc``)."""
+        rpc = ("--rpc-port", "0") if self.rpc else ()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tms.cli", "--log-level", "WARNING", "serve",
-             "--data-dir", str(self.data_dir), "--port", "0"],
+             "--data-dir", str(self.data_dir), "--port", "0", *rpc],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
         assert self.proc.stdout is not None
         deadline = time.monotonic() + 30
+        pattern = _RPC_LISTENING if self.rpc else _LISTENING
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
-            match = _LISTENING.search(line)
+            match = pattern.search(line)
             if match:
                 return match.group(1)
         raise RuntimeError("tms serve did not start")
@@ -75,8 +83,9 @@ def load(url: str, acked: dict[str, int], stop: threading.Event, worker: str) ->
         client.close()
 
 
-def test_kill_9_under_http_load_and_sigterm(tmp_path: Path) -> None:
-    serve = Serve(tmp_path / "data")
+@pytest.mark.parametrize("rpc", [False, True], ids=["http", "binary"])
+def test_kill_9_under_load_and_sigterm(tmp_path: Path, rpc: bool) -> None:
+    serve = Serve(tmp_path / "data", rpc=rpc)
     try:
         _rounds(serve)
     finally:

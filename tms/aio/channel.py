@@ -241,25 +241,30 @@ class AsyncChannelPool:
         self._size = size
         self._channels: list[AsyncChannel] = []
         self._opening = 0
+        self._opened = asyncio.Condition()
         self._closed = False
 
     async def acquire(self) -> AsyncChannel:
-        if self._closed:
-            raise ChannelError("the client is closed", sent=False)
-        best = None
-        for channel in list(self._channels):
-            idle_ms = getattr(channel.welcome, "idle_timeout_ms", 0) or 0
-            if not channel.usable(0.75 * idle_ms / 1000 if idle_ms else float("inf")):
-                self._channels.remove(channel)
-                channel.close()
-                continue
-            if best is None or channel.in_flight < best.in_flight:
-                best = channel
-        if best is not None and (
-            best.in_flight == 0 or len(self._channels) + self._opening >= self._size
-        ):
-            return best
+        while True:
+            if self._closed:
+                raise ChannelError("the client is closed", sent=False)
+            best = None
+            for open_ in list(self._channels):
+                idle_ms = getattr(open_.welcome, "idle_timeout_ms", 0) or 0
+                if not open_.usable(0.75 * idle_ms / 1000 if idle_ms else float("inf")):
+                    self._channels.remove(open_)
+                    open_.close()
+                elif best is None or open_.in_flight < best.in_flight:
+                    best = open_
+            full = len(self._channels) + self._opening >= self._size
+            if best is not None and (best.in_flight == 0 or full):
+                return best
+            if not full:
+                break
+            async with self._opened:  # the first channel is being opened
+                await self._opened.wait()
         self._opening += 1
+        channel: AsyncChannel | None = None
         try:
             address = self.endpoints.pick()
             try:
@@ -270,10 +275,14 @@ class AsyncChannelPool:
             self.endpoints.succeeded(address)
         finally:
             self._opening -= 1
+            if channel is not None and not self._closed:
+                self._channels.append(channel)
+            async with self._opened:
+                self._opened.notify_all()
+        assert channel is not None
         if self.closed():  # closed while connecting
             channel.close()
             raise ChannelError("the client is closed", sent=False)
-        self._channels.append(channel)
         return channel
 
     def closed(self) -> bool:

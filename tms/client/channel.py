@@ -334,8 +334,8 @@ class Channel:
 
 class ChannelPool:
     """A client's channels: up to ``size``, opened as needed. A call takes an idle
-    channel, else opens one while fewer than ``size`` are open, else pipelines on the
-    least busy one."""
+    channel, else opens one while fewer than ``size`` are open (or being opened), else
+    pipelines on the least busy one (or waits for the first one to open)."""
 
     def __init__(self, endpoints: Endpoints, opener: Callable[[Address], Channel], size: int):
         self.endpoints = endpoints
@@ -343,27 +343,29 @@ class ChannelPool:
         self._size = size
         self._channels: list[Channel] = []
         self._opening = 0
-        self._lock = threading.Lock()
+        self._cond = threading.Condition(threading.Lock())
         self._closed = threading.Event()
 
     def acquire(self) -> Channel:
-        with self._lock:
-            if self._closed.is_set():
-                raise ChannelError("the client is closed", sent=False)
-            best = None
-            for channel in list(self._channels):
-                max_idle = self._max_idle(channel)
-                if not channel.usable(max_idle):
-                    self._channels.remove(channel)
-                    channel.close()
-                    continue
-                if best is None or channel.in_flight < best.in_flight:
-                    best = channel
-            if best is not None and (
-                best.in_flight == 0 or len(self._channels) + self._opening >= self._size
-            ):
-                return best
-            self._opening += 1
+        with self._cond:
+            while True:
+                if self._closed.is_set():
+                    raise ChannelError("the client is closed", sent=False)
+                best = None
+                for open_ in list(self._channels):
+                    if not open_.usable(self._max_idle(open_)):
+                        self._channels.remove(open_)
+                        open_.close()
+                    elif best is None or open_.in_flight < best.in_flight:
+                        best = open_
+                full = len(self._channels) + self._opening >= self._size
+                if best is not None and (best.in_flight == 0 or full):
+                    return best
+                if not full:
+                    self._opening += 1
+                    break
+                self._cond.wait(1.0)  # the first channel is being opened
+        channel: Channel | None = None
         try:
             address = self.endpoints.pick()
             try:
@@ -373,13 +375,15 @@ class ChannelPool:
                 raise
             self.endpoints.succeeded(address)
         finally:
-            with self._lock:
+            with self._cond:
                 self._opening -= 1
-        with self._lock:
-            if self._closed.is_set():
-                channel.close()
-                raise ChannelError("the client is closed", sent=False)
-            self._channels.append(channel)
+                if channel is not None and not self._closed.is_set():
+                    self._channels.append(channel)
+                self._cond.notify_all()
+        assert channel is not None
+        if self._closed.is_set():
+            channel.close()
+            raise ChannelError("the client is closed", sent=False)
         return channel
 
     @staticmethod
@@ -388,13 +392,13 @@ class ChannelPool:
         return 0.75 * idle_ms / 1000 if idle_ms else float("inf")
 
     def discard(self, channel: Channel) -> None:
-        with self._lock:
+        with self._cond:
             if channel in self._channels:
                 self._channels.remove(channel)
         channel.close()
 
     def close(self) -> None:
-        with self._lock:
+        with self._cond:
             self._closed.set()
             channels, self._channels = self._channels, []
         for channel in channels:
