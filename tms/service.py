@@ -202,9 +202,11 @@ class MessagingService:
             for i, result in zip(accepted, results, strict=True):
                 outcomes[i] = result
         elapsed = time.perf_counter() - started
-        m = self.metrics
+        counts: dict[str, list[int]] = {}  # kind -> [ok, failed]
         for (kind, _arg), outcome in zip(operations, outcomes, strict=True):
-            m.operation(kind, None if isinstance(outcome, TmsError) else elapsed)
+            counts.setdefault(kind, [0, 0])[isinstance(outcome, TmsError)] += 1
+        for kind, (ok, failed) in counts.items():
+            self.metrics.operations(kind, elapsed, ok, failed)
         return outcomes
 
     def _one(

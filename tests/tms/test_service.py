@@ -21,6 +21,7 @@ from tms.errors import (
 )
 from tms.fetcher import FetchRequest
 from tms.ids import MessageId
+from tms.metrics import TmsMetrics
 from tms.model import MarkersRequest, StoreRequest, TopicBounds, TopicId
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
@@ -369,3 +370,23 @@ def test_metrics_count_what_happened(svc: MessagingService) -> None:
     assert m.value("tms_fetched_messages_total", labels) == 2
     assert m.value("tms_requests_total", {"op": "publish", "outcome": "ok"}) == 1
     assert b"tms_writer_batch_operations" in m.exposition()
+
+
+def test_a_batch_counts_each_operation_in_the_metrics() -> None:
+    # Given the same observations made one by one and as one batch
+    one_by_one, batched = TmsMetrics(), TmsMetrics()
+    for _ in range(3):
+        one_by_one.operation("publish", 0.004)
+    one_by_one.operation("publish", None)
+    batched.operations("publish", 0.004, ok=3, failed=1)
+    # Then every sample is the same (but the creation times)
+    def samples(metrics: TmsMetrics) -> list[tuple[str, str, float]]:
+        return sorted(
+            (s.name, repr(sorted(s.labels.items())), s.value)
+            for family in metrics.registry.collect()
+            for s in family.samples
+            if not s.name.endswith("_created")
+        )
+
+    assert samples(one_by_one) == samples(batched)
+    assert batched.value("tms_requests_total", {"op": "publish", "outcome": "ok"}) == 3

@@ -285,6 +285,14 @@ class AsyncChannelPool:
             raise ChannelError("the client is closed", sent=False)
         return channel
 
+    def ready(self) -> AsyncChannel | None:
+        """An open channel to send on now (the least busy), if there is one."""
+        best = None
+        for channel in self._channels:
+            if not channel.dead and (best is None or channel.in_flight < best.in_flight):
+                best = channel
+        return best
+
     def closed(self) -> bool:
         return self._closed
 

@@ -12,19 +12,21 @@ hello answer (or ``http_url``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from tms.aio.channel import AsyncChannel, AsyncChannelPool
 from tms.client.channel import ChannelError, error_of, may_retry, unavailable
 from tms.client.http import MarkersOutcome, MessagingClient, PollResult, RollbackToken
 from tms.client.rpc import client_ssl_context, rest_url
-from tms.errors import ServiceUnavailableError
+from tms.errors import ServiceUnavailableError, TmsError
 from tms.ids import MessageId
 from tms.model import TopicBounds, TopicId
 from tms.rpc.endpoints import Endpoints, parse_url
-from tms.rpc.frames import FLAG_ERROR, decode_body, encode_body, rpc
+from tms.rpc.frames import FLAG_ERROR, Frame, decode_body, encode_body, rpc
 from tms.rpc.ops import BY_NAME, Op
 from tms.rpc.values import (
     bounds_of,
@@ -192,6 +194,84 @@ class AsyncMessagingClient:
         response = await self._call(_MARKERS, request, topic=topic)
         tokens = [RollbackToken(*token_of(m)) for m in response.markers or ()]
         return MarkersOutcome(tokens, bool(response.duplicate))
+
+    def publish_nowait(
+        self,
+        topic: TopicId,
+        payloads: Iterable[bytes | str],
+        *,
+        tx_write_pointer: int | None = None,
+    ) -> asyncio.Future[RollbackToken | None]:
+        """``publish`` without waiting: the request leaves at once when a connection is
+        open (no task per call: what a producer publishing many small messages needs), and
+        the future gets what ``publish`` would return or raise. One that must be sent
+        again, or that finds no open connection, goes through ``publish``."""
+        data = payloads_of(payloads)
+        result: asyncio.Future[RollbackToken | None] = asyncio.get_running_loop().create_future()
+        channel = self._pool.ready()
+        if channel is not None:
+            request = publish_request(topic, data, tx_write_pointer, None)
+            with contextlib.suppress(ChannelError):
+                sent = channel.request(
+                    _PUBLISH.code,
+                    encode_body(request),
+                    timeout_s=self._timeout,
+                    queue_timeout_ms=max(1, int(self._timeout * 500)),
+                )
+                sent.add_done_callback(
+                    partial(self._published, result, topic, data, tx_write_pointer)
+                )
+                return result
+        self._publish_later(result, topic, data, tx_write_pointer)
+        return result
+
+    def _published(
+        self,
+        result: asyncio.Future[RollbackToken | None],
+        topic: TopicId,
+        data: list[bytes],
+        tx_write_pointer: int | None,
+        sent: asyncio.Future[Frame],
+    ) -> None:
+        if result.done():
+            return
+        error = sent.exception()
+        if error is None:
+            frame = sent.result()
+            if not frame.flags & FLAG_ERROR:
+                response = decode_body(_PUBLISH.response, frame.body)
+                token = None if response.rollback is None else token_of(response.rollback)
+                result.set_result(None if token is None else RollbackToken(*token))
+                return
+            error = error_of(frame, topic)
+        marker = tx_write_pointer is not None and not data
+        if isinstance(error, ChannelError | TmsError) and may_retry(error, marker):
+            self._publish_later(result, topic, data, tx_write_pointer)
+        elif isinstance(error, ChannelError):
+            result.set_exception(unavailable(_PUBLISH.name, error))
+        else:
+            result.set_exception(error)
+
+    def _publish_later(
+        self,
+        result: asyncio.Future[RollbackToken | None],
+        topic: TopicId,
+        data: list[bytes],
+        tx_write_pointer: int | None,
+    ) -> None:
+        task = asyncio.ensure_future(self.publish(topic, data, tx_write_pointer=tx_write_pointer))
+
+        def copy(done: asyncio.Future[RollbackToken | None]) -> None:
+            if result.done():
+                return
+            if done.cancelled():
+                result.cancel()
+            elif (error := done.exception()) is not None:
+                result.set_exception(error)
+            else:
+                result.set_result(done.result())
+
+        task.add_done_callback(copy)
 
     # -- reading --------------------------------------------------------------------------
 

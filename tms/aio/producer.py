@@ -26,6 +26,7 @@ ends normally; otherwise the error is raised.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import logging
@@ -127,6 +128,17 @@ class Producer:
         assert token is not None
         current.tokens.append((topic, token))
         return token
+
+    def send(
+        self, topic: TopicId, payloads: bytes | str | Iterable[bytes | str]
+    ) -> asyncio.Future[RollbackToken | None]:
+        """Publish without waiting (as aiokafka's ``send``): the future resolves once the
+        message (or batch) is durable. Outside a transaction only; many sends in flight
+        share the producer's connection."""
+        if self._current.get() is not None:
+            raise TmsInvalidArgumentError("in a transaction, await publish() instead")
+        batch = [payloads] if isinstance(payloads, bytes | str) else payloads
+        return self.client.publish_nowait(topic, batch)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:

@@ -33,6 +33,9 @@ class RpcConfig:
     """Threads for storage calls (reads, and the writes' synced group commits)."""
     max_wait_ms: int = 60_000
     """Longest long-poll."""
+    write_on_loop: bool = True
+    """Write each batch of writes on the event loop's thread (it waits for the synced
+    write) rather than on a worker thread (a hand-off each way)."""
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
 

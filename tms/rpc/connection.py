@@ -258,7 +258,8 @@ class Connection(asyncio.Protocol):
                 )
             self._send_error(op.code, request_id, result)
         else:
-            self._send(encode_frame(_RESPONSE, op.code, request_id, encode_body(result)))
+            body = result if type(result) is bytes else encode_body(result)
+            self._send(encode_frame(_RESPONSE, op.code, request_id, body))
         if "in_flight" in self._pauses:
             self.resume("in_flight")
 

@@ -239,3 +239,31 @@ def test_an_unreachable_transaction_server_is_a_tx_error(stack: Stack) -> None:
                 await txc.start_short()
 
     run(main())
+
+
+def test_sends_in_flight_resolve_when_durable(stack: Stack) -> None:
+    async def main() -> list[Any]:
+        async with Producer(stack.rpc_url, tx_server=stack.tx_address) as producer:
+            sent = [producer.send(T, f"m{i}") for i in range(200)]
+            results = await asyncio.gather(*sent)
+            failed = producer.send(TopicId("ns", "missing"), b"x")
+            with pytest.raises(TopicNotFoundError):
+                await failed
+            async with producer.transaction():
+                with pytest.raises(ValueError, match="publish"):
+                    producer.send(T, b"x")
+            return results
+
+    assert run(main()) == [None] * 200
+    assert [m.payload for m in stack.messaging.poll(T).messages] == [
+        f"m{i}".encode() for i in range(200)
+    ]
+
+
+def test_a_send_without_an_open_connection_goes_the_slow_way(stack: Stack) -> None:
+    async def main() -> Any:
+        async with AsyncMessagingClient(stack.rpc_url) as client:  # not connected yet
+            return await client.publish_nowait(T, [b"first"])
+
+    assert run(main()) is None
+    assert [m.payload for m in stack.messaging.poll(T).messages] == [b"first"]

@@ -166,9 +166,10 @@ def test_back_pressure_stops_reading_a_connection_at_its_in_flight_limit(make_rp
         other.close()
 
 
-def test_a_write_that_waited_past_its_timeout_is_dropped_unwritten(
-    served: Served, raw: Raw
-) -> None:
+def test_a_write_that_waited_past_its_timeout_is_dropped_unwritten(make_rpc: Any) -> None:
+    # writes on worker threads: the loop goes on reading while a write is stuck
+    served = make_rpc(RpcConfig(port=0, write_on_loop=False))
+    raw = Raw(served.address)
     raw.hello()
     # Given a write stuck in a stalled disk
     served.store.gate.clear()
@@ -180,13 +181,35 @@ def test_a_write_that_waited_past_its_timeout_is_dropped_unwritten(
     served.store.gate.set()
     # Then it is dropped and says so; the first is written
     answers = {f.request_id: f for f in (raw.frame(), raw.frame())}
+    raw.close()
     assert answers[first].flags == 0
     assert error_of(answers[late])[0] == "request_timeout"
     assert [m.payload for m in served.service.fetch(T).messages] == [b"first"]
 
 
+def test_writes_on_the_loop_hold_the_connection_until_the_disk_answers(served: Served) -> None:
+    # Given writes on the loop (the default) and a disk that stalls
+    raw, other = Raw(served.address), Raw(served.address)
+    try:
+        raw.hello()
+        other.hello()
+        served.store.gate.clear()
+        first = raw.request(1, publish(b"first"))
+        assert served.store.waiting.wait(10)
+        # When another connection sends meanwhile, it is answered once the disk is back
+        second = other.request(1, publish(b"second"), timeout_ms=50)
+        time.sleep(0.3)
+        served.store.gate.set()
+        # Then both are written: the second waited in the socket, not in the server
+        assert raw.frame().request_id == first and other.frame().request_id == second
+        assert [m.payload for m in served.service.fetch(T).messages] == [b"first", b"second"]
+    finally:
+        raw.close()
+        other.close()
+
+
 def test_a_read_that_waited_past_its_timeout_is_dropped(make_rpc: Any) -> None:
-    served = make_rpc(RpcConfig(port=0, worker_threads=1))
+    served = make_rpc(RpcConfig(port=0, worker_threads=1, write_on_loop=False))
     raw = Raw(served.address)
     try:
         raw.hello()
