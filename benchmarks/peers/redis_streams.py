@@ -3,7 +3,8 @@
 A topic is a stream; a message is an entry with one field ``p`` holding the payload.
 
 * publish: ``XADD`` per message, a batch in one pipeline (one round trip); one message
-  alone is a plain ``XADD``;
+  alone is a plain ``XADD``; pipelined: ``window`` single ``XADD``s in one pipeline;
+  latency above the async rate: redis-py's asyncio client, one ``XADD`` per send;
 * read: ``XREAD COUNT n STREAMS key last-id``; the latency consumer blocks in
   ``XREAD BLOCK``;
 * transactional publish: ``MULTI``, the batch's ``XADD``s and a ``SET`` of the caller's
@@ -22,10 +23,10 @@ Reads and sizes do not depend on the fsync policy, so the read workloads run on 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
-from benchmarks.peers.base import Call, Cursor, Kind, SystemBase, Workload
+from benchmarks.peers.base import AsyncSender, Call, Cursor, Kind, SystemBase, Workload
 
 __all__ = ["RedisReader", "RedisStreams"]
 
@@ -61,9 +62,27 @@ class RedisReader:
         self.redis.close()
 
 
+class _AsyncRedisSender:
+    """``XADD``s from redis-py's asyncio client: each send its own command, the pool
+    opening connections as sends overlap."""
+
+    def __init__(self, port: int, topic: str) -> None:
+        import redis.asyncio
+
+        self._redis = redis.asyncio.Redis(host="127.0.0.1", port=port, socket_timeout=60)
+        self._topic = topic
+
+    def send(self, payload: bytes) -> Awaitable[Any]:
+        return self._redis.xadd(self._topic, {_FIELD: payload})
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+
 class RedisStreams(SystemBase):
     kind = Kind.PEER
     forks = True
+    sends_async = True
 
     def __init__(self, port: int, appendfsync: str) -> None:
         self.port = port
@@ -71,7 +90,13 @@ class RedisStreams(SystemBase):
         self.name = f"redis-{appendfsync}"
         self.durable = appendfsync == "always"
         self.description = f"Redis Streams, appendonly yes, appendfsync {appendfsync} (redis-py)"
-        writes = {Workload.PUBLISH, Workload.TX_PUBLISH, Workload.TX_CYCLE, Workload.LATENCY}
+        writes = {
+            Workload.PUBLISH,
+            Workload.PIPELINED,
+            Workload.TX_PUBLISH,
+            Workload.TX_CYCLE,
+            Workload.LATENCY,
+        }
         reads = {Workload.CONSUME, Workload.TAIL, Workload.GROWTH}
         self.workloads = frozenset(writes | reads if self.durable else writes)
         self._admin = _connect(port)
@@ -120,6 +145,21 @@ class RedisStreams(SystemBase):
             return n
 
         return call
+
+    def pipelined_publisher(self, topic: str, payload: bytes, window: int) -> Call:
+        pipe = _connect(self.port).pipeline(transaction=False)
+        fields = {_FIELD: payload}
+
+        def call() -> int:
+            for _ in range(window):
+                pipe.xadd(topic, fields)
+            pipe.execute()
+            return window
+
+        return call
+
+    async def async_sender(self, topic: str) -> AsyncSender:
+        return _AsyncRedisSender(self.port, topic)
 
     def tx_publisher(self, topic: str, batch: Sequence[bytes], key: bytes) -> Call:
         r, n = _connect(self.port), len(batch)
