@@ -6,7 +6,7 @@ client spend on each publish and each message read.
 Starts ``tms serve --rpc-port 0`` (LevelDB in a temporary directory) in a child process
 and drives it from this process with one client, closed loop: one-message publishes,
 100-message publishes, one-message publishes 64 at a time (``tms.aio``), and polls of
-1,000 messages from a topic of 100,000. For each, the server's CPU time (user + system,
+1,000 and of 10 messages from a topic of 100,000. For each, the server's CPU time (user + system,
 from ``/proc``) and this process's, divided by the operations: on a shared machine CPU
 time per operation moves far less than throughput. ``--profile FILE`` runs the server
 under cProfile and writes its statistics to FILE when it stops.
@@ -142,6 +142,9 @@ def run_all(
                     results[f"publish x{batch} {name} (per message)"] = point
                 results[f"poll 1000 {name} (per message)"] = measure(
                     server, _reader(client, read, 1000), seconds
+                )
+                results[f"poll 10 {name} (per message)"] = measure(
+                    server, _reader(client, read, 10), seconds
                 )
             topic = TopicId("bench", "pipelined")
             admin.create_topic(topic)

@@ -73,6 +73,7 @@ def _written(convert: Callable[[Any], Any], done: Done, result: Any) -> None:
     done(response)
 
 
+_MESSAGE_OVERHEAD = 28  # in a PollResponse: the 20-byte id, two 4-byte lengths
 _EMPTY_BODY = encode_body(rpc.Empty())  # also a PublishResponse without a rollback range
 
 
@@ -229,7 +230,8 @@ class Backend:
 
     def _read(self, topic: TopicId, request: FetchRequest, deadline: float | None) -> Any:
         """One read on a worker thread: up to the limit, and about ``max_poll_bytes`` of
-        payloads (at least one message)."""
+        answer (at least one message; each message counts its payload, its id and their
+        two length prefixes, so many small messages fill an answer too)."""
         self._in_time(deadline)
         svc = self.svc
         metadata = svc.get_topic(topic)
@@ -241,9 +243,10 @@ class Backend:
         for mid, payload in fetcher:
             ids.append(mid)
             payloads.append(payload)
-            size += len(payload)
+            size += len(payload) + _MESSAGE_OVERHEAD
             if size >= budget:
                 break
+        size -= len(ids) * _MESSAGE_OVERHEAD
         svc.metrics.fetched(topic, len(ids), size)
         return rpc.PollResponse(ids=ids, payloads=payloads, held=fetcher.held)
 

@@ -16,8 +16,8 @@ class RpcConfig:
     host: str = "127.0.0.1"
     port: int = DEFAULT_RPC_PORT
     max_frame_bytes: int = 16 * 1024 * 1024
-    """Longest frame accepted (a longer one closes its connection); a poll answers about
-    half of this in payloads at most."""
+    """Longest frame accepted (a longer one closes its connection); a poll's answer is
+    about half of this at most."""
     max_in_flight: int = 256
     """Requests of one connection in progress at once; the server reads no further from
     a connection at this limit until one of them is answered (back-pressure)."""
@@ -54,5 +54,5 @@ class RpcConfig:
 
     @property
     def max_poll_bytes(self) -> int:
-        """Payload bytes one poll answers at most (at least one message)."""
+        """Bytes of answer one poll gives at most (at least one message)."""
         return self.max_frame_bytes // 2

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.tms.rpc.conftest import NOW, Raw, Served, T, error_of
+from tms.model import StoreRequest
 from tms.rpc.config import RpcConfig
 from tms.rpc.frames import Kind, decode_body, encode_body, encode_frame, rpc
 
@@ -57,6 +58,32 @@ def test_publish_then_poll(served: Served, raw: Raw) -> None:
     answer = decode_body(rpc.PollResponse, raw.frame().body)
     assert answer.payloads == [b"a", b"b"] and answer.held is False
     assert [m.id_bytes for m in served.service.fetch(T).messages] == answer.ids
+
+
+def test_a_poll_of_small_messages_fits_in_a_frame(make_rpc: Any) -> None:
+    # Given a topic of many empty messages, and the smallest frames the server allows
+    served = make_rpc(RpcConfig(port=0, max_frame_bytes=4096))
+    served.service.publish(StoreRequest.of(T, [b""] * 1000))
+    raw = Raw(served.address)
+    try:
+        raw.hello()
+        # When a client polls without a limit, from each answer's last id
+        ids: list[bytes] = []
+        while len(ids) < 1000:
+            start = {"start_id": ids[-1], "inclusive": False} if ids else {}
+            raw.request(5, poll(**start))
+            frame = raw.frame()
+            # Then every answer fits in a frame the client accepts, and together they
+            # are the topic
+            assert (
+                len(encode_frame(frame.kind, frame.op, frame.request_id, body=frame.body)) <= 4096
+            )
+            answer = decode_body(rpc.PollResponse, frame.body)
+            assert answer.ids
+            ids += answer.ids
+        assert ids == [m.id_bytes for m in served.service.fetch(T).messages]
+    finally:
+        raw.close()
 
 
 def test_answers_come_back_in_any_order(served: Served, raw: Raw) -> None:
