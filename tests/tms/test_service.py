@@ -379,6 +379,7 @@ def test_a_batch_counts_each_operation_in_the_metrics() -> None:
         one_by_one.operation("publish", 0.004)
     one_by_one.operation("publish", None)
     batched.operations("publish", 0.004, ok=3, failed=1)
+
     # Then every sample is the same (but the creation times)
     def samples(metrics: TmsMetrics) -> list[tuple[str, str, float]]:
         return sorted(
