@@ -92,6 +92,7 @@ class MessagingService:
         self._clock = clock
         self._lock = threading.Lock()
         self._topics: dict[TopicId, TopicMetadata] = {}
+        self._epoch = self.tables.kv.epoch
         self._writers: dict[tuple[TopicId, int], TopicWriter] = {}
         self._versions: dict[TopicId, int] = {}
         self._changed = threading.Condition(self._lock)
@@ -137,6 +138,11 @@ class MessagingService:
 
     def get_topic(self, topic: TopicId) -> TopicMetadata:
         with self._lock:
+            if self._epoch != self.tables.kv.epoch:
+                # The store recovered from a failed write, which may have landed after
+                # all (a topic deleted after all): read every topic again.
+                self._epoch = self.tables.kv.epoch
+                self._topics.clear()
             cached = self._topics.get(topic)
         if cached is not None:
             return cached
@@ -226,14 +232,17 @@ class MessagingService:
             )
 
     def _writer(self, topic: TopicId) -> TopicWriter:
+        epoch = self.tables.kv.epoch  # before the metadata is read: see TopicWriter.epoch
         metadata = self.get_topic(topic)
         key = (topic, metadata.generation)
         with self._lock:
             if self._closed:
                 raise TmsError("the messaging service is closed")
             writer = self._writers.get(key)
-            if writer is None:
-                writer = TopicWriter(self.tables, metadata, self._clock, on_batch=self._on_batch)
+            if writer is None or writer.stale:
+                writer = TopicWriter(
+                    self.tables, metadata, self._clock, on_batch=self._on_batch, epoch=epoch
+                )
                 self._writers[key] = writer
             return writer
 

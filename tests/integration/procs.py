@@ -1,4 +1,5 @@
-"""Run ``txn serve`` as a real child process and learn its address from its output."""
+"""Run ``txn serve`` and ``tms serve`` as real child processes and learn their addresses
+from their output (which is read all along: a full pipe would stall them)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import threading
 from pathlib import Path
 
 _LISTENING = re.compile(r"listening on ([\d.]+):(\d+)")
+_TMS_LISTENING = re.compile(r"listening on (http://[\d.]+:\d+)")
 
 
 class ServerProcess:
@@ -64,6 +66,63 @@ class ServerProcess:
             self.proc.kill()
             self.proc.wait(10)
         self._reap()
+
+    def _reap(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            self._pump.join(10)
+            self.proc.stdout.close()
+
+
+class TmsServeProcess:
+    """``tms serve`` on port 0 with ``extra`` arguments, in an environment with ``env``
+    added; the port is new at every start."""
+
+    def __init__(self, data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.extra = extra
+        self.env = env or {}
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+
+    def start(self, timeout_s: float = 30.0) -> str:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tms.cli", "--log-level", "WARNING", "serve",
+             "--data-dir", str(self.data_dir), "--port", "0", *self.extra],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+        )  # fmt: skip
+        found: list[str] = []
+        ready = threading.Event()
+
+        def pump() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.output.append(line)
+                match = _TMS_LISTENING.search(line)
+                if match and not found:
+                    found.append(match.group(1))
+                    ready.set()
+            ready.set()
+
+        self._pump = threading.Thread(target=pump, daemon=True)
+        self._pump.start()
+        if not ready.wait(timeout_s) or not found:
+            self.kill_if_running()
+            raise RuntimeError("tms serve did not start:\n" + "".join(self.output))
+        return found[0]
+
+    def kill_if_running(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._reap()
+
+    def stop(self, sig: int) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        code = self.proc.wait(30)
+        self._reap()
+        return code
 
     def _reap(self) -> None:
         if self.proc is not None and self.proc.stdout is not None:
