@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tms.client import MessagingClient
 from tms.config import TmsConfig
+from tms.guard import TransactionStateGuard
 from tms.http.app import HttpConfig
 from tms.http.server import HttpServer, HttpServerThread
 from tms.service import MessagingService
@@ -48,7 +49,11 @@ def running_stack(root: Path) -> Iterator[Stack]:
     manager.start()
     tx_server = ServerThread(ThriftServer(manager, ServerConfig(port=0)))
     host, port = tx_server.start()
-    service = MessagingService(LevelDBStore(root / "tms"), TmsConfig())
+    # As deployed: transactional writes are checked against the transaction server.
+    guard_client = ThriftTxClient((host, port), retry=RetryNTimes(2), timeout_s=5)
+    service = MessagingService(
+        LevelDBStore(root / "tms"), TmsConfig(), guard=TransactionStateGuard(guard_client)
+    )
     http = HttpServerThread(HttpServer(service, HttpConfig(port=0)))
     url = http.start()
     messaging = MessagingClient(url, retries=1, backoff_s=0.01)
@@ -60,5 +65,6 @@ def running_stack(root: Path) -> Iterator[Stack]:
         tx.close()
         http.stop()
         service.close()
+        guard_client.close()
         tx_server.stop()
         manager.stop()

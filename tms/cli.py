@@ -68,8 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", type=Path, default=Path("data/tms"))
     serve.add_argument(
         "--tx-server",
-        help="HOST:PORT of the transaction server (cleanup reads its invalid list and "
-        "reports what it has cleaned to its pruning)",
+        help="HOST:PORT of the transaction server: transactional writes are checked against "
+        "it (only write pointers it holds in progress), and cleanup reads its invalid list "
+        "and reports what it has cleaned to its pruning",
     )
     serve.add_argument("--auth", type=Path, help="TOML file of tokens and grants")
     serve.add_argument("--tls-cert", help="PEM certificate (chain): serve HTTPS only")
@@ -153,6 +154,7 @@ def _config(cls: type[T], values: dict[str, Any], where: str) -> T:
 def _serve(args: argparse.Namespace) -> int:
     from tms.cleanup import Cleaner, CleanupLoop  # noqa: PLC0415 - server-only imports
     from tms.config import TmsConfig  # noqa: PLC0415
+    from tms.guard import TransactionStateGuard  # noqa: PLC0415
     from tms.http.app import HttpConfig  # noqa: PLC0415
     from tms.http.auth import Authorizer  # noqa: PLC0415
     from tms.http.server import HttpServer, server_ssl_context  # noqa: PLC0415
@@ -160,6 +162,7 @@ def _serve(args: argparse.Namespace) -> int:
     from tms.store.leveldb import LevelDBStore  # noqa: PLC0415
     from txn.rlimit import raise_open_file_limit  # noqa: PLC0415
     from txn.rpc.client import ThriftTxClient  # noqa: PLC0415
+    from txn.rpc.retry import RetryNTimes  # noqa: PLC0415
     from txn.rpc.server import new_event_loop  # noqa: PLC0415
 
     tms_values, http_values = _config_tables(args.config)
@@ -176,9 +179,15 @@ def _serve(args: argparse.Namespace) -> int:
     server_ssl_context(http_config)  # a certificate that does not load: refuse before anything
     authorizer = Authorizer.from_file(args.auth) if args.auth else None
     log.info("%s", raise_open_file_limit().describe())
-    service = MessagingService(LevelDBStore(args.data_dir), tms_config)
     tls = client_tls(args.tx_tls_ca, args.tx_tls_cert, args.tx_tls_key)
     tx_client = ThriftTxClient(args.tx_server, tls=tls) if args.tx_server else None
+    guard = None
+    if args.tx_server:
+        # Its own client: a check must fail fast (503) when the server is down, not
+        # retry with Tephra's backoff for half a minute.
+        guard_client = ThriftTxClient(args.tx_server, tls=tls, timeout_s=5, retry=RetryNTimes(2))
+        guard = TransactionStateGuard(guard_client, max_age_s=tms_config.tx_state_cache_s)
+    service = MessagingService(LevelDBStore(args.data_dir), tms_config, guard=guard)
     cleanup = None
     if tms_config.cleanup_interval_s > 0:
         participant = tms_config.prune_participant if tx_client is not None else ""
@@ -212,6 +221,7 @@ def _serve(args: argparse.Namespace) -> int:
             cleanup.stop()
         if tx_client is not None:
             tx_client.close()
+            guard_client.close()
         service.close()
     print("tms: stopped", flush=True)
     return 0

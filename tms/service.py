@@ -13,7 +13,11 @@ Contract (every method thread-safe; errors from ``tms.errors``):
   visible. ``write`` takes many of these for one topic at once (one group commit), each
   with its own outcome. Transactional publish and store are refused
   (``TransactionTooOldError``) once the transaction is older than ``tx_max_lifetime_s``:
-  its id may already have been truncated from the invalid list.
+  its id may already have been truncated from the invalid list. Every transactional
+  write, marker and rollback is checked by the ``guard`` (``tms.guard``): only pointers
+  the transaction manager issued and holds in progress (``TransactionNotInProgressError``,
+  or ``TransactionServiceError`` when it cannot be asked); without a transaction
+  service only pointers from the future are refused (``ClockGuard``).
 * ``fetch`` reads with ``tms.fetcher`` semantics and returns a ``FetchResult``;
   ``bounds`` says where such a read would start and stop, reading no payloads.
 * long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
@@ -35,6 +39,7 @@ from tms.codec import keys
 from tms.config import TmsConfig
 from tms.errors import TmsError, TransactionTooOldError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
+from tms.guard import ClockGuard, Use, WritePointerGuard
 from tms.metrics import TmsMetrics
 from tms.model import (
     MarkersRequest,
@@ -75,6 +80,18 @@ class FetchResult:
     version: int
 
 
+def _pointers(kind: str, arg: Any) -> list[tuple[int, Use]]:
+    """The write pointers an operation writes or rolls back under, with their use."""
+    if kind in ("publish", "store"):
+        wp = arg.tx_write_pointer
+        return [] if wp is None else [(wp, Use.WRITE)]
+    if kind == "markers":
+        return [(wp, Use.MARKER) for wp in arg.write_pointers]
+    if kind == "rollback":
+        return [(arg.tx_write_pointer, Use.ROLLBACK)]
+    return []
+
+
 class MessagingService:
     """See the module docstring."""
 
@@ -85,8 +102,10 @@ class MessagingService:
         *,
         clock: Clock = SYSTEM_CLOCK,
         metrics: TmsMetrics | None = None,
+        guard: WritePointerGuard | None = None,
     ) -> None:
         self.config = config or TmsConfig()
+        self.guard = guard or ClockGuard(clock, self.config.tx_clock_skew_s)
         self.tables = Tables(store)
         self.metrics = metrics or TmsMetrics()
         self._clock = clock
@@ -188,18 +207,26 @@ class MessagingService:
         failed with; one failing does not fail the others."""
         started = time.perf_counter()
         outcomes: list[Any] = [None] * len(operations)
-        accepted: list[int] = []
+        checked: list[int] = []
+        uses: list[tuple[int, Use]] = []
+        owners: list[int] = []  # the operation of each use
         for i, (kind, arg) in enumerate(operations):
             try:
-                if kind in ("publish", "store"):
-                    self._check_lifetime(arg.tx_write_pointer)
-                elif kind == "markers":
-                    for wp in arg.write_pointers:
+                for wp, use in _pointers(kind, arg):
+                    if use is not Use.ROLLBACK:
                         self._check_lifetime(wp)
+                    uses.append((wp, use))
+                    owners.append(i)
             except TmsError as exc:
                 outcomes[i] = exc
             else:
-                accepted.append(i)
+                checked.append(i)
+        # Only pointers the transaction manager issued (tms.guard); nothing is asked for
+        # non-transactional writes, which go on while the transaction service is down.
+        for i, refusal in zip(owners, self.guard.check(uses) if uses else (), strict=True):
+            if refusal is not None and outcomes[i] is None:
+                outcomes[i] = refusal
+        accepted = [i for i in checked if outcomes[i] is None]
         if accepted:
             try:
                 results = self._writer(topic).submit([operations[i] for i in accepted])
@@ -221,9 +248,7 @@ class MessagingService:
             raise outcome
         return outcome
 
-    def _check_lifetime(self, wp: int | None) -> None:
-        if wp is None:
-            return
+    def _check_lifetime(self, wp: int) -> None:
         started_ms = wp // MAX_TX_PER_MS
         lifetime_ms = self.config.tx_max_lifetime_s * 1000
         if started_ms + lifetime_ms <= self._clock.now_ms():

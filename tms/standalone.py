@@ -4,6 +4,7 @@ in one process, on one event loop, with their state under one directory.
 * transaction manager: ``<data>/txn`` (Tephra's layout), Thrift on ``--tx-port``;
 * messaging service: LevelDB in ``<data>/tms``, REST on ``--http-port`` (HTTPS with
   ``--tls-cert``/``--tls-key``; bearer tokens and grants with ``--auth``);
+* transactional writes are checked against the in-process manager (``tms.guard``);
 * cleanup runs in the background against the in-process manager; it is a pruning
   participant of the manager (``txn.prune``), whose pruning runs every
   ``prune_interval_s`` and truncates what every participant has cleaned (the invalid
@@ -47,6 +48,7 @@ from typing import Any, TypeVar
 from tms.cleanup import Cleaner, CleanupLoop
 from tms.config import TmsConfig
 from tms.errors import TmsError
+from tms.guard import TransactionStateGuard
 from tms.http.auth import Authorizer
 from tms.http.config import HttpConfig
 from tms.http.server import HttpServer, server_ssl_context
@@ -151,12 +153,14 @@ async def _run(args: argparse.Namespace) -> None:
     authorizer = Authorizer.from_file(args.auth) if args.auth is not None else None
     manager = TransactionManager(tx_config, TransactionStateStore(LocalDirStorage(data / "txn")))
     manager.start()
+    tx_client = InProcessTxClient(manager)
+    guard = TransactionStateGuard(tx_client, max_age_s=tms_config.tx_state_cache_s)
     try:
-        service = MessagingService(LevelDBStore(data / "tms"), tms_config)
+        service = MessagingService(LevelDBStore(data / "tms"), tms_config, guard=guard)
     except BaseException:
         manager.stop()
         raise
-    cleaner = Cleaner(service, InProcessTxClient(manager))
+    cleaner = Cleaner(service, tx_client)
     cleanup = CleanupLoop(cleaner, service.config.cleanup_interval_s)
     # Cleanup never truncates: the manager's pruning does, below every participant's bound.
     pruner = manager_pruner(manager, [cleaner]) if tx_config.prune_enable else None

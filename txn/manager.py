@@ -50,7 +50,7 @@ from txn.persist.edit import TransactionEdit
 from txn.persist.edit_codec import encode_changes
 from txn.persist.store import TransactionStateStore
 from txn.persist.wal import SyncListener, UnsyncedWrite, WriteAheadLog
-from txn.state import TransactionSnapshot
+from txn.state import TransactionSnapshot, WritePointerState
 from txn.transaction import Transaction, TransactionType
 
 __all__ = ["DEFAULT_CLIENT_ID", "Durable", "ManagerState", "TransactionManager"]
@@ -335,6 +335,11 @@ class TransactionManager:
             lambda: self._query(lambda: len(self._m.invalid) + len(self._m.in_progress))
         )
 
+    def write_pointer_state(self, pointers: Iterable[int] = ()) -> WritePointerState:
+        """The in-progress pointers now, the newest pointer issued, and which of
+        ``pointers`` are invalid; read-only (no log edit)."""
+        return self._call(lambda: self._write_pointer_state(pointers))
+
     def get_snapshot(self) -> TransactionSnapshot:
         """The whole state now (raises ``SnapshotUnavailableError`` when not running)."""
         return self._call(self._get_snapshot)
@@ -532,6 +537,16 @@ class TransactionManager:
             self._ensure_running()
             return Durable(fn(), self._barrier())
 
+    def _write_pointer_state(self, pointers: Iterable[int]) -> Durable[WritePointerState]:
+        m = self._m
+        return self._query(
+            lambda: WritePointerState(
+                m.last_write_pointer,
+                frozenset(m.in_progress),
+                frozenset(p for p in pointers if p in m.invalid),
+            )
+        )
+
     def _get_snapshot(self) -> Durable[TransactionSnapshot]:
         with self._lock:
             if self._state not in (ManagerState.RUNNING, ManagerState.STOPPING):
@@ -661,3 +676,6 @@ class Pipeline:
     def invalid_size(self) -> Durable[int]:
         m = self._mgr._m
         return self._mgr._query(lambda: len(m.invalid))
+
+    def write_pointer_state(self, pointers: Iterable[int]) -> Durable[WritePointerState]:
+        return self._mgr._write_pointer_state(pointers)

@@ -43,6 +43,7 @@ from tms.errors import (
     TmsTransientError,
     TopicAlreadyExistsError,
     TopicNotFoundError,
+    TransactionNotInProgressError,
     TransactionServiceError,
     TransactionTooOldError,
     UnauthenticatedError,
@@ -80,6 +81,7 @@ ERROR_CLASSES: dict[str, type[TmsError]] = {
         StorageUnavailableError,
         ServiceUnavailableError,
         TransactionServiceError,
+        TransactionNotInProgressError,
     )
 }
 """Error code of the JSON error body -> the class raised."""

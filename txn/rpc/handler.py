@@ -303,6 +303,15 @@ class TephraHandler:
         d = self._p.invalid_size()
         return self._ok(S.invalidTxSize_result, d, d.value)
 
+    def writePointerState(self, a: Any) -> Reply:
+        d = self._p.write_pointer_state(a.writePointers or ())
+        state = tephra.TWritePointerState(
+            writePointer=d.value.write_pointer,
+            inProgress=sorted(d.value.in_progress),
+            invalid=sorted(d.value.invalid),
+        )
+        return Reply(S.writePointerState_result(success=state), d.ticket)
+
     def pruneNow(self, a: Any) -> Reply:
         if self._pruner is None:
             log.info("pruneNow: invalid-list pruning is not enabled")
