@@ -9,7 +9,13 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterable
 from pathlib import Path
+
+from tms.client import MessagingClient
+from tms.model import TopicId
+from txn.rpc.client import ThriftTxClient
+from txn.rpc.retry import RetryNTimes
 
 _LISTENING = re.compile(r"listening on ([\d.]+):(\d+)")
 _TMS_LISTENING = re.compile(r"listening on (http://[\d.]+:\d+)")
@@ -128,3 +134,38 @@ class TmsServeProcess:
         if self.proc is not None and self.proc.stdout is not None:
             self._pump.join(10)
             self.proc.stdout.close()
+
+
+class ProcessStack:
+    """``txn serve`` and ``tms serve --tx-server`` (with ``extra`` arguments) as real
+    processes with their state under ``root``, and a Thrift client of the first."""
+
+    def __init__(self, root: Path, *extra: str, topics: Iterable[TopicId] = ()) -> None:
+        self.txn = ServerProcess(root / "txn")
+        host, port = self.txn.start()
+        self.tx = ThriftTxClient((host, port), retry=RetryNTimes(2), timeout_s=10)
+        self.tms = TmsServeProcess(root / "tms", "--tx-server", f"{host}:{port}", *extra)
+        try:
+            self.url = self.tms.start()
+            with MessagingClient(self.url) as client:
+                for topic in topics:
+                    client.create_topic(topic)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> ProcessStack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def restart_tms(self) -> None:
+        self.url = self.tms.start()
+
+    def close(self) -> None:
+        self.tx.close()
+        if self.tms.proc is not None and self.tms.proc.poll() is None:
+            self.tms.proc.send_signal(signal.SIGCONT)  # a test may have left it stopped
+        self.tms.kill_if_running()
+        self.txn.kill()

@@ -6,9 +6,12 @@ server's write/fdatasync calls (``tests.diskfaults``)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -19,6 +22,7 @@ from tms.errors import StorageUnavailableError, TopicNotFoundError
 from tms.model import TopicId
 
 T = TopicId("ns", "full")
+R = TypeVar("R")
 _PAD = b"x" * 2000
 
 
@@ -28,6 +32,17 @@ def _payload(i: int) -> bytes:
 
 def _index(payload: bytes) -> int:
     return int(payload.split(b"/", 1)[0])
+
+
+def _once_reopened(call: Callable[[], R]) -> R:
+    """``call()``, repeated while the store answers 503 (it is being reopened)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return call()
+        except StorageUnavailableError:
+            assert time.monotonic() < deadline, "the store did not come back"
+            time.sleep(0.1)
 
 
 @pytest.mark.parametrize("kind", ["tmpfs", "shim"])
@@ -68,7 +83,7 @@ def _episode(serve: TmsServeProcess, d: TmpfsDisk | ShimDisk, stop: int) -> None
     # And when space is freed, publishing works again (after the store reopened)
     d.free()
     deadline = time.monotonic() + 30
-    while not publish():
+    while not publish():  # (counting every attempt)
         assert time.monotonic() < deadline, "publishing did not resume after space was freed"
         time.sleep(0.1)
     for _ in range(100):
@@ -90,66 +105,48 @@ def _episode(serve: TmsServeProcess, d: TmpfsDisk | ShimDisk, stop: int) -> None
     assert serve.stop(signal.SIGTERM) == 0
 
 
-def test_reads_answer_503_while_the_store_is_down(tmp_path: Path) -> None:
-    with disk("shim", tmp_path) as d:
-        serve = TmsServeProcess(d.data, env=d.env())
-        try:
-            client = MessagingClient(serve.start(), retries=0)
-            client.create_topic(T)
-            client.publish(T, [_payload(1)])
-            # Given a write that failed on a full disk
-            d.fill()
-            with pytest.raises(StorageUnavailableError):
-                client.publish(T, [_payload(2)])
-            # Then reads answer 503 too, until the store could be reopened
-            with pytest.raises(StorageUnavailableError):
-                client.poll(T)
-            d.free()
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    messages = client.poll(T).messages
-                    break
-                except StorageUnavailableError:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.1)
-            assert [_index(m.payload) for m in messages] == [1]
-            client.close()
-            assert serve.stop(signal.SIGTERM) == 0
-        finally:
-            serve.kill_if_running()
-
-
-def test_a_write_whose_sync_failed_may_land_and_is_then_read_again(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _served_on_shim(tmp_path: Path) -> Iterator[tuple[ShimDisk, MessagingClient]]:
+    """``tms serve`` on a directory with injectable ENOSPC, the topic made, message 1 in
+    it; stopped with SIGTERM (exit 0) at the end."""
     with disk("shim", tmp_path) as d:
         assert isinstance(d, ShimDisk)
         serve = TmsServeProcess(d.data, env=d.env())
         try:
-            client = MessagingClient(serve.start(), retries=0)
-            client.create_topic(T)
-            client.publish(T, [_payload(1)])
-            # Given a topic delete whose bytes reached the log but whose sync failed
-            d.fail_syncs()
-            with pytest.raises(StorageUnavailableError):
-                client.delete_topic(T)
-            d.free()
-            # When the store has reopened: LevelDB replayed the delete after all
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    client.publish(T, [_payload(2)])
-                except StorageUnavailableError:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.1)
-                    continue
-                except TopicNotFoundError:
-                    break
-                # Then the service must not have acknowledged into the deleted topic
-                raise AssertionError("published to a topic the store says is deleted")
-            client.create_topic(T)
-            client.publish(T, [_payload(3)])
-            assert [_index(m.payload) for m in client.poll(T).messages] == [3]
-            client.close()
+            with MessagingClient(serve.start(), retries=0) as client:
+                client.create_topic(T)
+                client.publish(T, [_payload(1)])
+                yield d, client
             assert serve.stop(signal.SIGTERM) == 0
         finally:
             serve.kill_if_running()
+
+
+def test_reads_answer_503_while_the_store_is_down(tmp_path: Path) -> None:
+    with _served_on_shim(tmp_path) as (d, client):
+        # Given a write that failed on a full disk
+        d.fill()
+        with pytest.raises(StorageUnavailableError):
+            client.publish(T, [_payload(2)])
+        # Then reads answer 503 too, until the store could be reopened
+        with pytest.raises(StorageUnavailableError):
+            client.poll(T)
+        d.free()
+        messages = _once_reopened(lambda: client.poll(T).messages)
+        assert [_index(m.payload) for m in messages] == [1]
+
+
+def test_a_write_whose_sync_failed_may_land_and_is_then_read_again(tmp_path: Path) -> None:
+    with _served_on_shim(tmp_path) as (d, client):
+        # Given a topic delete whose bytes reached the log but whose sync failed
+        d.fail_syncs()
+        with pytest.raises(StorageUnavailableError):
+            client.delete_topic(T)
+        d.free()
+        # When the store has reopened: LevelDB replayed the delete after all, so the
+        # service must not acknowledge into the deleted topic
+        with pytest.raises(TopicNotFoundError):
+            _once_reopened(lambda: client.publish(T, [_payload(2)]))
+        client.create_topic(T)
+        client.publish(T, [_payload(3)])
+        assert [_index(m.payload) for m in client.poll(T).messages] == [3]

@@ -21,64 +21,37 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.procs import ServerProcess, TmsServeProcess
+from tests.integration.procs import ProcessStack
 from tms.client import MessagingClient
 from tms.client.aware import TransactionalPublisher
 from tms.errors import TmsError
 from tms.model import TopicId
 from txn.context import TransactionContext
 from txn.errors import TransactionFailureError, TxError
-from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 
 T = TopicId("ns", "lost")
 
 
-class Stack:
-    def __init__(self, root: Path) -> None:
-        self.txn = ServerProcess(root / "txn")
-        host, port = self.txn.start()
-        self.tx = ThriftTxClient((host, port), retry=RetryNTimes(2), timeout_s=10)
-        self.tms = TmsServeProcess(root / "tms", "--tx-server", f"{host}:{port}")
-        self.url = self.tms.start()
-
-    def restart_tms(self) -> None:
-        self.url = self.tms.start()
-
-    def visible(self) -> list[bytes]:
-        """What a new transactional consumer sees."""
-        reader = self.tx.start_short()
-        try:
-            with MessagingClient(self.url, retries=2) as client:
-                return [m.payload for m in client.poll(T, transaction=reader).messages]
-        finally:
-            self.tx.abort(reader)
-
-    def everything(self) -> list[bytes]:
-        with MessagingClient(self.url, retries=2) as client:
-            return [m.payload for m in client.poll(T).messages]
-
-    def close(self) -> None:
-        self.tx.close()
-        if self.tms.proc is not None and self.tms.proc.poll() is None:
-            self.tms.proc.send_signal(signal.SIGCONT)
-        self.tms.kill_if_running()
-        self.txn.kill()
+def visible(stack: ProcessStack) -> list[bytes]:
+    """What a new transactional consumer sees."""
+    reader = stack.tx.start_short()
+    try:
+        with MessagingClient(stack.url, retries=2) as client:
+            return [m.payload for m in client.poll(T, transaction=reader).messages]
+    finally:
+        stack.tx.abort(reader)
 
 
 @pytest.fixture
-def stack(tmp_path: Path) -> Iterator[Stack]:
-    running = Stack(tmp_path)
-    try:
-        with MessagingClient(running.url) as client:
-            client.create_topic(T)
+def stack(tmp_path: Path) -> Iterator[ProcessStack]:
+    with ProcessStack(tmp_path, topics=[T]) as running:
         yield running
-    finally:
-        running.close()
 
 
 @pytest.mark.parametrize("staged", [False, True], ids=["buffered", "staged"])
-def test_a_commit_whose_publish_times_out_stays_invisible(stack: Stack, staged: bool) -> None:
+def test_a_commit_whose_publish_times_out_stays_invisible(
+    stack: ProcessStack, staged: bool
+) -> None:
     client = MessagingClient(stack.url, timeout_s=1.0, retries=0)
     publisher = TransactionalPublisher(client, staged=staged)
     assert stack.tms.proc is not None
@@ -100,10 +73,10 @@ def test_a_commit_whose_publish_times_out_stays_invisible(stack: Stack, staged: 
     time.sleep(0.5)
     with MessagingClient(stack.url) as other:
         other.publish(T, [b"later"])
-    assert stack.visible() == [b"later"]
+    assert visible(stack) == [b"later"]
 
 
-def test_a_lost_rollback_answer_counts_as_failed(stack: Stack) -> None:
+def test_a_lost_rollback_answer_counts_as_failed(stack: ProcessStack) -> None:
     client = MessagingClient(stack.url, timeout_s=1.0, retries=0)
     publisher = TransactionalPublisher(client)
     assert stack.tms.proc is not None
@@ -121,11 +94,11 @@ def test_a_lost_rollback_answer_counts_as_failed(stack: Stack) -> None:
     client.close()
     # Then the transaction is invalid: its message stays hidden either way
     assert tx.transaction_id in stack.tx.write_pointer_state([tx.transaction_id]).invalid
-    assert stack.visible() == []
+    assert visible(stack) == []
 
 
 def _publisher_loop(
-    stack: Stack, name: str, stop: threading.Event, outcomes: dict[str, bool]
+    stack: ProcessStack, name: str, stop: threading.Event, outcomes: dict[str, bool]
 ) -> None:
     n = 0
     while not stop.is_set():
@@ -148,7 +121,7 @@ def _publisher_loop(
             client.close()
 
 
-def test_kill_9_loop_never_shows_uncommitted_messages(stack: Stack) -> None:
+def test_kill_9_loop_never_shows_uncommitted_messages(stack: ProcessStack) -> None:
     outcomes: dict[str, bool] = {}
     stop = threading.Event()
     threads = [
@@ -172,7 +145,7 @@ def test_kill_9_loop_never_shows_uncommitted_messages(stack: Stack) -> None:
     failed = {k for k, ok in outcomes.items() if not ok}
     assert committed and failed, "the kills must have hit some transactions and spared some"
     seen: dict[str, list[int]] = {}
-    for payload in stack.visible():
+    for payload in visible(stack):
         key, index = payload.decode().rsplit("/", 1)
         seen.setdefault(key, []).append(int(index))
     assert set(seen) == committed, (sorted(set(seen) - committed), sorted(committed - set(seen)))

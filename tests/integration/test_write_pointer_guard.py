@@ -18,56 +18,41 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.integration.procs import ServerProcess, TmsServeProcess
+from tests.integration.procs import ProcessStack
 from tms.client import MessagingClient
 from tms.codec import avro
 from tms.errors import TransactionNotInProgressError, TransactionServiceError
 from tms.model import RollbackDetail, TopicId
-from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 from txn.transaction import MAX_TX_PER_MS
 
 T = TopicId("ns", "guarded")
 
 
-class Stack:
-    def __init__(self, root: Path) -> None:
-        self.txn = ServerProcess(root / "txn")
-        host, port = self.txn.start()
-        self.tx_address = f"{host}:{port}"
-        self.tms = TmsServeProcess(root / "tms", "--tx-server", self.tx_address)
-        self.url = self.tms.start()
-        self.messaging = MessagingClient(self.url, retries=0)
-        self.tx = ThriftTxClient((host, port), retry=RetryNTimes(2), timeout_s=10)
-
-    def close(self) -> None:
-        self.messaging.close()
-        self.tx.close()
-        self.tms.kill_if_running()
-        self.txn.kill()
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[ProcessStack]:
+    with ProcessStack(tmp_path, topics=[T]) as running:
+        yield running
 
 
 @pytest.fixture
-def stack(tmp_path: Path) -> Iterator[Stack]:
-    running = Stack(tmp_path)
-    try:
-        running.messaging.create_topic(T)
-        yield running
-    finally:
-        running.close()
+def client(stack: ProcessStack) -> Iterator[MessagingClient]:
+    with MessagingClient(stack.url, retries=0) as made:
+        yield made
 
 
-def consumer_view(stack: Stack) -> tuple[list[bytes], bool]:
+def consumer_view(stack: ProcessStack) -> tuple[list[bytes], bool]:
     reader = stack.tx.start_short()
     try:
-        result = stack.messaging.poll(T, transaction=reader)
+        with MessagingClient(stack.url) as client:
+            result = client.poll(T, transaction=reader)
     finally:
         stack.tx.abort(reader)
     return [m.payload for m in result.messages], result.held
 
 
-def test_forged_write_pointers_are_refused_and_store_nothing(stack: Stack) -> None:
-    client = stack.messaging
+def test_forged_write_pointers_are_refused_and_store_nothing(
+    stack: ProcessStack, client: MessagingClient
+) -> None:
     first = stack.tx.start_short()
     time.sleep(0.01)
     tx = stack.tx.start_short()
@@ -107,8 +92,9 @@ def test_forged_write_pointers_are_refused_and_store_nothing(stack: Stack) -> No
     stack.tx.abort(tx)
 
 
-def test_real_and_checkpoint_pointers_are_accepted(stack: Stack) -> None:
-    client = stack.messaging
+def test_real_and_checkpoint_pointers_are_accepted(
+    stack: ProcessStack, client: MessagingClient
+) -> None:
     tx = stack.tx.start_long()
     client.publish(T, [b"direct"], tx_write_pointer=tx.write_pointer)
     checkpoint = stack.tx.checkpoint(tx)
@@ -119,8 +105,9 @@ def test_real_and_checkpoint_pointers_are_accepted(stack: Stack) -> None:
     assert consumer_view(stack) == ([b"direct", b"staged"], False)
 
 
-def test_rollback_of_a_committed_transaction_is_refused(stack: Stack) -> None:
-    client = stack.messaging
+def test_rollback_of_a_committed_transaction_is_refused(
+    stack: ProcessStack, client: MessagingClient
+) -> None:
     tx = stack.tx.start_short()
     token = client.publish(T, [b"kept"], tx_write_pointer=tx.write_pointer)
     assert token is not None
@@ -143,8 +130,7 @@ def test_rollback_of_a_committed_transaction_is_refused(stack: Stack) -> None:
     assert consumer_view(stack) == ([b"kept"], False)
 
 
-def test_transaction_server_down(stack: Stack) -> None:
-    client = stack.messaging
+def test_transaction_server_down(stack: ProcessStack, client: MessagingClient) -> None:
     tx = stack.tx.start_short()
     # When the transaction server is gone
     stack.txn.kill()
