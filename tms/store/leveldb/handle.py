@@ -102,10 +102,6 @@ class DBHandle:
         with self.use() as db:
             return db
 
-    @property
-    def down(self) -> bool:
-        return self._db is None
-
     # -- calls --------------------------------------------------------------------------
 
     @contextlib.contextmanager
