@@ -337,8 +337,13 @@ class TransactionManager:
 
     def write_pointer_state(self, pointers: Iterable[int] = ()) -> WritePointerState:
         """The in-progress pointers now, the newest pointer issued, and which of
-        ``pointers`` are invalid; read-only (no log edit)."""
-        return self._call(lambda: self._write_pointer_state(pointers))
+        ``pointers`` are invalid; read-only (no log edit).
+
+        Answered at once, without waiting for edits still on their way to the log: a
+        client holds a write pointer only after its start was durable, so what it may
+        write under is never answered from state the log could lose; an answer about a
+        change not yet durable (a commit, an invalidation) errs towards refusing."""
+        return self._write_pointer_state(pointers).value
 
     def get_snapshot(self) -> TransactionSnapshot:
         """The whole state now (raises ``SnapshotUnavailableError`` when not running)."""
@@ -539,13 +544,14 @@ class TransactionManager:
 
     def _write_pointer_state(self, pointers: Iterable[int]) -> Durable[WritePointerState]:
         m = self._m
-        return self._query(
-            lambda: WritePointerState(
+        with self._lock:
+            self._ensure_running()
+            state = WritePointerState(
                 m.last_write_pointer,
                 frozenset(m.in_progress),
                 frozenset(p for p in pointers if p in m.invalid),
             )
-        )
+        return Durable(state, 0)  # see write_pointer_state
 
     def _get_snapshot(self) -> Durable[TransactionSnapshot]:
         with self._lock:
