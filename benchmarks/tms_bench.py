@@ -9,11 +9,14 @@ Measured in one run:
   (the newest 1000, from an id), with and without a transaction — beside a raw plyvel
   iterator over the same rows;
 * publish to 4 and 16 topics at once, one publisher each, one message per request;
+* transactional publish cycles (start, publish, commit; in-memory transaction manager in
+  this process) with the write-pointer guard asking the manager, and with the clock
+  check only: rate and CPU per cycle, alternately;
 * fetch cost as the topic grows (10^4, 10^6, 10^7 messages): reading 1000 messages at the
   tail and in the middle (by time).
 
     python -m benchmarks.tms_bench [--quick] [--seconds S] [--sizes 10000,1000000,...]
-                                   [--parts publish,topics,fetch,growth]
+                                   [--parts publish,topics,guard,fetch,growth]
 
 Results: ``benchmarks/results/tms.json``; figures in docs/benchmarks.md.
 """
@@ -38,6 +41,9 @@ from tms.fetcher import FetchRequest
 from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from txn.config import TxConfig
+from txn.inmemory import InProcessTxClient
+from txn.manager import TransactionManager
 from txn.transaction import Transaction
 
 RESULTS = Path(__file__).with_name("results")
@@ -97,6 +103,36 @@ def bench_publish_topics(root: Path, topics: int, seconds: float) -> float:
     rate = run_threads(topics, seconds, work).per_second
     svc.close()
     return rate
+
+
+def bench_tx_publish(
+    root: Path, batch: int, guarded: bool, seconds: float, run: int = 0
+) -> dict[str, float]:
+    """One thread: start a transaction (in-memory manager, in this process), publish
+    ``batch`` messages under its write pointer, commit. ``guarded``: the service checks
+    the pointer with the manager (``TransactionStateGuard``: a refresh for every new
+    transaction), else only against the clock (``ClockGuard``). Rate and CPU per cycle."""
+    # imported here: the other parts also run on checkouts from before tms.guard
+    from tms.guard import TransactionStateGuard
+
+    manager = TransactionManager(TxConfig())
+    manager.start()
+    client = InProcessTxClient(manager)
+    guard = TransactionStateGuard(client) if guarded else None
+    name = f"txpub-{batch}-{'guard' if guarded else 'clock'}-{run}"
+    svc = MessagingService(LevelDBStore(root / name), guard=guard)
+    svc.create_topic(T)
+    payloads = [PAYLOAD] * batch
+    cycles, begun, cpu = 0, time.perf_counter(), time.process_time()
+    while time.perf_counter() - begun < seconds:
+        tx = client.start_short()
+        svc.publish(StoreRequest(T, payloads, tx.write_pointer))
+        client.commit_or_throw(tx)
+        cycles += 1
+    elapsed, cpu = time.perf_counter() - begun, time.process_time() - cpu
+    svc.close()
+    manager.stop()
+    return {"cycles_per_s": cycles / elapsed, "cpu_us_per_cycle": cpu / cycles * 1e6}
 
 
 def _fill(svc: MessagingService, count: int) -> None:
@@ -203,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS / "tms.json")
     parser.add_argument(
         "--parts",
-        default="publish,topics,fetch,growth",
-        help="comma-separated: publish (one topic), topics (16 topics at once), fetch, growth",
+        default="publish,topics,guard,fetch,growth",
+        help="comma-separated: publish (one topic), topics (16 topics at once), guard "
+        "(transactional publish with and without the write-pointer guard), fetch, growth",
     )
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
@@ -239,6 +276,20 @@ def main(argv: list[str] | None = None) -> int:
                 rate = bench_publish_topics(root, topics, seconds)
                 report["publish"][f"topics{topics}_batch1"] = {"tms_per_s": round(rate)}
                 print(f"publish to {topics} topics at once, 1 per request: {rate:.0f}/s")
+        if "guard" in parts:
+            report["tx_publish"] = {}
+            for batch in (1, 100):
+                for run, guarded in enumerate((False, True) * 3):  # alternately, 3 times
+                    r = bench_tx_publish(root, batch, guarded, seconds, run)
+                    key = f"batch{batch}_{'guard' if guarded else 'clock'}"
+                    report["tx_publish"].setdefault(key, []).append(
+                        {k: round(v, 1) for k, v in r.items()}
+                    )
+                    print(
+                        f"tx publish {key}: {r['cycles_per_s']:.0f}/s, "
+                        f"{r['cpu_us_per_cycle']:.1f} us CPU per cycle",
+                        flush=True,
+                    )
         if "fetch" in parts:
             _fetch_report(root, report, 20_000 if args.quick else 200_000)
         if "growth" in parts:
