@@ -18,6 +18,8 @@ Contract (every method thread-safe; errors from ``tms.errors``):
   the transaction manager issued and holds in progress (``TransactionNotInProgressError``,
   or ``TransactionServiceError`` when it cannot be asked); without a transaction
   service only pointers from the future are refused (``ClockGuard``).
+* ``topic_stats`` / ``namespace_stats``: what topics hold (``tms.stats``; bounded cost,
+  estimates beyond a size).
 * ``fetch`` reads with ``tms.fetcher`` semantics and returns a ``FetchResult``;
   ``bounds`` says where such a read would start and stop, reading no payloads.
 * long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
@@ -37,7 +39,7 @@ from typing import Any
 
 from tms.codec import keys
 from tms.config import TmsConfig
-from tms.errors import TmsError, TransactionTooOldError
+from tms.errors import TmsError, TopicNotFoundError, TransactionTooOldError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
 from tms.guard import ClockGuard, Use, WritePointerGuard
 from tms.metrics import TmsMetrics
@@ -52,6 +54,7 @@ from tms.model import (
     TopicMetadata,
     validate_namespace,
 )
+from tms.stats import TopicStats, topic_stats
 from tms.store.kv import KeyValueStore
 from tms.store.tables import Tables
 from tms.writer import BatchStats, TopicWriter
@@ -180,6 +183,21 @@ class MessagingService:
 
     def list_topics(self, namespace: str) -> list[TopicId]:
         return self.tables.metadata.list_topics(validate_namespace(namespace))
+
+    def topic_stats(self, topic: TopicId) -> TopicStats:
+        """Messages, bytes, first/last publish and rate of a topic (``tms.stats``)."""
+        return topic_stats(self.tables, self.get_topic(topic), self.now_ms())
+
+    def namespace_stats(self, namespace: str) -> list[TopicStats]:
+        """``topic_stats`` of every topic of a namespace, in name order (a topic deleted
+        meanwhile is left out)."""
+        stats = []
+        for topic in self.list_topics(namespace):
+            try:
+                stats.append(self.topic_stats(topic))
+            except TopicNotFoundError:
+                continue
+        return stats
 
     # -- writing ------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tms.client.observe import ObserveCalls
 from tms.client.transport import Reply, Transport, TransportError
 from tms.codec import avro
 from tms.codec import json as jsonc
@@ -148,7 +149,7 @@ class _TxSource(Protocol):
     def abort(self, tx: Transaction) -> None: ...
 
 
-class MessagingClient:
+class MessagingClient(ObserveCalls):
     """See the module docstring. Thread-safe (connections are pooled per client)."""
 
     def __init__(

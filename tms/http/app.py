@@ -41,6 +41,7 @@ from tms.fetcher import FetchRequest, MessageFetcher
 from tms.http.auth import Authorizer
 from tms.http.batcher import WriteBatcher
 from tms.http.config import HttpConfig
+from tms.http.observe import ObserveApi
 from tms.http.openapi import openapi_spec
 from tms.http.protocol import code_for_status, error_response
 from tms.http.routes import ROUTES, Route, authorize
@@ -107,7 +108,7 @@ class TopicWaiters:
                 del self._waiting[topic]
 
 
-class Api:
+class Api(ObserveApi):
     def __init__(
         self,
         service: MessagingService,

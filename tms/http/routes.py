@@ -83,6 +83,8 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", TOPIC_PATH + "/markers", "markers", Scope.TOPIC, _P.WRITE),
     Route("POST", TOPIC_PATH + "/poll", "poll", Scope.TOPIC, _P.READ),
     Route("POST", TOPIC_PATH + "/bounds", "bounds", Scope.TOPIC, _P.READ),
+    Route("GET", TOPIC_PATH + "/stats", "topic_stats", Scope.TOPIC, _P.READ),
+    Route("GET", NAMESPACE_PATH + "/stats", "namespace_stats", Scope.NAMESPACE, _P.READ),
     # Raw rows of every generation, staged payloads of running transactions: more than a
     # reader of the topic may see, so an operator's tool.
     Route("GET", TOPIC_PATH + "/inspect", "inspect", Scope.TOPIC, _P.ADMIN),
