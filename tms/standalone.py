@@ -54,6 +54,7 @@ from tms.http.config import HttpConfig
 from tms.http.server import HttpServer, server_ssl_context
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from tms.txwatch import TxWatch
 from txn.config import DEFAULT_PORT, ServerConfig, TxConfig
 from txn.errors import TxError
 from txn.inmemory import InProcessTxClient, manager_pruner
@@ -97,6 +98,7 @@ def _banner(url: str, tx: str, args: argparse.Namespace, limits: str) -> str:
         "txms is running.",
         f"  transaction server (Tephra Thrift protocol): {tx}",
         f"  messaging service (REST, OpenAPI at {url}/v1/openapi.json): {url}",
+        f"  operations console: {url}/ui/",
     ]
     if args.auth is not None:
         lines.append(f"  bearer tokens and grants: {args.auth}")
@@ -166,7 +168,12 @@ async def _run(args: argparse.Namespace) -> None:
     pruner = manager_pruner(manager, [cleaner]) if tx_config.prune_enable else None
     pruning = None if pruner is None else PruningService(pruner, tx_config.prune_interval_s)
     tx_server = ThriftServer(manager, server_config, TephraHandler(manager, pruner))
-    http_server = HttpServer(service, http_config, authorizer)
+    watch = TxWatch(
+        InProcessTxClient(manager),
+        where="in process",
+        last_prune=(lambda: pruner.last_run) if pruner is not None else None,
+    )
+    http_server = HttpServer(service, http_config, authorizer, watch)
     try:
         tx_host, tx_port = await _listen("transaction server", tx_server.start(), server_config)
         await _listen("messaging service", http_server.start(), http_config)

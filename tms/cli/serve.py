@@ -91,6 +91,7 @@ def _serve(args: argparse.Namespace) -> int:
     from tms.http.server import HttpServer, server_ssl_context  # noqa: PLC0415
     from tms.service import MessagingService  # noqa: PLC0415
     from tms.store.leveldb import LevelDBStore  # noqa: PLC0415
+    from tms.txwatch import TxWatch  # noqa: PLC0415
     from txn.rlimit import raise_open_file_limit  # noqa: PLC0415
     from txn.rpc.client import ThriftTxClient  # noqa: PLC0415
     from txn.rpc.retry import RetryNTimes  # noqa: PLC0415
@@ -125,8 +126,10 @@ def _serve(args: argparse.Namespace) -> int:
         cleaner = Cleaner(service, tx_client, participant=participant or None)
         cleanup = CleanupLoop(cleaner, tms_config.cleanup_interval_s)
 
+    watch = TxWatch(tx_client, where=args.tx_server) if tx_client is not None else None
+
     async def run() -> None:
-        server = HttpServer(service, http_config, authorizer)
+        server = HttpServer(service, http_config, authorizer, watch)
         try:
             await server.start()
         except OSError as exc:

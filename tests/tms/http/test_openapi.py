@@ -189,6 +189,9 @@ def test_real_json_answers_fit_their_schemas(served: Served) -> None:
     check(
         "GET", "/v1/namespaces/{namespace}/stats", http.get(f"{served.url}/v1/namespaces/ns1/stats")
     )
+    check("GET", TOPIC + "/messages", http.get(f"{base}/t/messages", params={"limit": 3}))
+    for path in ("/v1/transactions", "/v1/metrics/history", "/v1/console"):
+        check("GET", path, http.get(f"{served.url}{path}"))
 
     assert {path for _m, path, _v in checks} >= {
         r.path for r in ROUTES if r.path.startswith("/v1/namespaces") and r.handler != "store"
