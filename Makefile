@@ -18,7 +18,7 @@ TLS_CERT  ?=
 TLS_KEY   ?=
 
 .PHONY: run example test lint typecheck unit bench bench-txn bench-tms bench-http bench-spark bench-quick clean \
-        bench-deps bench-peers bench-peers-quick interop interop-deps system-deps bench-ha
+        bench-deps bench-peers bench-peers-quick interop interop-deps system-deps bench-ha console-screenshots
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -99,8 +99,9 @@ bench-peers-quick: $(BENCH_STAMP)
 # bounded to 10 minutes): Apache Thrift's compiler and Java library for the generated-client
 # test, ZooKeeper and PostgreSQL for the highly available mode (the tests start their own
 # throwaway ensemble and cluster on loopback, never the packages' services). A test whose
-# engine is missing is skipped.
-SYSTEM_PACKAGES := thrift-compiler libthrift-java libslf4j-java zookeeper postgresql
+# engine is missing is skipped. Chromium and its WebDriver run the console's browser tests.
+SYSTEM_PACKAGES := thrift-compiler libthrift-java libslf4j-java zookeeper postgresql \
+                   chromium chromium-driver
 
 system-deps:
 	$(SUDO) apt-get update -qq
@@ -111,6 +112,10 @@ interop-deps: system-deps
 
 interop: $(STAMP)
 	$(BIN)/python -m tests.interop
+
+# The screenshots of docs/console.md, from a seeded stack in headless Chromium.
+console-screenshots: $(STAMP)
+	$(BIN)/python -m tests.console.screenshots docs/img
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -84,7 +84,7 @@ function Page({ info, route, refresh, generation }) {
   else title = html`<h1>Overview <span class="muted">of ${route.ns}</span></h1>`;
   return html`<main class="page">
     ${title}
-    <div class="panels">${panels.map((p) => html`<${Panel} key=${`${p.id}:${generation}`} panel=${p} ctx=${ctx} />`)}</div>
+    <div class="panels">${panels.map((p) => html`<${Panel} key=${p.id} panel=${p} ctx=${ctx} generation=${generation} />`)}</div>
   </main>`;
 }
 

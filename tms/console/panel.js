@@ -31,7 +31,7 @@ function explain(error) {
   return error.message || String(error);
 }
 
-export function Panel({ panel, ctx }) {
+export function Panel({ panel, ctx, generation = 0 }) {
   const [state, setState] = useState({ data: undefined, error: null });
   const [tick, setTick] = useState(0);
   const key = JSON.stringify(ctx.route);
@@ -44,7 +44,7 @@ export function Panel({ panel, ctx }) {
     return () => {
       live = false;
     };
-  }, [key, tick]);
+  }, [key, tick, generation]);
   useEffect(() => {
     if (!panel.refreshMs) return undefined;
     const timer = setInterval(() => setTick((t) => t + 1), panel.refreshMs);
