@@ -57,58 +57,64 @@ registerPanel({
 });
 
 const last = (points, key) => (points.length ? points[points.length - 1][key] : null);
-
-registerPanel({
-  id: "throughput",
-  page: "overview",
-  title: "Throughput",
-  order: 20,
-  feature: "metricsHistory",
-  when: (ctx) => ctx.info.metrics,
-  refreshMs: 2000,
-  load: () => api(paths.history()),
-  view: (h) => {
-    const pts = h.points;
-    return html`<div class="stats compact">
-        <${Stat} label="published" value=${rate(last(pts, "publishRate"))} field="publishRate" />
-        <${Stat} label="fetched" value=${rate(last(pts, "fetchRate"))} field="fetchRate" />
-        <${Stat} label="requests" value=${rate(last(pts, "requestRate"))} field="requestRate" />
-      </div>
-      ${pts.length < 2
-        ? html`<p class="muted">Collecting samples (every ${h.intervalSeconds} s)…</p>`
-        : html`<${Chart} id="throughput" unit="/s" times=${pts.map((p) => p.time)} series=${[
-            { label: "published msg/s", values: pts.map((p) => p.publishRate), color: "#2563eb" },
-            { label: "fetched msg/s", values: pts.map((p) => p.fetchRate), color: "#16a34a" },
-          ]} />`}`;
-  },
-});
-
 const ms = (v) => (v === null || v === undefined ? "–" : `${Number(v.toPrecision(3))} ms`);
 
-registerPanel({
+// A panel of the metrics history: the newest value of some series, and a chart of them.
+// stats: [label, key, format, field]; lines: [label, key, colour].
+function historyPanel({ id, title, order, unit, stats, lines }) {
+  registerPanel({
+    id,
+    page: "overview",
+    title,
+    order,
+    feature: "metricsHistory",
+    when: (ctx) => ctx.info.metrics,
+    refreshMs: 2000,
+    load: () => api(paths.history()),
+    view: (h) => {
+      const pts = h.points;
+      return html`<div class="stats compact">
+          ${stats.map(([label, key, fmt, field]) => html`<${Stat} label=${label} value=${fmt(last(pts, key))} field=${field} />`)}
+        </div>
+        ${pts.length < 2
+          ? html`<p class="muted">Collecting samples (every ${h.intervalSeconds} s)…</p>`
+          : html`<${Chart} id=${id} unit=${unit} times=${pts.map((p) => p.time)}
+              series=${lines.map(([label, key, color]) => ({ label, values: pts.map((p) => p[key]), color }))} />`}`;
+    },
+  });
+}
+
+historyPanel({
+  id: "throughput",
+  title: "Throughput",
+  order: 20,
+  unit: "/s",
+  stats: [
+    ["published", "publishRate", rate, "publishRate"],
+    ["fetched", "fetchRate", rate, "fetchRate"],
+    ["requests", "requestRate", rate, "requestRate"],
+  ],
+  lines: [
+    ["published msg/s", "publishRate", "#2563eb"],
+    ["fetched msg/s", "fetchRate", "#16a34a"],
+  ],
+});
+
+historyPanel({
   id: "latency",
-  page: "overview",
   title: "Latency",
   order: 30,
-  feature: "metricsHistory",
-  when: (ctx) => ctx.info.metrics,
-  refreshMs: 2000,
-  load: () => api(paths.history()),
-  view: (h) => {
-    const pts = h.points;
-    return html`<div class="stats compact">
-        <${Stat} label="HTTP p50" value=${ms(last(pts, "httpP50Ms"))} field="httpP50" />
-        <${Stat} label="HTTP p99" value=${ms(last(pts, "httpP99Ms"))} field="httpP99" />
-        <${Stat} label="publish p99" value=${ms(last(pts, "publishP99Ms"))} field="publishP99" />
-      </div>
-      ${pts.length < 2
-        ? html`<p class="muted">Collecting samples…</p>`
-        : html`<${Chart} id="latency" unit=" ms" times=${pts.map((p) => p.time)} series=${[
-            { label: "HTTP p50", values: pts.map((p) => p.httpP50Ms), color: "#0891b2" },
-            { label: "HTTP p99", values: pts.map((p) => p.httpP99Ms), color: "#7c3aed" },
-            { label: "publish p99", values: pts.map((p) => p.publishP99Ms), color: "#ea580c" },
-          ]} />`}`;
-  },
+  unit: " ms",
+  stats: [
+    ["HTTP p50", "httpP50Ms", ms, "httpP50"],
+    ["HTTP p99", "httpP99Ms", ms, "httpP99"],
+    ["publish p99", "publishP99Ms", ms, "publishP99"],
+  ],
+  lines: [
+    ["HTTP p50", "httpP50Ms", "#0891b2"],
+    ["HTTP p99", "httpP99Ms", "#7c3aed"],
+    ["publish p99", "publishP99Ms", "#ea580c"],
+  ],
 });
 
 registerPanel({
