@@ -11,6 +11,7 @@ import pytest
 
 from tests.fakes import FakeClock
 from tms.config import TmsConfig
+from tms.guard import TransactionStateGuard
 from tms.ids import MessageId
 from tms.inspect import recent_messages
 from tms.model import StoreRequest, TopicId
@@ -40,8 +41,14 @@ def service(tmp_path: Path) -> Iterator[MessagingService]:
     svc.close()
 
 
-def test_each_entry_gets_its_status(service: MessagingService, manager: TransactionManager) -> None:
-    # Given entries of every kind of transaction
+def test_each_entry_gets_its_status(tmp_path: Path, manager: TransactionManager) -> None:
+    # Given a service whose writes the manager checks, and entries of every kind
+    service = MessagingService(
+        LevelDBStore(tmp_path / "checked"),
+        TmsConfig(),
+        guard=TransactionStateGuard(InProcessTxClient(manager), max_age_s=0),
+    )
+    service.create_topic(T)
     service.publish(StoreRequest.of(T, ["plain"]))
     done = manager.start_short()
     service.publish(StoreRequest.of(T, ["committed"], done.write_pointer))
@@ -82,6 +89,7 @@ def test_each_entry_gets_its_status(service: MessagingService, manager: Transact
     state = watch.to_json()
     assert (state["inProgress"], state["invalid"], state["lastPrune"]) == (1, 1, None)
     assert len(state["history"]) == 1
+    service.close()
 
 
 def test_pages_through_markers_without_losing_any(service: MessagingService) -> None:
