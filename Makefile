@@ -101,7 +101,7 @@ bench-peers-quick: $(BENCH_STAMP)
 # throwaway ensemble and cluster on loopback, never the packages' services). A test whose
 # engine is missing is skipped. Chromium and its WebDriver run the console's browser tests.
 SYSTEM_PACKAGES := thrift-compiler libthrift-java libslf4j-java zookeeper postgresql \
-                   chromium chromium-driver
+                   chromium chromium-driver zsh
 
 system-deps:
 	$(SUDO) apt-get update -qq
