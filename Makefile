@@ -7,6 +7,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP  := $(VENV)/.installed
+# The native engine is compiled by the install (txn/native/src): reinstall when it changes.
+NATIVE := $(wildcard txn/native/src/*.c txn/native/src/*.h)
 
 # `make run` settings: make variables, e.g. `make run HTTP_PORT=8080 AUTH=auth.toml`.
 DATA_DIR  ?= ./data
@@ -20,7 +22,7 @@ TLS_KEY   ?=
 .PHONY: run example test lint typecheck unit bench bench-txn bench-tms bench-http bench-spark bench-quick clean \
         bench-deps bench-peers bench-peers-quick interop interop-deps system-deps bench-ha console-screenshots
 
-$(RUN_STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml $(NATIVE)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e .

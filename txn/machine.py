@@ -79,6 +79,35 @@ class TxStateMachine:
     def next_write_pointer(self, now_ms: int) -> int:
         return max(self.last_write_pointer + 1, now_ms * 1_000_000)
 
+    def entry(self, wp: int) -> InProgressTx | None:
+        """The in-progress entry of write pointer ``wp``, or None."""
+        return self.in_progress.get(wp)
+
+    def in_progress_count(self) -> int:
+        return len(self.in_progress)
+
+    def invalid_count(self) -> int:
+        return len(self.invalid)
+
+    def is_invalid(self, tx_id: int) -> bool:
+        return tx_id in self.invalid
+
+    def committing_changes(self, tx_id: int) -> ChangeSet | None:
+        """The change set ``tx_id`` declared (can_commit), or None."""
+        return self.committing.get(tx_id)
+
+    def find_conflict(
+        self, tx_id: int, changes: frozenset[bytes]
+    ) -> tuple[bytes, str | None] | None:
+        """The smallest key of ``changes`` in a set committed after ``tx_id`` started, and
+        that set's client; None when there is none."""
+        return self.committed.find_conflict(tx_id, changes)
+
+    def reset(self, pointer: int) -> None:
+        """Forget every transaction; both pointers become ``pointer``."""
+        self.clear()
+        self.read_pointer = self.last_write_pointer = pointer
+
     def create_transaction(self, tx_id: int, tx_type: TransactionType) -> Transaction:
         """The snapshot a transaction starting now with id ``tx_id`` reads from."""
         return Transaction(
