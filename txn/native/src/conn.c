@@ -17,6 +17,7 @@ Conn *conn_new(Server *s, int fd) {
     c->fd = fd;
     c->id = ++s->next_id;
     c->events = EPOLLIN;
+    c->last_rx = monotonic_now();
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         free(c);
@@ -36,12 +37,16 @@ void conn_set_events(Server *s, Conn *c, uint32_t events) {
     c->events = events;
 }
 
-/* Reading goes on unless the server stops, an offloaded call runs, or replies wait for
- * a client that does not read them. */
+/* Reading goes on unless the server stops, an offloaded call runs, the unfinished frame
+ * waits for the frame budget, or replies wait for a client that does not read them. */
 static void conn_update_events(Server *s, Conn *c) {
     int sending = c->out.len > c->out_sent;
-    uint32_t events = (c->draining || c->blocked || sending) ? 0 : EPOLLIN;
+    uint32_t events = conn_paused_by_server(c) ? 0 : EPOLLIN;
     conn_set_events(s, c, events | (sending ? EPOLLOUT : 0));
+}
+
+void conn_resumed(Server *s, Conn *c) {
+    if (!c->dead) conn_update_events(s, c);
 }
 
 static void free_replies(Conn *c) {
@@ -62,6 +67,14 @@ void conn_close(Server *s, Conn *c, const char *reason) {
         Py_XDECREF(r);
     }
     c->dead = 1;
+    budget_forget(s, c);
+    Held *held = c->blocked && c->reserved ? malloc(sizeof *held) : NULL;
+    if (held != NULL) { /* the offloaded call still holds its frame: released when it ends */
+        *held = (Held){s->held, c->blocked_slot, c->reserved};
+        s->held = held;
+        c->reserved = 0;
+    }
+    budget_give_back(s, c);
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -155,7 +168,14 @@ static void run_generic(Server *s, Conn *c, const unsigned char *frame, size_t n
     } else if (PyUnicode_Check(answer)) {
         conn_close(s, c, PyUnicode_AsUTF8(answer));
     } else if (answer == Py_False) {
-        if (offload) c->blocked = 1;
+        if (offload) {
+            c->blocked = 1;
+            c->blocked_slot = slot->slot;
+            if (c->reserved == 0) { /* the frame is held until the call ends */
+                s->budget_used += (int64_t)n;
+                c->reserved = (int64_t)n;
+            }
+        }
     } else {
         long long ticket;
         const char *data;
@@ -194,14 +214,22 @@ static void run_frames(Server *s, Conn *c) {
         int kind = hot_kind(frame, (size_t)size, &call);
         if (kind < 0 || !run_hot(s, c, kind, &call, frame, (size_t)size))
             run_generic(s, c, frame, (size_t)size, 0);
+        if (!c->dead) budget_give_back(s, c); /* the frame is done with */
     }
     if (c->dead) return;
     memmove(c->in.data, c->in.data + pos, c->in.len - pos);
     c->in.len -= pos;
+    if (c->in.len == 0) {
+        c->partial_since = 0;
+    } else if (!c->blocked) { /* an unfinished frame: hold the budget for all of it */
+        if (c->partial_since == 0) c->partial_since = monotonic_now();
+        if (c->reserved == 0 && !c->budget_wait && c->in.len >= 4)
+            budget_reserve(s, c, (int32_t)get_be32(c->in.data));
+    }
 }
 
 void conn_readable(Server *s, Conn *c) {
-    if (c->dead || c->draining || c->blocked) return;
+    if (c->dead || conn_paused_by_server(c)) return;
     size_t want = READ_CHUNK;
     if (c->in.len >= 4) { /* room for the rest of a frame begun */
         int32_t size = (int32_t)get_be32(c->in.data);
@@ -222,6 +250,7 @@ void conn_readable(Server *s, Conn *c) {
         return;
     }
     c->in.len += (size_t)got;
+    c->last_rx = monotonic_now();
     server_answered(s, c, 0); /* it called again: the commit delay need not wait for it */
     run_frames(s, c);
     if (!c->dead) {
@@ -232,6 +261,7 @@ void conn_readable(Server *s, Conn *c) {
 
 void conn_unblock(Server *s, Conn *c) {
     c->blocked = 0;
+    budget_give_back(s, c);
     run_frames(s, c);
     if (!c->dead) conn_update_events(s, c);
 }

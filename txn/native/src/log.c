@@ -340,6 +340,11 @@ int64_t log_flush(Log *log) {
         ssize_t ignored = write(log->notify_fd, &one, sizeof one);
         (void)ignored;
     }
+    if (failure == NULL && log->on_slow != NULL && elapsed >= log->slow_sync_s) {
+        PyObject *r = PyObject_CallFunction(log->on_slow, "Ld", (long long)edits, elapsed);
+        if (r == NULL) PyErr_WriteUnraisable(log->on_slow);
+        Py_XDECREF(r);
+    }
     call_listeners(log, synced, failure);
     if (failure != NULL) {
         PyErr_SetObject((PyObject *)Py_TYPE(failure), failure);

@@ -46,6 +46,8 @@ typedef struct {
     PyObject *failure; /* the TxStorageError, once failed */
     PyObject *error_type;
     PyObject *listeners; /* list of callables (ticket, failure) */
+    PyObject *on_slow;   /* called (edits, seconds) after a flush slower than slow_sync_s */
+    double slow_sync_s;
     int64_t stat_edits, stat_syncs, stat_bytes, stat_max_batch;
     double stat_sync_seconds;
 } Log;

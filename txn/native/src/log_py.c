@@ -9,10 +9,12 @@
 
 
 static int log_init(Log *log, PyObject *args, PyObject *kwargs) {
-    static char *names[] = {"error_type", "notify", NULL};
-    PyObject *error_type;
+    static char *names[] = {"error_type", "notify", "slow_sync_s", "on_slow", NULL};
+    PyObject *error_type, *on_slow = NULL;
     int notify = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p", names, &error_type, &notify))
+    double slow_sync_s = 1.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|pdO", names, &error_type, &notify,
+                                     &slow_sync_s, &on_slow))
         return -1;
     if (log->error_type != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Log.__init__ called twice");
@@ -25,6 +27,8 @@ static int log_init(Log *log, PyObject *args, PyObject *kwargs) {
     pthread_cond_init(&log->cond, &attr);
     pthread_condattr_destroy(&attr);
     log->error_type = Py_NewRef(error_type);
+    log->on_slow = on_slow == Py_None ? NULL : Py_XNewRef(on_slow);
+    log->slow_sync_s = slow_sync_s;
     log->listeners = PyList_New(0);
     log->closed = 1;
     log->fd = -1;
@@ -257,6 +261,7 @@ static void log_dealloc(Log *log) {
     Py_XDECREF(log->failure);
     Py_XDECREF(log->error_type);
     Py_XDECREF(log->listeners);
+    Py_XDECREF(log->on_slow);
     if (log->notify_fd >= 0) close(log->notify_fd);
     if (log->error_type != NULL) {
         pthread_mutex_destroy(&log->mu);

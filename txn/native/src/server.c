@@ -138,7 +138,17 @@ static void take_completions(Server *s) {
         Conn *c = find_conn(s, done->conn_id);
         Reply *r = c != NULL ? c->head : NULL;
         while (r != NULL && r->slot != done->slot) r = r->next;
-        if (r != NULL) { /* else the connection closed meanwhile */
+        if (r == NULL) { /* the connection closed meanwhile; its frame's budget comes back */
+            for (Held **at = &s->held; *at != NULL; at = &(*at)->next) {
+                if ((*at)->slot == done->slot) {
+                    Held *held = *at;
+                    *at = held->next;
+                    budget_release(s, held->bytes);
+                    free(held);
+                    break;
+                }
+            }
+        } else {
             if (PyBytes_Check(done->data) &&
                 buf_reserve(&r->data, (size_t)PyBytes_GET_SIZE(done->data)) == 0) {
                 put_raw(&r->data, PyBytes_AS_STRING(done->data),
@@ -209,8 +219,15 @@ PyObject *server_serve(Server *s, PyObject *unused) {
     s->serving = 1;
     struct epoll_event events[256];
     double drain_deadline = 0;
+    double period = limits_period(s);
+    s->next_sweep = period > 0 ? monotonic_now() + period : 0;
     for (;;) {
         int timeout_ms = drain_deadline > 0 ? 10 : -1;
+        if (s->next_sweep > 0) {
+            int until = (int)((s->next_sweep - monotonic_now()) * 1000) + 1;
+            if (until < 0) until = 0;
+            if (timeout_ms < 0 || until < timeout_ms) timeout_ms = until;
+        }
         int n;
         Py_BEGIN_ALLOW_THREADS n = epoll_wait(s->epfd, events, 256, timeout_ms);
         Py_END_ALLOW_THREADS if (n < 0 && errno != EINTR) {
@@ -239,6 +256,10 @@ PyObject *server_serve(Server *s, PyObject *unused) {
         }
         sync_step(s);
         release(s);
+        if (s->next_sweep > 0 && monotonic_now() >= s->next_sweep) {
+            limits_sweep(s, monotonic_now());
+            s->next_sweep = monotonic_now() + period;
+        }
         pthread_mutex_lock(&s->qmu);
         int stop = s->stop_requested;
         pthread_mutex_unlock(&s->qmu);

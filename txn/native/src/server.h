@@ -37,10 +37,25 @@ typedef struct Conn {
     size_t out_sent;
     uint32_t events;  /* epoll registration */
     int blocked;      /* an offloaded call runs: later frames wait for it */
+    uint64_t blocked_slot;
     int draining;     /* the server is stopping: no more reading */
     int dead;
     ClientCache client;
+    /* resource limits (txn/rpc/limits.py) */
+    int64_t reserved;    /* frame-budget bytes held for the unfinished (or offloaded) frame */
+    int budget_wait;     /* queued for the frame budget */
+    int64_t budget_need;
+    struct Conn *bnext;  /* the budget's queue */
+    double partial_since; /* when the unfinished frame began (or was granted), or 0 */
+    double last_rx;
 } Conn;
+
+/* A closed connection's offloaded call still holds its frame's budget until it ends. */
+typedef struct Held {
+    struct Held *next;
+    uint64_t slot;
+    int64_t bytes;
+} Held;
 
 typedef struct Completion {
     struct Completion *next;
@@ -62,6 +77,10 @@ typedef struct {
     HotConfig cfg;
     uint32_t max_frame_bytes, offload_frame_bytes;
     double commit_delay_s;
+    int64_t budget_capacity, budget_used;
+    Conn *budget_head, *budget_tail;
+    Held *held;
+    double frame_timeout_s, idle_timeout_s, next_sweep;
     Conn *conns;
     Conn *graveyard; /* closed, freed by the loop when nothing refers to them */
     uint64_t next_id;
@@ -93,6 +112,21 @@ void conn_set_events(Server *s, Conn *c, uint32_t events);
 Reply *conn_push_reply(Conn *c, int64_t ticket, const Buf *data);
 /* Take the frames that waited for a finished offloaded call. */
 void conn_unblock(Server *s, Conn *c);
+/* A reason to pause reading went away: read again if none is left. */
+void conn_resumed(Server *s, Conn *c);
+
+/* limits.c */
+/* Reserve `size` bytes of the frame budget for c's unfinished frame now (1), or queue it
+ * (0: reading pauses until a release grants it). Nobody jumps the queue. */
+int budget_reserve(Server *s, Conn *c, int64_t size);
+/* Give c's reservation back (its frame is done, or it closed) and grant waiters. */
+void budget_give_back(Server *s, Conn *c);
+void budget_release(Server *s, int64_t size);
+void budget_forget(Server *s, Conn *c);
+/* Close connections past their frame or idle timeout; the seconds to the next sweep. */
+void limits_sweep(Server *s, double now);
+double limits_period(const Server *s); /* 0: no timeouts */
+int conn_paused_by_server(const Conn *c);
 
 /* server.c */
 void server_park(Server *s, Conn *c);

@@ -39,13 +39,14 @@ static int server_init(Server *s, PyObject *args, PyObject *kwargs) {
     Py_INCREF(s->state);
     Py_INCREF(s->dispatch);
     Py_INCREF(s->on_close);
-    long long values[11];
+    long long values[12];
     static const char *names[] = {
-        "default_timeout_s", "long_timeout_s",  "max_timeout_s",    "changeset_count_limit",
-        "changeset_count_warn", "changeset_size_limit", "changeset_size_warn", "retain_client_id",
-        "max_frame_bytes",   "offload_frame_bytes", "commit_delay_us",
+        "default_timeout_s",    "long_timeout_s",      "max_timeout_s",
+        "changeset_count_limit", "changeset_count_warn", "changeset_size_limit",
+        "changeset_size_warn",  "retain_client_id",    "max_frame_bytes",
+        "offload_frame_bytes",  "commit_delay_us",     "max_pending_frame_bytes",
     };
-    for (int i = 0; i < 11; i++) {
+    for (int i = 0; i < 12; i++) {
         PyObject *v = PyDict_GetItemString(config, names[i]);
         if (v == NULL) {
             PyErr_Format(PyExc_KeyError, "config lacks %s", names[i]);
@@ -54,19 +55,28 @@ static int server_init(Server *s, PyObject *args, PyObject *kwargs) {
         values[i] = PyLong_AsLongLong(v);
         if (values[i] == -1 && PyErr_Occurred()) return -1;
     }
-    PyObject *drain = PyDict_GetItemString(config, "drain_timeout_s");
+    static const char *seconds[] = {"drain_timeout_s", "frame_timeout_s", "idle_timeout_s"};
+    double *targets[] = {&s->drain_timeout_s, &s->frame_timeout_s, &s->idle_timeout_s};
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = PyDict_GetItemString(config, seconds[i]);
+        if (v == NULL) {
+            PyErr_Format(PyExc_KeyError, "config lacks %s", seconds[i]);
+            return -1;
+        }
+        *targets[i] = PyFloat_AsDouble(v);
+        if (*targets[i] == -1.0 && PyErr_Occurred()) return -1;
+    }
     PyObject *client = PyDict_GetItemString(config, "default_client");
-    if (drain == NULL || client == NULL) {
-        PyErr_SetString(PyExc_KeyError, "config lacks drain_timeout_s or default_client");
+    if (client == NULL) {
+        PyErr_SetString(PyExc_KeyError, "config lacks default_client");
         return -1;
     }
-    s->drain_timeout_s = PyFloat_AsDouble(drain);
-    if (s->drain_timeout_s == -1.0 && PyErr_Occurred()) return -1;
     s->cfg = (HotConfig){values[0], values[1], values[2], values[3], values[4],
                          values[5], values[6], (int)values[7], Py_NewRef(client)};
     s->max_frame_bytes = (uint32_t)values[8];
     s->offload_frame_bytes = (uint32_t)values[9];
     s->commit_delay_s = (double)values[10] / 1e6;
+    s->budget_capacity = values[11];
     pthread_mutex_init(&s->qmu, NULL);
     s->initialized = 1;
     fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
@@ -142,6 +152,11 @@ static void server_dealloc(Server *s) {
         Conn *c = s->graveyard;
         s->graveyard = c->next;
         free(c);
+    }
+    while (s->held != NULL) {
+        Held *h = s->held;
+        s->held = h->next;
+        free(h);
     }
     while (s->completions != NULL) {
         Completion *c = s->completions;
