@@ -98,6 +98,7 @@ typedef struct {
 /* Write `data` (n bytes) with iovecs to fd, or through the Python writer. Returns 0, or -1
  * with errno set (fd) or a Python exception set (writer; needs the GIL). */
 static int write_all(FileState *f, struct iovec *iov, int iovcnt) {
+    if (f->writer == Py_None) return 0; /* a log kept nowhere */
     if (f->fd >= 0) {
         while (iovcnt > 0) {
             ssize_t w = writev(f->fd, iov, iovcnt);
@@ -130,6 +131,7 @@ static int write_all(FileState *f, struct iovec *iov, int iovcnt) {
 }
 
 static int sync_file(FileState *f) {
+    if (f->writer == Py_None) return 0;
     if (f->fd >= 0) {
         while (fdatasync(f->fd) != 0)
             if (errno != EINTR) return -1;
@@ -266,10 +268,10 @@ int64_t log_flush(Log *log) {
     int all_fd = 1, nseg = 0;
     int64_t edits = 0, bytes = 0;
     for (Segment *s = chain; s != NULL; s = s->next, nseg++) {
-        all_fd &= s->fd >= 0;
+        all_fd &= s->fd >= 0 || s->writer == Py_None;
         edits += s->edits;
     }
-    all_fd &= log->fd >= 0;
+    all_fd &= log->fd >= 0 || log->writer == Py_None;
     PyObject **retired = malloc((size_t)nseg * sizeof(PyObject *));
     int nretired = 0, rc = -1, err = ENOMEM;
     FileState f = {log->writer, log->fd, log->file_size, log->durable, 0};
@@ -299,6 +301,7 @@ int64_t log_flush(Log *log) {
         }
     }
     for (int i = 0; i < nretired; i++) { /* synced by flush_io before it moved on */
+        if (retired[i] == Py_None) continue;
         PyObject *r = PyObject_CallMethod(retired[i], "close", NULL);
         if (r == NULL) PyErr_WriteUnraisable(retired[i]);
         Py_XDECREF(r);

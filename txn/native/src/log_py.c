@@ -40,12 +40,17 @@ static int log_init(Log *log, PyObject *args, PyObject *kwargs) {
     return log->listeners == NULL ? -1 : 0;
 }
 
+/* A segment for `writer`: a LogWriter, or None for a log kept nowhere (a manager without
+ * storage: every flush is durable at once). */
 static Segment *new_segment(PyObject *writer) {
-    PyObject *fd_obj = PyObject_CallMethod(writer, "fileno", NULL);
-    if (fd_obj == NULL) return NULL;
-    int fd = fd_obj == Py_None ? -1 : (int)PyLong_AsLong(fd_obj);
-    Py_DECREF(fd_obj);
-    if (fd == -1 && PyErr_Occurred()) return NULL;
+    int fd = -1;
+    if (writer != Py_None) {
+        PyObject *fd_obj = PyObject_CallMethod(writer, "fileno", NULL);
+        if (fd_obj == NULL) return NULL;
+        fd = fd_obj == Py_None ? -1 : (int)PyLong_AsLong(fd_obj);
+        Py_DECREF(fd_obj);
+        if (fd == -1 && PyErr_Occurred()) return NULL;
+    }
     Segment *s = calloc(1, sizeof *s);
     if (s == NULL) return (Segment *)PyErr_NoMemory();
     s->writer = Py_NewRef(writer);
@@ -174,13 +179,13 @@ static PyObject *l_close(Log *log, PyObject *unused) {
     log->head = log->tail = NULL;
     pthread_mutex_unlock(&log->mu);
     for (Segment *s = pending; s != NULL; s = s->next) { /* after a failure: unused files */
-        if (s->writer == log->writer) continue;
+        if (s->writer == log->writer || s->writer == Py_None) continue;
         PyObject *r = PyObject_CallMethod(s->writer, "close", NULL);
         Py_XDECREF(r);
         PyErr_Clear();
     }
     free_segments(pending);
-    if (log->writer != NULL) {
+    if (log->writer != NULL && log->writer != Py_None) {
         PyObject *r = PyObject_CallMethod(log->writer, "close", NULL);
         Py_XDECREF(r);
         PyErr_Clear();
@@ -234,7 +239,7 @@ static PyObject *get_stats(Log *log, void *unused) {
 static PyObject *get_notify_fd(Log *log, void *unused) { return PyLong_FromLong(log->notify_fd); }
 
 static PyMethodDef methods[] = {
-    {"open", (PyCFunction)l_open, METH_O, "open(writer): the first file"},
+    {"open", (PyCFunction)l_open, METH_O, "open(writer): the first file (None: keep nothing)"},
     {"append", (PyCFunction)l_append, METH_O, "append(edit bytes) -> ticket"},
     {"roll", (PyCFunction)l_roll, METH_O, "roll(writer): later appends go to writer"},
     {"flush", (PyCFunction)l_flush, METH_NOARGS, "durable ticket, or None (another flush)"},
