@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 
+from txn.durability import LogStats, SyncListener
 from txn.errors import TxStorageError
 from txn.native._core import Log
 from txn.persist.edit import TransactionEdit
 from txn.persist.edit_codec import encode_edit
 from txn.persist.store import TransactionStateStore
-from txn.persist.wal import SyncListener, WalStats
 
 __all__ = ["NativeLog"]
 
@@ -32,13 +32,17 @@ def _slow(edits: int, seconds: float) -> None:
 class NativeLog:
     """See the module docstring. ``core`` is the C log the native server appends to."""
 
-    def __init__(self, store: TransactionStateStore, *, slow_sync_s: float = 1.0) -> None:
+    def __init__(self, store: TransactionStateStore | None, *, slow_sync_s: float = 1.0) -> None:
+        """``store`` None: a manager without storage (nothing is written)."""
         self._store = store
         self.core = Log(TxStorageError, notify=True, slow_sync_s=slow_sync_s, on_slow=_slow)
         self.current_timestamp_ms = 0
 
+    def _writer(self, timestamp_ms: int) -> object:
+        return None if self._store is None else self._store.create_log(timestamp_ms)
+
     def open(self, timestamp_ms: int) -> None:
-        self.core.open(self._store.create_log(timestamp_ms))
+        self.core.open(self._writer(timestamp_ms))
         self.current_timestamp_ms = timestamp_ms
 
     def close(self) -> None:
@@ -69,7 +73,7 @@ class NativeLog:
         failure = self.core.failure
         if failure is not None:
             raise failure
-        self.core.roll(self._store.create_log(timestamp_ms))
+        self.core.roll(self._writer(timestamp_ms))
         self.current_timestamp_ms = timestamp_ms
 
     def wait(self, ticket: int, timeout_s: float | None = None) -> None:
@@ -85,6 +89,6 @@ class NativeLog:
         self.core.remove_listener(listener)
 
     @property
-    def stats(self) -> WalStats:
+    def stats(self) -> LogStats:
         edits, syncs, written, seconds, max_batch = self.core.stats
-        return WalStats(edits, syncs, written, seconds, max_batch)
+        return LogStats(edits, syncs, written, seconds, max_batch)

@@ -68,6 +68,9 @@ class NativeStateMachine:
         found = self.core.entry(wp)
         return None if found is None else _entry(found)
 
+    def in_progress_ids(self) -> tuple[int, ...]:
+        return tuple(self.core.view()[2])
+
     def in_progress_count(self) -> int:
         return int(self.core.counts()[0])
 
@@ -79,7 +82,7 @@ class NativeStateMachine:
 
     def committing_changes(self, tx_id: int) -> ChangeSet | None:
         found = self.core.committing(tx_id)
-        return None if found is None else ChangeSet(found[0], found[1])
+        return None if found is None else ChangeSet(*found)
 
     def find_conflict(
         self, tx_id: int, changes: frozenset[bytes]
@@ -126,8 +129,14 @@ class NativeStateMachine:
     ) -> None:
         self.core.do_start(wp, visibility_upper_bound, expiration_ms, _TYPE[tx_type], client_id)
 
-    def do_committing(self, tx_id: int, changes: frozenset[bytes], client_id: str | None) -> None:
-        self.core.do_committing(tx_id, changes, client_id)
+    def do_committing(
+        self,
+        tx_id: int,
+        changes: frozenset[bytes],
+        client_id: str | None,
+        encoded: bytes | None = None,
+    ) -> None:
+        self.core.do_committing(tx_id, changes, client_id, encoded)
 
     def do_commit(
         self, tx_id: int, changes: frozenset[bytes], commit_pointer: int, add_to_committed: bool

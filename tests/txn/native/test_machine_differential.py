@@ -12,6 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from txn import native
 from txn.errors import CorruptStateError
 from txn.machine import TxStateMachine
+from txn.persist.edit_codec import encode_changes
 from txn.state import TransactionSnapshot
 from txn.transaction import TransactionType
 
@@ -52,9 +53,13 @@ class BothMachines(RuleBasedStateMachine):
     ) -> None:
         self.both("do_start", wp, vub, expiration, tx_type, client)
 
-    @rule(tx=ids, changes=keys, client=clients)
-    def committing(self, tx: int, changes: frozenset[bytes], client: str | None) -> None:
-        self.both("do_committing", tx, changes, client)
+    @rule(tx=ids, changes=keys, client=clients, ahead=st.booleans())
+    def committing(
+        self, tx: int, changes: frozenset[bytes], client: str | None, ahead: bool
+    ) -> None:
+        # a large set arrives encoded ahead of the state lock (edit_codec.encode_changes)
+        encoded = encode_changes(changes) if ahead else None
+        self.both("do_committing", tx, changes, client, encoded)
 
     @rule(tx=ids, changes=keys, pointer=ids, add=st.booleans())
     def commit(self, tx: int, changes: frozenset[bytes], pointer: int, add: bool) -> None:
@@ -116,6 +121,8 @@ class BothMachines(RuleBasedStateMachine):
             assert (py_set and (py_set.changes, py_set.client_id)) == (
                 c_set and (c_set.changes, c_set.client_id)
             )
+            if c_set is not None:  # the native set is kept encoded, as an edit writes it
+                assert c_set.encoded == encode_changes(c_set.changes)
             for changes in (frozenset({b"a"}), frozenset({b"b", b"ab", b"\xff" * 3})):
                 assert self.py.find_conflict(tx, changes) == self.c.find_conflict(tx, changes)
             for tx_type in TransactionType:

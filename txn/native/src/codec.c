@@ -148,10 +148,7 @@ void put_tx_result(Buf *b, int64_t tx_id, int64_t read_pointer, const int64_t *i
 /* -- log edits ---------------------------------------------------------------------------- */
 
 size_t record_size(const EditFields *e) {
-    size_t keys = 0;
-    if (e->changes != NULL)
-        for (Py_ssize_t i = 0; i < e->changes->n; i++)
-            keys += 4 + (size_t)PyBytes_GET_SIZE(e->changes->keys[i]);
+    size_t keys = e->changes != NULL ? (size_t)PyBytes_GET_SIZE(e->changes->blob) : 0;
     /* sequence; version; head (q i q q ? i); keys; vub; type, nTruncate, truncate time;
      * parent, nCheckpoints */
     return 8 + 1 + (8 + 4 + 8 + 8 + 1 + 4) + keys + 8 + (4 + 4 + 8) + (8 + 4);
@@ -165,13 +162,9 @@ void put_record(Buf *b, int64_t sequence, const EditFields *e) {
     put_be64(b, (uint64_t)e->expiration);
     put_be64(b, (uint64_t)e->commit_pointer);
     put_u8(b, e->can_commit ? 1 : 0);
-    Py_ssize_t nkeys = e->changes != NULL ? e->changes->n : 0;
-    put_be32(b, (uint32_t)nkeys);
-    for (Py_ssize_t i = 0; i < nkeys; i++) { /* sorted, as encode_edit writes them */
-        PyObject *key = e->changes->keys[i];
-        put_be32(b, (uint32_t)PyBytes_GET_SIZE(key));
-        put_raw(b, PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key));
-    }
+    put_be32(b, (uint32_t)(e->changes != NULL ? e->changes->n : 0));
+    if (e->changes != NULL) /* ascending, as encode_edit writes them */
+        put_raw(b, PyBytes_AS_STRING(e->changes->blob), (size_t)PyBytes_GET_SIZE(e->changes->blob));
     put_be64(b, (uint64_t)e->visibility_upper_bound);
     put_be32(b, (uint32_t)(int32_t)e->type);
     put_be32(b, 0); /* no truncated ids */

@@ -162,7 +162,9 @@ static int can_commit(const CallHead *call, const unsigned char *f, size_t n, Ma
     free(lens);
     if (cs == NULL) return PyErr_Occurred() ? -1 : 0;
     PyObject *client = NULL;
-    if (machine_find_conflict(m, tx, cs, &client) != NULL) {
+    const unsigned char *key;
+    size_t len;
+    if (machine_find_conflict(m, tx, cs, &key, &len, &client)) {
         changeset_free(cs);
         return 0;
     }
@@ -200,7 +202,10 @@ static int commit(const CallHead *call, const unsigned char *f, size_t n, Machin
     if (machine_find(m, tx) < 0) return 0;
     SetSlot *committing = machine_committing(m, tx);
     PyObject *client = NULL;
-    if (committing != NULL && machine_find_conflict(m, tx, committing->set, &client) != NULL)
+    const unsigned char *key;
+    size_t len;
+    if (committing != NULL &&
+        machine_find_conflict(m, tx, committing->set, &key, &len, &client))
         return 0;
     if (reserve_reply(reply, call, 1) < 0) return -1;
     put_reply_head(reply, call, 1);

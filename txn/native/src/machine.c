@@ -86,19 +86,18 @@ SetSlot *machine_committing(const Machine *m, int64_t tx_id) {
     return i < m->ncommitting && m->committing[i].id == tx_id ? &m->committing[i] : NULL;
 }
 
-PyObject *machine_find_conflict(const Machine *m, int64_t tx_id, const ChangeSet *cs,
-                                PyObject **client) {
-    if (cs->n == 0) return NULL;
+int machine_find_conflict(const Machine *m, int64_t tx_id, const ChangeSet *cs,
+                          const unsigned char **key, size_t *len, PyObject **client) {
+    if (cs->n == 0) return 0;
     Py_ssize_t i = slot_lower(m->committed, m->cstart, m->cend, tx_id);
     while (i < m->cend && m->committed[i].id <= tx_id) i++; /* pointers after tx_id */
     for (; i < m->cend; i++) {
-        PyObject *key = changeset_first_common(m->committed[i].set, cs);
-        if (key != NULL) {
+        if (changeset_first_common(m->committed[i].set, cs, key, len)) {
             *client = m->committed[i].set->client;
-            return key;
+            return 1;
         }
     }
-    return NULL;
+    return 0;
 }
 
 int machine_in_progress_before(const Machine *m, int64_t wp) {

@@ -54,10 +54,10 @@ extern PyTypeObject MachineType;
 Py_ssize_t machine_find(const Machine *m, int64_t wp); /* index in ip, or -1 */
 int64_t machine_first_short(const Machine *m);
 int64_t machine_next_write_pointer(const Machine *m, int64_t now_ms);
-/* The first committed key shared with `cs` by a set committed after `tx_id`, or NULL
- * (borrowed; *client gets the set's client, borrowed, maybe NULL). */
-PyObject *machine_find_conflict(const Machine *m, int64_t tx_id, const ChangeSet *cs,
-                                PyObject **client);
+/* Whether a set committed after `tx_id` shares a key with `cs`: 1 with the first such set's
+ * smallest shared key (*key, *len) and its client (borrowed, maybe NULL), else 0. */
+int machine_find_conflict(const Machine *m, int64_t tx_id, const ChangeSet *cs,
+                          const unsigned char **key, size_t *len, PyObject **client);
 SetSlot *machine_committing(const Machine *m, int64_t tx_id);
 
 /* -- transitions (txn/machine.py's do_* methods); 0, or -1 with an exception --------- */

@@ -118,7 +118,8 @@ static PyObject *m_committing(Machine *m, PyObject *arg) {
     if (id == -1 && PyErr_Occurred()) return NULL;
     SetSlot *slot = machine_committing(m, id);
     if (slot == NULL) Py_RETURN_NONE;
-    return Py_BuildValue("NN", changeset_frozenset(slot->set), client_or_none(slot->set->client));
+    return Py_BuildValue("NNO", changeset_frozenset(slot->set), client_or_none(slot->set->client),
+                         slot->set->blob);
 }
 
 static PyObject *m_find_conflict(Machine *m, PyObject *args) {
@@ -128,9 +129,11 @@ static PyObject *m_find_conflict(Machine *m, PyObject *args) {
     ChangeSet *cs = changeset_from_iterable(changes, NULL);
     if (cs == NULL) return NULL;
     PyObject *client = NULL;
-    PyObject *key = machine_find_conflict(m, tx_id, cs, &client);
-    PyObject *result = key == NULL ? Py_NewRef(Py_None)
-                                   : Py_BuildValue("ON", key, client_or_none(client));
+    const unsigned char *key;
+    size_t len;
+    PyObject *result = !machine_find_conflict(m, tx_id, cs, &key, &len, &client)
+                           ? Py_NewRef(Py_None)
+                           : Py_BuildValue("y#N", key, (Py_ssize_t)len, client_or_none(client));
     changeset_free(cs);
     return result;
 }
@@ -168,11 +171,18 @@ static PyObject *m_do_start(Machine *m, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* do_committing(tx_id, changes, client, encoded=None): `encoded` is the keys as
+ * encode_changes wrote them (a large set encoded ahead of the state lock): taken as the
+ * set's blob without sorting again. */
 static PyObject *m_do_committing(Machine *m, PyObject *args) {
     long long tx_id;
-    PyObject *changes, *client;
-    if (!PyArg_ParseTuple(args, "LOO", &tx_id, &changes, &client)) return NULL;
-    ChangeSet *cs = changeset_from_iterable(changes, keep_client(client));
+    PyObject *changes, *client, *encoded = Py_None;
+    if (!PyArg_ParseTuple(args, "LOO|O", &tx_id, &changes, &client, &encoded)) return NULL;
+    Py_ssize_t n = PyObject_Length(changes);
+    if (n < 0) return NULL;
+    ChangeSet *cs = encoded == Py_None ? NULL
+                                       : changeset_from_encoded(encoded, n, keep_client(client));
+    if (cs == NULL && !PyErr_Occurred()) cs = changeset_from_iterable(changes, keep_client(client));
     if (cs == NULL || machine_committing_set(m, tx_id, cs) < 0) return NULL;
     Py_RETURN_NONE;
 }
