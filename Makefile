@@ -47,8 +47,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The whole suite on the default engine (native: make builds it), then the transaction
+# suite again on the pure-Python engine (docs/txn.md, "The native engine").
 unit: $(STAMP)
-	$(BIN)/pytest
+	@$(BIN)/python -c "import sys, txn.native as n; sys.exit(0 if n.AVAILABLE else \
+		'the native engine was not built (a C compiler and Python headers are needed)')"
+	TXN_ENGINE=native $(BIN)/pytest
+	TXN_ENGINE=python $(BIN)/pytest tests/txn tests/integration
 
 test: lint typecheck unit
 

@@ -90,6 +90,7 @@ class Log:
 class Server:
     connections: int
     stats: tuple[int, int]
+    budget: tuple[int, int]
     def __init__(
         self,
         listen_fd: int,

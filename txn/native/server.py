@@ -23,6 +23,7 @@ import logging
 import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from txn.config import ClientIdRetention, ServerConfig
@@ -33,11 +34,17 @@ from txn.native.machine import NativeStateMachine
 from txn.rpc.dispatch import Blocking, Dispatcher
 from txn.rpc.handler import TephraHandler
 
-__all__ = ["NativeThriftServer", "unsupported"]
+__all__ = ["BudgetView", "NativeThriftServer", "unsupported"]
 
 log = logging.getLogger(__name__)
 
 _RETAIN = {ClientIdRetention.OFF: 0, ClientIdRetention.ACTIVE: 1, ClientIdRetention.COMMITTED: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetView:
+    used: int
+    waiting: int
 
 
 def unsupported(config: ServerConfig) -> str | None:
@@ -68,6 +75,13 @@ class NativeThriftServer:
         self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="txn-rpc-worker")
         self._core: Server | None = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def budget(self) -> BudgetView:
+        """The frame budget now (``txn.rpc.limits.FrameBudget``'s ``used`` and
+        ``waiting``), read from the loop's thread's last state."""
+        used, waiting = self._core.budget if self._core is not None else (0, 0)
+        return BudgetView(used, waiting)
 
     @property
     def core(self) -> Server | None:

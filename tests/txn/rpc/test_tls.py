@@ -22,7 +22,7 @@ from txn.config import ServerConfig
 from txn.errors import InvalidArgumentError, TxServiceError, TxServiceUnavailableError
 from txn.rpc.client import ThriftTxClient
 from txn.rpc.retry import RetryNTimes
-from txn.rpc.server import ServerThread, ThriftServer
+from txn.rpc.server import ServerThread, new_server
 from txn.rpc.tls import ClientTls
 
 
@@ -75,7 +75,7 @@ def secured(pki: Pki) -> Iterator[tuple[TxSystem, tuple[str, int]]]:
         tls_client_ca=str(pki.ca),
     )
     with in_process_system() as s:
-        thread = ServerThread(ThriftServer(s.manager, config))
+        thread = ServerThread(new_server(s.manager, config))
         address = thread.start()
         try:
             yield s, address

@@ -128,6 +128,12 @@ static PyObject *s_complete(Server *s, PyObject *args) {
 
 static PyObject *get_connections(Server *s, void *unused) { return PyLong_FromLong(s->nconns); }
 
+static PyObject *get_budget(Server *s, void *unused) {
+    int waiting = 0;
+    for (Conn *c = s->budget_head; c != NULL; c = c->bnext) waiting++;
+    return Py_BuildValue("Li", (long long)s->budget_used, waiting);
+}
+
 static PyObject *get_stats(Server *s, void *unused) {
     return Py_BuildValue("LL", (long long)s->stat_native, (long long)s->stat_generic);
 }
@@ -142,6 +148,7 @@ static PyMethodDef methods[] = {
 
 static PyGetSetDef getset[] = {
     {"connections", (getter)get_connections, NULL, NULL, NULL},
+    {"budget", (getter)get_budget, NULL, "(frame-budget bytes held, connections waiting)", NULL},
     {"stats", (getter)get_stats, NULL, "(calls answered in C, calls sent to Python)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
