@@ -211,7 +211,7 @@ def test_the_commit_delay_waits_for_recently_answered_connections_only(
 ) -> None:
     # The rule of txn.rpc.group_commit, kept by the C loop (test_server_sync has the same
     # test for the Python server); a delay beyond the configurable 0.1 s, for slow machines
-    from txn.native.server import NativeThriftServer  # noqa: PLC0415 - only when built
+    from txn.native.server import NativeThriftServer
 
     settings = NativeThriftServer._settings
     monkeypatch.setattr(
