@@ -8,6 +8,12 @@ static PyObject *client_or_none(PyObject *client) {
 
 static PyObject *keep_client(PyObject *client) { return client == Py_None ? NULL : client; }
 
+/* A METH_O argument as an int64: 0, or -1 with an exception set. */
+static int int64_arg(PyObject *arg, long long *out) {
+    *out = PyLong_AsLongLong(arg);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
 static PyObject *tuple_of(const int64_t *v, Py_ssize_t n) {
     PyObject *t = PyTuple_New(n);
     if (t == NULL) return NULL;
@@ -77,16 +83,16 @@ static PyObject *entry_tuple(const Entry *e) {
 /* -- methods ----------------------------------------------------------------------------- */
 
 static PyObject *m_reset(Machine *m, PyObject *arg) {
-    long long pointer = PyLong_AsLongLong(arg);
-    if (pointer == -1 && PyErr_Occurred()) return NULL;
+    long long pointer;
+    if (int64_arg(arg, &pointer) < 0) return NULL;
     machine_clear(m);
     m->read_pointer = m->last_write_pointer = pointer;
     Py_RETURN_NONE;
 }
 
 static PyObject *m_next_write_pointer(Machine *m, PyObject *arg) {
-    long long now = PyLong_AsLongLong(arg);
-    if (now == -1 && PyErr_Occurred()) return NULL;
+    long long now;
+    if (int64_arg(arg, &now) < 0) return NULL;
     return PyLong_FromLongLong(machine_next_write_pointer(m, now));
 }
 
@@ -96,8 +102,8 @@ static PyObject *m_view(Machine *m, PyObject *unused) {
 }
 
 static PyObject *m_entry(Machine *m, PyObject *arg) {
-    long long wp = PyLong_AsLongLong(arg);
-    if (wp == -1 && PyErr_Occurred()) return NULL;
+    long long wp;
+    if (int64_arg(arg, &wp) < 0) return NULL;
     Py_ssize_t i = machine_find(m, wp);
     if (i < 0) Py_RETURN_NONE;
     return entry_tuple(&m->ip[i]);
@@ -108,14 +114,14 @@ static PyObject *m_counts(Machine *m, PyObject *unused) {
 }
 
 static PyObject *m_is_invalid(Machine *m, PyObject *arg) {
-    long long id = PyLong_AsLongLong(arg);
-    if (id == -1 && PyErr_Occurred()) return NULL;
+    long long id;
+    if (int64_arg(arg, &id) < 0) return NULL;
     return PyBool_FromLong(machine_is_invalid(m, id));
 }
 
 static PyObject *m_committing(Machine *m, PyObject *arg) {
-    long long id = PyLong_AsLongLong(arg);
-    if (id == -1 && PyErr_Occurred()) return NULL;
+    long long id;
+    if (int64_arg(arg, &id) < 0) return NULL;
     SetSlot *slot = machine_committing(m, id);
     if (slot == NULL) Py_RETURN_NONE;
     return Py_BuildValue("NNO", changeset_frozenset(slot->set), client_or_none(slot->set->client),
@@ -143,14 +149,14 @@ static PyObject *m_first_short(Machine *m, PyObject *unused) {
 }
 
 static PyObject *m_in_progress_before(Machine *m, PyObject *arg) {
-    long long wp = PyLong_AsLongLong(arg);
-    if (wp == -1 && PyErr_Occurred()) return NULL;
+    long long wp;
+    if (int64_arg(arg, &wp) < 0) return NULL;
     return PyBool_FromLong(machine_in_progress_before(m, wp));
 }
 
 static PyObject *m_timed_out(Machine *m, PyObject *arg) {
-    long long now = PyLong_AsLongLong(arg);
-    if (now == -1 && PyErr_Occurred()) return NULL;
+    long long now;
+    if (int64_arg(arg, &now) < 0) return NULL;
     PyObject *out = PyList_New(0);
     for (Py_ssize_t i = 0; out != NULL && i < m->nip; i++) {
         const Entry *e = &m->ip[i];
@@ -212,8 +218,8 @@ static PyObject *m_do_abort(Machine *m, PyObject *args) {
 }
 
 static PyObject *m_do_invalidate(Machine *m, PyObject *arg) {
-    long long id = PyLong_AsLongLong(arg);
-    if (id == -1 && PyErr_Occurred()) return NULL;
+    long long id;
+    if (int64_arg(arg, &id) < 0) return NULL;
     int rc = machine_invalidate(m, id);
     return rc < 0 ? NULL : PyBool_FromLong(rc);
 }
@@ -236,8 +242,8 @@ static PyObject *m_do_truncate_invalid(Machine *m, PyObject *arg) {
 }
 
 static PyObject *m_do_truncate_invalid_before(Machine *m, PyObject *arg) {
-    long long time_ms = PyLong_AsLongLong(arg);
-    if (time_ms == -1 && PyErr_Occurred()) return NULL;
+    long long time_ms;
+    if (int64_arg(arg, &time_ms) < 0) return NULL;
     return PyBool_FromLong(machine_truncate_before(m, time_ms));
 }
 
