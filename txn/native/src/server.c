@@ -166,6 +166,15 @@ static void take_completions(Server *s) {
     }
 }
 
+/* Tests let time pass for the commit delay by ageing the recorded answers. */
+static void age_answers(Server *s) {
+    pthread_mutex_lock(&s->qmu);
+    double by = s->age_by;
+    s->age_by = 0;
+    pthread_mutex_unlock(&s->qmu);
+    for (Conn *c = s->answered_head; by != 0 && c != NULL; c = c->anext) c->answered_at -= by;
+}
+
 /* -- the loop ---------------------------------------------------------------------------- */
 
 static void accept_all(Server *s) {
@@ -241,6 +250,7 @@ PyObject *server_serve(Server *s, PyObject *unused) {
             } else if (tag == &SERVER_WAKE_TAG) {
                 drain_fd(s->wake_fd);
                 take_completions(s);
+                age_answers(s);
             } else if (tag == &SERVER_TIMER_TAG) {
                 drain_fd(s->timer_fd);
                 s->timer_armed = 0;

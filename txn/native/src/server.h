@@ -91,6 +91,7 @@ typedef struct {
     int timer_armed;
     pthread_mutex_t qmu; /* guards everything below */
     Completion *completions;
+    double age_by; /* tests: make every recorded answer this much older */
     int stop_requested;
     double drain_timeout_s;
     int serving, initialized;

@@ -126,7 +126,25 @@ static PyObject *s_complete(Server *s, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* age_answers(seconds): make every recorded answer older, as if that time had passed (the
+ * commit delay's tests; any thread). */
+static PyObject *s_age_answers(Server *s, PyObject *arg) {
+    double seconds = PyFloat_AsDouble(arg);
+    if (seconds == -1.0 && PyErr_Occurred()) return NULL;
+    pthread_mutex_lock(&s->qmu);
+    s->age_by += seconds;
+    pthread_mutex_unlock(&s->qmu);
+    wake(s);
+    Py_RETURN_NONE;
+}
+
 static PyObject *get_connections(Server *s, void *unused) { return PyLong_FromLong(s->nconns); }
+
+static PyObject *get_waiting(Server *s, void *unused) {
+    int n = 0;
+    for (Conn *c = s->waiting; c != NULL; c = c->wnext) n += !c->dead;
+    return PyLong_FromLong(n);
+}
 
 static PyObject *get_budget(Server *s, void *unused) {
     int waiting = 0;
@@ -143,11 +161,14 @@ static PyMethodDef methods[] = {
      "Run the loop in this thread until stop() and the connections have drained."},
     {"stop", (PyCFunction)s_stop, METH_NOARGS, "Stop accepting and drain (any thread)."},
     {"complete", (PyCFunction)s_complete, METH_VARARGS, "A deferred call's answer (any thread)."},
+    {"age_answers", (PyCFunction)s_age_answers, METH_O,
+     "Age the commit delay's recorded answers by the seconds given (tests; any thread)."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef getset[] = {
     {"connections", (getter)get_connections, NULL, NULL, NULL},
+    {"waiting", (getter)get_waiting, NULL, "connections with replies parked until durable", NULL},
     {"budget", (getter)get_budget, NULL, "(frame-budget bytes held, connections waiting)", NULL},
     {"stats", (getter)get_stats, NULL, "(calls answered in C, calls sent to Python)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
