@@ -86,7 +86,7 @@ def compare_engines(root: Path, rounds: int, seconds: float) -> dict[str, Any]:
     missing = missing_tools()
     classes = None
     if not missing:
-        _, classes = generate(root / "java", Path(__file__).parent / "java" / "TxLoad.java")
+        _, classes = generate(root / "java-engines", Path(__file__).parent / "java" / "TxLoad.java")
     section: dict[str, Any] = {"rounds": [], "notes": []}
     if program is None:
         section["notes"].append("no C compiler: no bound")
