@@ -86,15 +86,45 @@ SetSlot *machine_committing(const Machine *m, int64_t tx_id) {
     return i < m->ncommitting && m->committing[i].id == tx_id ? &m->committing[i] : NULL;
 }
 
+/* The first committed set after tx_id, or cend. */
+static Py_ssize_t committed_after(const Machine *m, int64_t tx_id) {
+    Py_ssize_t i = slot_lower(m->committed, m->cstart, m->cend, tx_id);
+    while (i < m->cend && m->committed[i].id <= tx_id) i++;
+    return i;
+}
+
 int machine_find_conflict(const Machine *m, int64_t tx_id, const ChangeSet *cs,
                           const unsigned char **key, size_t *len, PyObject **client) {
     if (cs->n == 0) return 0;
-    Py_ssize_t i = slot_lower(m->committed, m->cstart, m->cend, tx_id);
-    while (i < m->cend && m->committed[i].id <= tx_id) i++; /* pointers after tx_id */
-    for (; i < m->cend; i++) {
+    for (Py_ssize_t i = committed_after(m, tx_id); i < m->cend; i++) {
         if (changeset_first_common(m->committed[i].set, cs, key, len)) {
             *client = m->committed[i].set->client;
             return 1;
+        }
+    }
+    return 0;
+}
+
+Py_ssize_t machine_committed_keys_after(const Machine *m, int64_t tx_id) {
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = committed_after(m, tx_id); i < m->cend; i++)
+        total += m->committed[i].set->n;
+    return total;
+}
+
+int machine_find_conflict_in(const Machine *m, int64_t tx_id, PyObject *keys,
+                             const unsigned char **key, size_t *len, PyObject **client) {
+    for (Py_ssize_t i = committed_after(m, tx_id); i < m->cend; i++) {
+        const ChangeSet *cs = m->committed[i].set;
+        for (Py_ssize_t k = 0; k < cs->n; k++) { /* ascending: the first hit is the smallest */
+            *key = changeset_key(cs, k, len);
+            PyObject *candidate = PyBytes_FromStringAndSize((const char *)*key, (Py_ssize_t)*len);
+            int found = candidate == NULL ? -1 : PySet_Contains(keys, candidate);
+            Py_XDECREF(candidate);
+            if (found != 0) {
+                *client = cs->client;
+                return found;
+            }
         }
     }
     return 0;

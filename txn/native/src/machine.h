@@ -58,6 +58,12 @@ int64_t machine_next_write_pointer(const Machine *m, int64_t now_ms);
  * smallest shared key (*key, *len) and its client (borrowed, maybe NULL), else 0. */
 int machine_find_conflict(const Machine *m, int64_t tx_id, const ChangeSet *cs,
                           const unsigned char **key, size_t *len, PyObject **client);
+/* The same, for a Python set of bytes, looked up by hash: cheaper than sorting a large
+ * candidate set when the committed keys after tx_id are fewer. -1 with an exception. */
+int machine_find_conflict_in(const Machine *m, int64_t tx_id, PyObject *keys,
+                             const unsigned char **key, size_t *len, PyObject **client);
+/* How many keys the sets committed after tx_id hold. */
+Py_ssize_t machine_committed_keys_after(const Machine *m, int64_t tx_id);
 SetSlot *machine_committing(const Machine *m, int64_t tx_id);
 
 /* -- transitions (txn/machine.py's do_* methods); 0, or -1 with an exception --------- */

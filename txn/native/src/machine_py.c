@@ -132,16 +132,28 @@ static PyObject *m_find_conflict(Machine *m, PyObject *args) {
     long long tx_id;
     PyObject *changes;
     if (!PyArg_ParseTuple(args, "LO", &tx_id, &changes)) return NULL;
-    ChangeSet *cs = changeset_from_iterable(changes, NULL);
-    if (cs == NULL) return NULL;
     PyObject *client = NULL;
     const unsigned char *key;
     size_t len;
-    PyObject *result = !machine_find_conflict(m, tx_id, cs, &key, &len, &client)
-                           ? Py_NewRef(Py_None)
-                           : Py_BuildValue("y#N", key, (Py_ssize_t)len, client_or_none(client));
-    changeset_free(cs);
-    return result;
+    int found;
+    if (PyAnySet_Check(changes) &&
+        PySet_GET_SIZE(changes) > machine_committed_keys_after(m, tx_id)) {
+        /* a large set against few committed keys: look those up, do not sort the set */
+        found = machine_find_conflict_in(m, tx_id, changes, &key, &len, &client);
+    } else {
+        ChangeSet *cs = changeset_from_iterable(changes, NULL);
+        if (cs == NULL) return NULL;
+        found = machine_find_conflict(m, tx_id, cs, &key, &len, &client);
+        if (found) { /* key points into cs: copy it out before freeing */
+            PyObject *r = Py_BuildValue("y#N", key, (Py_ssize_t)len, client_or_none(client));
+            changeset_free(cs);
+            return r;
+        }
+        changeset_free(cs);
+    }
+    if (found < 0) return NULL;
+    if (found == 0) Py_RETURN_NONE;
+    return Py_BuildValue("y#N", key, (Py_ssize_t)len, client_or_none(client));
 }
 
 static PyObject *m_first_short(Machine *m, PyObject *unused) {
