@@ -47,7 +47,8 @@ class Dispatcher:
 
     def __init__(self, handler: TephraHandler) -> None:
         self.handler = handler
-        self._methods = handler.methods
+        self.methods = handler.methods
+        """The methods served (a test narrows it to emulate an older server)."""
         self._fast = FastCalls(handler).table
         self._service = tephra.TTransactionServer
 
@@ -67,7 +68,7 @@ class Dispatcher:
             return f"undecodable message header: {exc!r}"
         if mtype not in (_CALL, _ONEWAY):
             return f"message type {mtype} is not a call"
-        if api not in self._methods:
+        if api not in self.methods:
             err = TApplicationException(
                 TApplicationException.UNKNOWN_METHOD, f"Unknown function {api}"
             )
