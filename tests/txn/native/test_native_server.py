@@ -9,8 +9,7 @@ import os
 import socket
 import struct
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 from tests.fakes import FakeClock
 from tests.integration.test_thrift_wire import message, read_frame
 from tests.txn.harness import SYSTEM_CONFIG
+from tests.txn.rpc.test_server_sync import eventually
 from txn import native
 from txn.config import ServerConfig
 from txn.engine import resolve
@@ -258,12 +258,3 @@ def test_the_commit_delay_waits_for_recently_answered_connections_only(
         b.close()
         thread.stop()
         manager.stop()
-
-
-def eventually(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
