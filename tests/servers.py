@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tms.client import MessagingClient
 from tms.config import TmsConfig
+from tms.guard import TransactionStateGuard
 from tms.http.app import HttpConfig
 from tms.http.server import HttpServer, HttpServerThread
 from tms.rpc.config import RpcConfig
@@ -23,7 +24,7 @@ from txn.persist.local import LocalDirStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
 from txn.rpc.retry import RetryNTimes
-from txn.rpc.server import ServerThread, ThriftServer
+from txn.rpc.server import ServerThread, new_server
 
 
 @dataclass
@@ -50,9 +51,13 @@ def running_stack(root: Path) -> Iterator[Stack]:
         TransactionStateStore(LocalDirStorage(root / "txn")),
     )
     manager.start()
-    tx_server = ServerThread(ThriftServer(manager, ServerConfig(port=0)))
+    tx_server = ServerThread(new_server(manager, ServerConfig(port=0)))
     host, port = tx_server.start()
-    service = MessagingService(LevelDBStore(root / "tms"), TmsConfig())
+    # As deployed: transactional writes are checked against the transaction server.
+    guard_client = ThriftTxClient((host, port), retry=RetryNTimes(2), timeout_s=5)
+    service = MessagingService(
+        LevelDBStore(root / "tms"), TmsConfig(), guard=TransactionStateGuard(guard_client)
+    )
     http = HttpServerThread(HttpServer(service, HttpConfig(port=0)))
     url = http.start()
     http_port = int(url.rsplit(":", 1)[1])
@@ -68,5 +73,6 @@ def running_stack(root: Path) -> Iterator[Stack]:
         rpc.stop()
         http.stop()
         service.close()
+        guard_client.close()
         tx_server.stop()
         manager.stop()

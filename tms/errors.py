@@ -8,6 +8,9 @@
      │    └── UnsupportedOperationError  an operation the server does not know
      ├── TopicNotFoundError                                  HTTP 404
      ├── TopicAlreadyExistsError                             HTTP 409
+     ├── TransactionNotInProgressError                       HTTP 409
+     │       a transactional write (or rollback) under a write pointer the transaction
+     │       manager does not know as in progress (or, for rollback, invalid)
      ├── TmsCodecError                (also ValueError)      bytes that do not decode
      ├── UnauthenticatedError                                HTTP 401
      ├── ForbiddenError                                      HTTP 403
@@ -36,6 +39,7 @@ __all__ = [
     "TmsTransientError",
     "TopicAlreadyExistsError",
     "TopicNotFoundError",
+    "TransactionNotInProgressError",
     "TransactionServiceError",
     "TransactionTooOldError",
     "UnauthenticatedError",
@@ -85,6 +89,14 @@ class TopicAlreadyExistsError(TmsError):
     def __init__(self, topic: object, message: str | None = None) -> None:
         super().__init__(message or f"Topic {topic} already exists.")
         self.topic = topic
+
+
+class TransactionNotInProgressError(TmsError):
+    """A write pointer the transaction manager did not issue, or whose transaction is
+    no longer in progress (for rollback: committed); nothing was stored."""
+
+    status = 409
+    code = "transaction_not_in_progress"
 
 
 class TmsCodecError(TmsError, ValueError):

@@ -13,7 +13,13 @@ Contract (every method thread-safe; errors from ``tms.errors``):
   visible. ``write`` takes many of these for one topic at once (one group commit), each
   with its own outcome. Transactional publish and store are refused
   (``TransactionTooOldError``) once the transaction is older than ``tx_max_lifetime_s``:
-  its id may already have been truncated from the invalid list.
+  its id may already have been truncated from the invalid list. Every transactional
+  write, marker and rollback is checked by the ``guard`` (``tms.guard``): only pointers
+  the transaction manager issued and holds in progress (``TransactionNotInProgressError``,
+  or ``TransactionServiceError`` when it cannot be asked); without a transaction
+  service only pointers from the future are refused (``ClockGuard``).
+* ``topic_stats`` / ``namespace_stats``: what topics hold (``tms.stats``; bounded cost,
+  estimates beyond a size).
 * ``fetch`` reads with ``tms.fetcher`` semantics and returns a ``FetchResult``;
   ``bounds`` says where such a read would start and stop, reading no payloads.
 * long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
@@ -33,8 +39,9 @@ from typing import Any
 
 from tms.codec import keys
 from tms.config import TmsConfig
-from tms.errors import TmsError, TransactionTooOldError
+from tms.errors import TmsError, TopicNotFoundError, TransactionTooOldError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
+from tms.guard import ClockGuard, Use, WritePointerGuard
 from tms.metrics import TmsMetrics
 from tms.model import (
     MarkersRequest,
@@ -47,6 +54,7 @@ from tms.model import (
     TopicMetadata,
     validate_namespace,
 )
+from tms.stats import TopicStats, topic_stats
 from tms.store.kv import KeyValueStore
 from tms.store.tables import Tables
 from tms.writer import BatchStats, TopicWriter
@@ -75,6 +83,18 @@ class FetchResult:
     version: int
 
 
+def _pointers(kind: str, arg: Any) -> list[tuple[int, Use]]:
+    """The write pointers an operation writes or rolls back under, with their use."""
+    if kind in ("publish", "store"):
+        wp = arg.tx_write_pointer
+        return [] if wp is None else [(wp, Use.WRITE)]
+    if kind == "markers":
+        return [(wp, Use.MARKER) for wp in arg.write_pointers]
+    if kind == "rollback":
+        return [(arg.tx_write_pointer, Use.ROLLBACK)]
+    return []
+
+
 class MessagingService:
     """See the module docstring."""
 
@@ -85,13 +105,16 @@ class MessagingService:
         *,
         clock: Clock = SYSTEM_CLOCK,
         metrics: TmsMetrics | None = None,
+        guard: WritePointerGuard | None = None,
     ) -> None:
         self.config = config or TmsConfig()
+        self.guard = guard or ClockGuard(clock, self.config.tx_clock_skew_s)
         self.tables = Tables(store)
         self.metrics = metrics or TmsMetrics()
         self._clock = clock
         self._lock = threading.Lock()
         self._topics: dict[TopicId, TopicMetadata] = {}
+        self._epoch = self.tables.kv.epoch
         self._writers: dict[tuple[TopicId, int], TopicWriter] = {}
         self._versions: dict[TopicId, int] = {}
         self._changed = threading.Condition(self._lock)
@@ -137,6 +160,11 @@ class MessagingService:
 
     def get_topic(self, topic: TopicId) -> TopicMetadata:
         with self._lock:
+            if self._epoch != self.tables.kv.epoch:
+                # The store recovered from a failed write, which may have landed after
+                # all (a topic deleted after all): read every topic again.
+                self._epoch = self.tables.kv.epoch
+                self._topics.clear()
             cached = self._topics.get(topic)
         if cached is not None:
             return cached
@@ -155,6 +183,21 @@ class MessagingService:
 
     def list_topics(self, namespace: str) -> list[TopicId]:
         return self.tables.metadata.list_topics(validate_namespace(namespace))
+
+    def topic_stats(self, topic: TopicId) -> TopicStats:
+        """Messages, bytes, first/last publish and rate of a topic (``tms.stats``)."""
+        return topic_stats(self.tables, self.get_topic(topic), self.now_ms())
+
+    def namespace_stats(self, namespace: str) -> list[TopicStats]:
+        """``topic_stats`` of every topic of a namespace, in name order (a topic deleted
+        meanwhile is left out)."""
+        stats = []
+        for topic in self.list_topics(namespace):
+            try:
+                stats.append(self.topic_stats(topic))
+            except TopicNotFoundError:
+                continue
+        return stats
 
     # -- writing ------------------------------------------------------------------------
 
@@ -182,18 +225,26 @@ class MessagingService:
         failed with; one failing does not fail the others."""
         started = time.perf_counter()
         outcomes: list[Any] = [None] * len(operations)
-        accepted: list[int] = []
+        checked: list[int] = []
+        uses: list[tuple[int, Use]] = []
+        owners: list[int] = []  # the operation of each use
         for i, (kind, arg) in enumerate(operations):
             try:
-                if kind in ("publish", "store"):
-                    self._check_lifetime(arg.tx_write_pointer)
-                elif kind == "markers":
-                    for wp in arg.write_pointers:
+                for wp, use in _pointers(kind, arg):
+                    if use is not Use.ROLLBACK:
                         self._check_lifetime(wp)
+                    uses.append((wp, use))
+                    owners.append(i)
             except TmsError as exc:
                 outcomes[i] = exc
             else:
-                accepted.append(i)
+                checked.append(i)
+        # Only pointers the transaction manager issued (tms.guard); nothing is asked for
+        # non-transactional writes, which go on while the transaction service is down.
+        for i, refusal in zip(owners, self.guard.check(uses) if uses else (), strict=True):
+            if refusal is not None and outcomes[i] is None:
+                outcomes[i] = refusal
+        accepted = [i for i in checked if outcomes[i] is None]
         if accepted:
             try:
                 results = self._writer(topic).submit([operations[i] for i in accepted])
@@ -217,9 +268,7 @@ class MessagingService:
             raise outcome
         return outcome
 
-    def _check_lifetime(self, wp: int | None) -> None:
-        if wp is None:
-            return
+    def _check_lifetime(self, wp: int) -> None:
         started_ms = wp // MAX_TX_PER_MS
         lifetime_ms = self.config.tx_max_lifetime_s * 1000
         if started_ms + lifetime_ms <= self._clock.now_ms():
@@ -228,14 +277,17 @@ class MessagingService:
             )
 
     def _writer(self, topic: TopicId) -> TopicWriter:
+        epoch = self.tables.kv.epoch  # before the metadata is read: see TopicWriter.epoch
         metadata = self.get_topic(topic)
         key = (topic, metadata.generation)
         with self._lock:
             if self._closed:
                 raise TmsError("the messaging service is closed")
             writer = self._writers.get(key)
-            if writer is None:
-                writer = TopicWriter(self.tables, metadata, self._clock, on_batch=self._on_batch)
+            if writer is None or writer.stale:
+                writer = TopicWriter(
+                    self.tables, metadata, self._clock, on_batch=self._on_batch, epoch=epoch
+                )
                 self._writers[key] = writer
             return writer
 

@@ -5,6 +5,7 @@ in one process, on one event loop, with their state under one directory.
 * messaging service: LevelDB in ``<data>/tms``, REST on ``--http-port`` (HTTPS with
   ``--tls-cert``/``--tls-key``; bearer tokens and grants with ``--auth``) and the binary
   protocol (docs/rpc.md) on ``--rpc-port`` (TLS with the same certificate);
+* transactional writes are checked against the in-process manager (``tms.guard``);
 * cleanup runs in the background against the in-process manager; it is a pruning
   participant of the manager (``txn.prune``), whose pruning runs every
   ``prune_interval_s`` and truncates what every participant has cleaned (the invalid
@@ -49,6 +50,7 @@ from typing import Any, TypeVar
 from tms.cleanup import Cleaner, CleanupLoop
 from tms.config import TmsConfig
 from tms.errors import TmsError
+from tms.guard import TransactionStateGuard
 from tms.http.auth import Authorizer
 from tms.http.config import HttpConfig
 from tms.http.server import HttpServer, server_ssl_context
@@ -56,6 +58,8 @@ from tms.rpc.config import RpcConfig
 from tms.rpc.server import RpcServer
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from tms.txwatch import TxWatch
+from txn import engine
 from txn.config import DEFAULT_PORT, ServerConfig, TxConfig
 from txn.errors import TxError
 from txn.inmemory import InProcessTxClient, manager_pruner
@@ -65,7 +69,7 @@ from txn.persist.store import TransactionStateStore
 from txn.prune import PruningService
 from txn.rlimit import raise_open_file_limit
 from txn.rpc.handler import TephraHandler
-from txn.rpc.server import ThriftServer, new_event_loop
+from txn.rpc.server import new_event_loop, new_server
 
 __all__ = ["Launched", "main", "try_commands"]
 
@@ -100,6 +104,7 @@ def _banner(url: str, rpc: str, tx: str, args: argparse.Namespace, limits: str) 
         f"  transaction server (Tephra Thrift protocol): {tx}",
         f"  messaging service (REST, OpenAPI at {url}/v1/openapi.json): {url}",
         f"  messaging service (binary protocol): {rpc}",
+        f"  operations console: {url}/ui/",
     ]
     if args.auth is not None:
         lines.append(f"  bearer tokens and grants: {args.auth}")
@@ -163,18 +168,25 @@ async def _run(args: argparse.Namespace) -> None:
     authorizer = Authorizer.from_file(args.auth) if args.auth is not None else None
     manager = TransactionManager(tx_config, TransactionStateStore(LocalDirStorage(data / "txn")))
     manager.start()
+    tx_client = InProcessTxClient(manager)
+    guard = TransactionStateGuard(tx_client, max_age_s=tms_config.tx_state_cache_s)
     try:
-        service = MessagingService(LevelDBStore(data / "tms"), tms_config)
+        service = MessagingService(LevelDBStore(data / "tms"), tms_config, guard=guard)
     except BaseException:
         manager.stop()
         raise
-    cleaner = Cleaner(service, InProcessTxClient(manager))
+    cleaner = Cleaner(service, tx_client)
     cleanup = CleanupLoop(cleaner, service.config.cleanup_interval_s)
     # Cleanup never truncates: the manager's pruning does, below every participant's bound.
     pruner = manager_pruner(manager, [cleaner]) if tx_config.prune_enable else None
     pruning = None if pruner is None else PruningService(pruner, tx_config.prune_interval_s)
-    tx_server = ThriftServer(manager, server_config, TephraHandler(manager, pruner))
-    http_server = HttpServer(service, http_config, authorizer)
+    tx_server = new_server(manager, server_config, TephraHandler(manager, pruner))
+    watch = TxWatch(
+        InProcessTxClient(manager),
+        where="in process",
+        last_prune=(lambda: pruner.last_run) if pruner is not None else None,
+    )
+    http_server = HttpServer(service, http_config, authorizer, watch)
     rpc_server = RpcServer(
         service, rpc_config, authorizer, http_tls=http_config.tls_cert_file is not None
     )
@@ -321,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
+        engine.set_default(os.environ.get("TXN_ENGINE", "auto"))  # see txn.engine
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(_run(args))
     except (StartError, TmsError, TxError, OSError, ValueError) as exc:

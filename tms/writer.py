@@ -87,6 +87,7 @@ class TopicWriter:
         *,
         on_batch: Callable[[TopicMetadata, BatchStats], None] | None = None,
         monotonic: Callable[[], float] = time.perf_counter,
+        epoch: int | None = None,
     ) -> None:
         self.metadata = metadata
         self._tables = tables
@@ -98,6 +99,10 @@ class TopicWriter:
         self._queue: list[_Op] = []
         self._writing = False
         self._closed = False
+        # Everything this writer knows (the metadata, the positions below) is from this
+        # epoch of the store; its writes are refused once the store recovered from a
+        # failure (a failed write may have landed after all), and it is replaced.
+        self.epoch = tables.kv.epoch if epoch is None else epoch
         # Continue after every earlier generation too: a rollback token of a deleted
         # generation must never cover positions of the new one.
         last = tables.messages.last_position(self._prefix, earlier_generations=True)
@@ -196,6 +201,11 @@ class TopicWriter:
         if stats is not None and self._on_batch is not None:
             self._on_batch(self.metadata, stats)
 
+    @property
+    def stale(self) -> bool:
+        """The store recovered from a failure since this writer was made."""
+        return self.epoch != self._tables.kv.epoch
+
     def _write_batch(self, batch: list[_Op]) -> BatchStats | None:
         started = self._monotonic()
         self._now = self._clock.now_ms()  # one timestamp per batch, unless seq overflows
@@ -233,7 +243,7 @@ class TopicWriter:
         if not ops:
             return None
         try:
-            self._tables.kv.write(ops, sync=True)
+            self._tables.kv.write(ops, sync=True, epoch=self.epoch)
         except TmsError as exc:
             for op in batch:
                 if op.error is None:

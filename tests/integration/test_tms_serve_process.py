@@ -1,69 +1,27 @@
-"""``tms serve`` as a process, killed with SIGKILL under publish load over HTTP and over
-the binary protocol: every acknowledged message is there after a restart, no request
+"""``tms serve`` as a process, killed with SIGKILL under publish load (over HTTP, and over
+the binary protocol): every acknowledged message is there after a restart, no request
 half-written; SIGTERM exits 0."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import random
-import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.integration.procs import RPC_LISTENING, TmsServeProcess
 from tms.client import MessagingClient
 from tms.errors import TmsError, TopicAlreadyExistsError
 from tms.model import TopicId
 
 T = TopicId("ns", "load")
-_LISTENING = re.compile(r"listening on (http://[\d.]+:\d+)")
-_RPC_LISTENING = re.compile(r"binary protocol listening on (tms://[\d.]+:\d+)")
 
 
-class Serve:
-    def __init__(self, data_dir: Path, *, rpc: bool = False) -> None:
-        self.data_dir = data_dir
-        self.rpc = rpc
-        self.proc: subprocess.Popen[str] | None = None
-
-    def start(self) -> str:
-        """The URL the load goes to (``tms://`` with ``rpc``)."""
-        rpc = ("--rpc-port", "0") if self.rpc else ()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tms.cli", "--log-level", "WARNING", "serve",
-             "--data-dir", str(self.data_dir), "--port", "0", *rpc],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + 30
-        pattern = _RPC_LISTENING if self.rpc else _LISTENING
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            match = pattern.search(line)
-            if match:
-                return match.group(1)
-        raise RuntimeError("tms serve did not start")
-
-    def kill_if_running(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-            assert self.proc.stdout is not None
-            self.proc.stdout.close()
-
-    def stop(self, sig: int) -> int:
-        assert self.proc is not None and self.proc.stdout is not None
-        self.proc.send_signal(sig)
-        code = self.proc.wait(30)
-        self.proc.stdout.close()
-        return code
+Serve = TmsServeProcess
 
 
 def load(url: str, acked: dict[str, int], stop: threading.Event, worker: str) -> None:
@@ -85,7 +43,10 @@ def load(url: str, acked: dict[str, int], stop: threading.Event, worker: str) ->
 
 @pytest.mark.parametrize("rpc", [False, True], ids=["http", "binary"])
 def test_kill_9_under_load_and_sigterm(tmp_path: Path, rpc: bool) -> None:
-    serve = Serve(tmp_path / "data", rpc=rpc)
+    if rpc:
+        serve = Serve(tmp_path / "data", "--rpc-port", "0", listening=RPC_LISTENING)
+    else:
+        serve = Serve(tmp_path / "data")
     try:
         _rounds(serve)
     finally:

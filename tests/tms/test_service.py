@@ -1,5 +1,9 @@
 """CDAP's MessagingHttpServiceTest and MessageTableTest scenarios at the service level,
-on both backends, plus TTLs, generations and long-poll notification."""
+on both backends, plus TTLs, generations and long-poll notification.
+
+The service here has no transaction service: its guard is the default ``ClockGuard``,
+which lets these storage tests use write pointers of their own (past ones); the checks
+against a real manager are in ``test_guard.py`` and the integration tests."""
 
 from __future__ import annotations
 

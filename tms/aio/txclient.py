@@ -28,8 +28,9 @@ from thriftpy2.thrift import TApplicationException, TException
 from txn.errors import TxServiceError, TxServiceUnavailableError
 from txn.rpc import wire
 from txn.rpc.client import default_client_id
-from txn.rpc.convert import error_from_thrift, from_thrift, to_thrift
+from txn.rpc.convert import from_thrift, to_thrift
 from txn.rpc.endpoints import parse_address
+from txn.rpc.errors import error_from_thrift
 from txn.rpc.idl import tephra
 from txn.transaction import Transaction
 

@@ -15,6 +15,7 @@ from tms.errors import (
     TmsTransientError,
     TopicAlreadyExistsError,
     TopicNotFoundError,
+    TransactionNotInProgressError,
     TransactionServiceError,
     TransactionTooOldError,
     UnauthenticatedError,
@@ -41,6 +42,7 @@ ERROR_CLASSES: dict[str, type[TmsError]] = {
         ServiceUnavailableError,
         RequestTimeoutError,
         TransactionServiceError,
+        TransactionNotInProgressError,
     )
 }
 """Error code -> the class raised."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tms.client.errors import ERROR_CLASSES, error_for
+from tms.client.observe import ObserveCalls
 from tms.client.transport import Reply, Transport, TransportError
 from tms.codec import avro
 from tms.codec import json as jsonc
@@ -104,7 +105,7 @@ class _TxSource(Protocol):
     def abort(self, tx: Transaction) -> None: ...
 
 
-class MessagingClient:
+class MessagingClient(ObserveCalls):
     """See the module docstring. Thread-safe (connections are pooled per client).
 
     ``MessagingClient("tms://host:port")`` (or ``tmss://`` for TLS) makes a

@@ -243,8 +243,8 @@ class TmsStreamWriter(DataSourceStreamWriter):
         try:
             wp, count = _stage(self.options, _pairs(iterator, self.columns), pointer)
         except BaseException:
-            for tx in own:
-                client.abort(tx)
+            for tx in own:  # invalidated: its staged rows must never be shown by a marker
+                client.invalidate(tx.transaction_id)
             raise
         finally:
             client.close()
@@ -277,7 +277,7 @@ class TmsStreamWriter(DataSourceStreamWriter):
         client = ThriftTxClient(self.options.require_tx_server())
         try:
             for m in _staged(messages):
-                if m.transaction is not None:
-                    client.abort(decode_transaction(m.transaction))
+                if m.transaction is not None:  # invalidated, as in write()
+                    client.invalidate(decode_transaction(m.transaction).transaction_id)
         finally:
             client.close()

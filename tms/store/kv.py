@@ -13,7 +13,12 @@ Contract:
   in storage (LevelDB: on disk, compressed; writes still in its write buffer are not
   counted yet), for metrics only;
 * every method raises ``StorageUnavailableError`` when the medium fails or the store is
-  closed.
+  closed. A failed write may leave the store *down* (every call raising) until it has
+  recovered on its own; a write that raised may or may not be there after recovery;
+* ``epoch`` changes whenever the store recovered from a failure: anything derived from
+  earlier reads (a writer's last position, caches) must be read again. A write given
+  ``epoch`` is applied only if the store has not recovered since (else it raises
+  ``StorageUnavailableError`` and changes nothing): how a read-then-write stays safe.
 
 A store holds several tables; ``table(name)`` is a view whose keys are the table's own.
 """
@@ -32,6 +37,11 @@ WriteOp = tuple[bytes, bytes, bytes | None]
 class TableStore(Protocol):
     """One table of a ``KeyValueStore``."""
 
+    @property
+    def epoch(self) -> int:
+        """The store's ``epoch``."""
+        ...
+
     def get(self, key: bytes) -> bytes | None: ...
 
     def scan(
@@ -44,6 +54,7 @@ class TableStore(Protocol):
         deletes: Sequence[bytes] = (),
         *,
         sync: bool = True,
+        epoch: int | None = None,
     ) -> None: ...
 
     def approximate_size(self, start: bytes, stop: bytes | None) -> int: ...
@@ -52,9 +63,14 @@ class TableStore(Protocol):
 class KeyValueStore(Protocol):
     """A set of tables in one store."""
 
+    @property
+    def epoch(self) -> int:
+        """How many times the store recovered from a failure (see the module docstring)."""
+        ...
+
     def table(self, name: bytes) -> TableStore: ...
 
-    def write(self, ops: Sequence[WriteOp], *, sync: bool = True) -> None:
+    def write(self, ops: Sequence[WriteOp], *, sync: bool = True, epoch: int | None = None) -> None:
         """Apply ``ops`` atomically (see the module docstring)."""
 
     def close(self) -> None:

@@ -227,14 +227,18 @@ class MetadataTable:
             return None
         return TopicMetadata(topic, decode_metadata(value))
 
-    def _put(self, metadata: TopicMetadata) -> None:
+    def _put(self, metadata: TopicMetadata, epoch: int) -> None:
+        """Write a row computed from a read at ``epoch`` (refused if the store recovered
+        since: the read may be stale)."""
         self.store.write(
-            [(keys.metadata_key(metadata.topic), encode_metadata(metadata.properties))]
+            [(keys.metadata_key(metadata.topic), encode_metadata(metadata.properties))],
+            epoch=epoch,
         )
 
     def create(self, topic: TopicId, properties: dict[str, str]) -> TopicMetadata:
         """Create (generation 1, or one above a deleted topic's); 409 if it exists."""
         with self._lock:
+            epoch = self.store.epoch
             current = self._read(topic)
             generation = 1
             if current is not None:
@@ -242,27 +246,29 @@ class MetadataTable:
                     raise TopicAlreadyExistsError(topic)
                 generation = -current.generation + 1
             metadata = TopicMetadata(topic, {**properties, "generation": str(generation)})
-            self._put(metadata)
+            self._put(metadata, epoch)
             return metadata
 
     def update(self, topic: TopicId, properties: dict[str, str]) -> TopicMetadata:
         """Replace every property, keeping the generation; 404 if absent or deleted."""
         with self._lock:
+            epoch = self.store.epoch
             current = self._read(topic)
             if current is None or not current.exists:
                 raise TopicNotFoundError(topic)
             metadata = TopicMetadata(topic, {**properties, "generation": str(current.generation)})
-            self._put(metadata)
+            self._put(metadata, epoch)
             return metadata
 
     def delete(self, topic: TopicId) -> TopicMetadata:
         """Negate the generation (other properties stay, for cleanup); 404 if absent."""
         with self._lock:
+            epoch = self.store.epoch
             current = self._read(topic)
             if current is None or not current.exists:
                 raise TopicNotFoundError(topic)
             deleted = current.with_generation(-current.generation)
-            self._put(deleted)
+            self._put(deleted, epoch)
             return deleted
 
     def get_any(self, topic: TopicId) -> TopicMetadata:

@@ -1,3 +1,7 @@
+"""A messaging service behind HTTP on loopback port 0, with a fake clock and no
+transaction service: its write-pointer guard is the default ``ClockGuard``, so the route
+tests may use write pointers of their own (past ones)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -48,14 +48,18 @@ class GatedStore:
         self.gate.set()
         self.waiting = threading.Event()
 
+    @property
+    def epoch(self) -> int:
+        return self.inner.epoch
+
     def table(self, name: bytes) -> TableStore:
         return self.inner.table(name)
 
-    def write(self, ops: Sequence[WriteOp], *, sync: bool = True) -> None:
+    def write(self, ops: Sequence[WriteOp], *, sync: bool = True, epoch: int | None = None) -> None:
         if not self.gate.is_set():
             self.waiting.set()
             self.gate.wait(30)
-        self.inner.write(ops, sync=sync)
+        self.inner.write(ops, sync=sync, epoch=epoch)
 
     def close(self) -> None:
         self.gate.set()

@@ -128,9 +128,9 @@ class _GatedWrites:
         kv = stack.service.tables.kv
         real = kv.write
 
-        def write(ops: Sequence[WriteOp], *, sync: bool = True) -> None:
+        def write(ops: Sequence[WriteOp], *, sync: bool = True, epoch: int | None = None) -> None:
             self.gate.wait(30)
-            real(ops, sync=sync)
+            real(ops, sync=sync, epoch=epoch)
 
         monkeypatch.setattr(kv, "write", write)
 

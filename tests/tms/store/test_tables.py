@@ -47,6 +47,18 @@ def test_kv_scan_sees_one_state(kv: KeyValueStore) -> None:
     assert list(scan) == [(b"b", b"2")]
 
 
+def test_kv_write_from_another_epoch_changes_nothing(kv: KeyValueStore) -> None:
+    table = kv.table(b"x")
+    table.write([(b"a", b"1")], epoch=kv.epoch)
+    kv.write([(b"x", b"b", b"2")], epoch=kv.epoch)
+    with pytest.raises(StorageUnavailableError):
+        table.write([(b"a", b"stale")], epoch=kv.epoch + 1)
+    with pytest.raises(StorageUnavailableError):
+        kv.write([(b"x", b"c", b"stale")], epoch=kv.epoch + 1)
+    assert list(table.scan()) == [(b"a", b"1"), (b"b", b"2")]
+    assert table.epoch == kv.epoch
+
+
 def test_kv_closed_store_is_unavailable(kv: KeyValueStore) -> None:
     table = kv.table(b"x")
     kv.close()
