@@ -28,7 +28,7 @@ from tms.http.server import HttpServer
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
 from tms.model import TopicId
-from txn.rpc.server import new_event_loop
+from txms_common.loop import new_event_loop
 
 async def main() -> None:
     service = MessagingService(LevelDBStore(Path(sys.argv[1])))

@@ -15,12 +15,12 @@ from tms.http.app import HttpConfig
 from tms.http.server import HttpServer, HttpServerThread
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from txms_common.retry import RetryNTimes
 from txn.config import ServerConfig, TxConfig
 from txn.manager import TransactionManager
 from txn.persist.local import LocalDirStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 from txn.rpc.server import ServerThread, ThriftServer
 
 

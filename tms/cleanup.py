@@ -240,7 +240,7 @@ class CleanupLoop:
     """Runs a ``Cleaner`` every ``interval_s`` on a daemon thread, and on demand."""
 
     def __init__(self, cleaner: Cleaner, interval_s: float) -> None:
-        from txn.periodic import PeriodicTask  # noqa: PLC0415 - only when looping
+        from txms_common.periodic import PeriodicTask  # noqa: PLC0415 - only when looping
 
         self.cleaner = cleaner
         self._task = PeriodicTask("tms-cleanup", interval_s, self._run)

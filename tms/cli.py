@@ -160,10 +160,10 @@ def _serve(args: argparse.Namespace) -> int:
     from tms.http.server import HttpServer, server_ssl_context  # noqa: PLC0415
     from tms.service import MessagingService  # noqa: PLC0415
     from tms.store.leveldb import LevelDBStore  # noqa: PLC0415
+    from txms_common.loop import new_event_loop  # noqa: PLC0415
+    from txms_common.retry import RetryNTimes  # noqa: PLC0415
     from txn.rlimit import raise_open_file_limit  # noqa: PLC0415
     from txn.rpc.client import ThriftTxClient  # noqa: PLC0415
-    from txn.rpc.retry import RetryNTimes  # noqa: PLC0415
-    from txn.rpc.server import new_event_loop  # noqa: PLC0415
 
     tms_values, http_values = _config_tables(args.config)
     for key, value in (
@@ -305,8 +305,8 @@ def _tail(client: Any, args: argparse.Namespace) -> int:
     client.get_topic(topic)  # an unreachable service or unknown topic: fail now, not follow
     tx_client = None
     if args.tx_server:
+        from txms_common.retry import RetryWithBackoff  # noqa: PLC0415
         from txn.rpc.client import ThriftTxClient  # noqa: PLC0415
-        from txn.rpc.retry import RetryWithBackoff  # noqa: PLC0415
 
         # A few seconds of retrying (0.1 + 0.4 + 1.6 s), not the library's half minute.
         tls = client_tls(args.tx_tls_ca, args.tx_tls_cert, args.tx_tls_key)

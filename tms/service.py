@@ -55,7 +55,7 @@ from tms.model import (
 from tms.store.kv import KeyValueStore
 from tms.store.tables import Tables
 from tms.writer import BatchStats, TopicWriter
-from txn.clock import SYSTEM_CLOCK, Clock
+from txms_common.clock import SYSTEM_CLOCK, Clock
 from txn.transaction import MAX_TX_PER_MS
 
 __all__ = ["FetchResult", "MessagingService", "TopicListener", "WriteOperation"]

@@ -54,6 +54,7 @@ from tms.http.config import HttpConfig
 from tms.http.server import HttpServer, server_ssl_context
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from txms_common.loop import new_event_loop
 from txn.config import DEFAULT_PORT, ServerConfig, TxConfig
 from txn.errors import TxError
 from txn.inmemory import InProcessTxClient, manager_pruner
@@ -63,7 +64,7 @@ from txn.persist.store import TransactionStateStore
 from txn.prune import PruningService
 from txn.rlimit import raise_open_file_limit
 from txn.rpc.handler import TephraHandler
-from txn.rpc.server import ThriftServer, new_event_loop
+from txn.rpc.server import ThriftServer
 
 __all__ = ["Launched", "main", "try_commands"]
 

@@ -45,7 +45,7 @@ from tms.store.tables import (
     PayloadTable,
     Tables,
 )
-from txn.clock import Clock
+from txms_common.clock import Clock
 
 __all__ = ["BatchStats", "TopicWriter"]
 

@@ -31,6 +31,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from txms_common.loop import new_event_loop
+from txms_common.retry import RetryNTimes
 from txn.config import DEFAULT_PORT, ServerConfig, TxConfig
 from txn.errors import InvalidArgumentError, TxError
 from txn.ha.zk import DEFAULT_BASE, ZkTarget
@@ -43,8 +45,7 @@ from txn.prune import PruningService, TransactionPruner
 from txn.rlimit import raise_open_file_limit
 from txn.rpc.client import ThriftTxClient, default_client_id
 from txn.rpc.handler import TephraHandler
-from txn.rpc.retry import RetryNTimes
-from txn.rpc.server import ThriftServer, new_event_loop
+from txn.rpc.server import ThriftServer
 from txn.rpc.tls import add_client_tls_arguments, client_tls
 from txn.state import TransactionSnapshot
 

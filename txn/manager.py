@@ -31,7 +31,8 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
-from txn.clock import SYSTEM_CLOCK, Clock
+from txms_common.clock import SYSTEM_CLOCK, Clock
+from txms_common.periodic import PeriodicTask
 from txn.config import ClientIdRetention, TxConfig
 from txn.conflicts import change_key_repr
 from txn.errors import (
@@ -45,7 +46,6 @@ from txn.errors import (
     TxStorageError,
 )
 from txn.machine import TxStateMachine
-from txn.periodic import PeriodicTask
 from txn.persist.edit import TransactionEdit
 from txn.persist.edit_codec import encode_changes
 from txn.persist.store import TransactionStateStore

@@ -35,9 +35,9 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from txn.clock import SYSTEM_CLOCK, Clock
+from txms_common.clock import SYSTEM_CLOCK, Clock
+from txms_common.periodic import PeriodicTask
 from txn.errors import InvalidArgumentError
-from txn.periodic import PeriodicTask
 from txn.transaction import MAX_TX_PER_MS, Transaction
 
 __all__ = [

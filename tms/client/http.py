@@ -26,6 +26,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Protocol
 
 from tms.client.transport import Reply, Transport, TransportError
@@ -50,6 +51,7 @@ from tms.errors import (
 )
 from tms.ids import MessageId
 from tms.model import Message, RollbackDetail, TopicBounds, TopicId
+from txms_common.retry import backoff
 from txn.codec import encode_transaction
 from txn.transaction import Transaction
 
@@ -205,30 +207,28 @@ class MessagingClient:
         content_type: str | None = None,
         params: Mapping[str, str] | None = None,
     ) -> Reply:
-        attempts = self._retries + 1 if idempotent else 1
-        delay = self._backoff
+        # Pauses before each retry; none for a call that must not be sent twice.
+        delays = islice(backoff(self._backoff, 4.0), self._retries if idempotent else 0)
         timeout = timeout_s if timeout_s is not None else self._timeout
         headers = {"Content-Type": content_type} if content_type else None
-        for attempt in range(attempts):
+        while True:
             try:
                 response = self._http.request(
                     method, url, body=body, headers=headers, params=params, timeout_s=timeout
                 )
             except TransportError as exc:
-                if attempt == attempts - 1:
-                    raise ServiceUnavailableError(str(exc)) from exc
-                self._sleep(delay)
-                delay *= 4
-                continue
-            if response.status == 200:
-                return response
-            error = error_from_response(response, topic)
-            if isinstance(error, TmsTransientError) and attempt < attempts - 1:
-                self._sleep(delay)
-                delay *= 4
-                continue
-            raise error
-        raise AssertionError("unreachable")
+                error: TmsError = ServiceUnavailableError(str(exc))
+                error.__cause__ = exc
+            else:
+                if response.status == 200:
+                    return response
+                error = error_from_response(response, topic)
+                if not isinstance(error, TmsTransientError):
+                    raise error
+            delay = next(delays, None)
+            if delay is None:
+                raise error
+            self._sleep(delay)
 
     # -- topics -------------------------------------------------------------------------
 
@@ -458,8 +458,8 @@ class MessagingClient:
         """
         position = start
         first = inclusive
-        delay = self._backoff
-        held_delay = 0.01
+        reconnect = backoff(self._backoff, 4.0, cap_s=10.0)
+        held = backoff(0.01, 2.0, cap_s=1.0)
         tx: Transaction | None = None
         tx_started = 0.0
         try:
@@ -482,10 +482,9 @@ class MessagingClient:
                         wait_ms=wait_ms,
                     )
                 except ServiceUnavailableError:
-                    self._sleep(delay)
-                    delay = min(delay * 4, 10.0)
+                    self._sleep(next(reconnect))
                     continue
-                delay = self._backoff
+                reconnect = backoff(self._backoff, 4.0, cap_s=10.0)
                 yield from result.messages
                 if result.held:
                     # An entry this transaction cannot see is in the way: read on with a
@@ -493,11 +492,10 @@ class MessagingClient:
                     # first (not spinning, not skipping the entry).
                     tx_started = -float("inf")
                     if fresh and not result.messages:
-                        self._sleep(held_delay)
-                        held_delay = min(held_delay * 2, 1.0)
+                        self._sleep(next(held))
                 if result.messages:
                     position, first = result.messages[-1][0], False
-                    held_delay = 0.01
+                    held = backoff(0.01, 2.0, cap_s=1.0)
         finally:
             if tx is not None and tx_client is not None:
                 with contextlib.suppress(Exception):

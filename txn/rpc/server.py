@@ -53,6 +53,7 @@ from typing import Any
 
 from thriftpy2.thrift import TApplicationException, TMessageType
 
+from txms_common.loop import new_event_loop
 from txn.config import ServerConfig
 from txn.errors import TxError, TxStorageError
 from txn.manager import ManagerState, TransactionManager
@@ -67,7 +68,7 @@ from txn.rpc.timer import LoopTimer
 from txn.rpc.tls import server_context
 from txn.rpc.wire import encode_message, parse_call, reading
 
-__all__ = ["ServerThread", "ThriftServer", "new_event_loop"]
+__all__ = ["ServerThread", "ThriftServer"]
 
 log = logging.getLogger(__name__)
 
@@ -87,15 +88,6 @@ class _Blocking:
 _Outcome = tuple[int, bytes] | _Blocking | str
 """What a frame came to: a reply slot (ticket, framed reply), a call for a worker, or
 why the connection must close."""
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop where installed (it halves the loop's socket overhead), else asyncio's."""
-    try:
-        import uvloop  # noqa: PLC0415 - optional at run time
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 class ThriftServer:

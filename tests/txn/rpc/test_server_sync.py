@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
+from txms_common.retry import RetryNTimes
 from txn.config import ServerConfig, TxConfig
 from txn.errors import TxError, TxStorageError
 from txn.manager import ManagerState, TransactionManager
 from txn.persist.local import LocalDirStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 from txn.rpc.server import ServerThread, ThriftServer
 
 CONFIG = TxConfig(cleanup_interval_s=0, snapshot_interval_s=0)
