@@ -33,22 +33,7 @@ from tms.client.transport import Reply, Transport, TransportError
 from tms.codec import avro
 from tms.codec import json as jsonc
 from tms.codec.avro import ConsumeSpec
-from tms.errors import (
-    ForbiddenError,
-    RequestTooLargeError,
-    ServiceUnavailableError,
-    StorageUnavailableError,
-    TmsCodecError,
-    TmsError,
-    TmsInvalidArgumentError,
-    TmsTransientError,
-    TopicAlreadyExistsError,
-    TopicNotFoundError,
-    TransactionNotInProgressError,
-    TransactionServiceError,
-    TransactionTooOldError,
-    UnauthenticatedError,
-)
+from tms.errors import ServiceUnavailableError, TmsError, TmsTransientError, error_for
 from tms.ids import MessageId
 from tms.model import Message, RollbackDetail, TopicBounds, TopicId
 from txms_common.retry import backoff
@@ -56,7 +41,6 @@ from txn.codec import encode_transaction
 from txn.transaction import Transaction
 
 __all__ = [
-    "ERROR_CLASSES",
     "MarkersOutcome",
     "MessagingClient",
     "PollResult",
@@ -67,45 +51,15 @@ __all__ = [
 AVRO = "avro/binary"
 JSON = "application/json"
 
-ERROR_CLASSES: dict[str, type[TmsError]] = {
-    cls.code: cls
-    for cls in (
-        TmsError,
-        TmsInvalidArgumentError,
-        TransactionTooOldError,
-        TopicNotFoundError,
-        TopicAlreadyExistsError,
-        TmsCodecError,
-        UnauthenticatedError,
-        ForbiddenError,
-        RequestTooLargeError,
-        TmsTransientError,
-        StorageUnavailableError,
-        ServiceUnavailableError,
-        TransactionServiceError,
-        TransactionNotInProgressError,
-    )
-}
-"""Error code of the JSON error body -> the class raised."""
-
 
 def error_from_response(response: Reply, topic: object = None) -> TmsError:
-    """The ``tms`` error a non-200 response stands for."""
+    """The ``tms`` error a non-200 response stands for (``tms.errors.error_for``)."""
     try:
         body = response.json()
         code, message = body["error"], body["message"]
     except (ValueError, KeyError, TypeError):
         code, message = None, response.text or response.reason
-    cls = ERROR_CLASSES.get(code or "")
-    if cls is None:
-        cls = {
-            404: TopicNotFoundError,
-            409: TopicAlreadyExistsError,
-            400: TmsInvalidArgumentError,
-        }.get(response.status, TmsError)
-    if cls in (TopicNotFoundError, TopicAlreadyExistsError):
-        return cls(topic, message)
-    return cls(message)
+    return error_for(code, message, status=response.status, topic=topic)
 
 
 def _json(value: object) -> bytes:
