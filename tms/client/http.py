@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Protocol
 
-from tms.client.transport import Reply, Transport, TransportError
+from tms.client.transport import HttpTransport, Reply, Transport, TransportError
 from tms.codec import avro
 from tms.codec import json as jsonc
 from tms.codec.avro import ConsumeSpec
@@ -118,17 +118,22 @@ class MessagingClient:
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
         ca_bundle: str | os.PathLike[str] | None = None,
+        transport: HttpTransport | None = None,
     ) -> None:
+        """``transport``: what sends the requests (default: ``Transport`` on
+        ``base_url``, verifying HTTPS against ``ca_bundle``)."""
         self.base_url = base_url.rstrip("/")
         self._timeout = timeout_s
         self._retries = retries
         self._backoff = backoff_s
         self._sleep = sleep
         self._monotonic = monotonic
-        headers = {"User-Agent": "txms-client", "Accept-Encoding": "identity"}
+        self._headers = {"User-Agent": "txms-client", "Accept-Encoding": "identity"}
         if token:
-            headers["Authorization"] = f"Bearer {token}"
-        self._http = Transport(self.base_url, headers=headers, ca_bundle=ca_bundle)
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._http: HttpTransport = (
+            transport if transport is not None else Transport(self.base_url, ca_bundle=ca_bundle)
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -164,7 +169,7 @@ class MessagingClient:
         # Pauses before each retry; none for a call that must not be sent twice.
         delays = islice(backoff(self._backoff, 4.0), self._retries if idempotent else 0)
         timeout = timeout_s if timeout_s is not None else self._timeout
-        headers = {"Content-Type": content_type} if content_type else None
+        headers = {**self._headers, "Content-Type": content_type} if content_type else self._headers
         while True:
             try:
                 response = self._http.request(
