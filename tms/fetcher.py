@@ -9,8 +9,8 @@ Start position, in order of precedence:
   bound;
 * otherwise the oldest live message.
 
-Rows pass through the transactional filter (the rules of ``tms.filter``, inlined here):
-ACCEPT, SKIP, or HOLD, which ends the read there (``held`` becomes True). Payload-table
+Transactional entries pass through the reader's filter (``tms.filter.accept``): ACCEPT,
+SKIP, or HOLD, which ends the read there (``held`` becomes True). Payload-table
 references expand, in order, to the rows stored under the reference's write pointer,
 using the pointer's absolute value, so a non-transactional reader expands rolled-back
 references too. ``limit`` counts messages returned. Expired messages are skipped: older
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from tms.codec import keys
 from tms.codec.values import decode_message_value, decode_payload_value
 from tms.errors import TmsInvalidArgumentError
+from tms.filter import FilterResult, accept
 from tms.ids import MessageId
 from tms.model import Message, TopicBounds, TopicMetadata
 from tms.store.tables import Tables
@@ -39,6 +40,7 @@ __all__ = ["FetchRequest", "MessageFetcher", "scan_bounds"]
 
 _MAX_LIMIT = 2**31 - 1
 _NO_PAYLOAD_POSITION = bytes(10)  # write_ms = 0, p_seq = 0: an inline message
+_SKIP, _HOLD = FilterResult.SKIP, FilterResult.HOLD
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +93,7 @@ def scan_bounds(
             continue
         if tx is not None and value[0] != 0:
             ptr = decode_message_value(value).tx_write_pointer
-            if ptr is not None and ptr > 0 and not tx.is_visible(ptr) and not tx.is_invalid(ptr):
+            if accept(tx, ptr) is _HOLD:
                 held = keys.decode_message_key(key)[1:]
                 return TopicBounds(first, _position(last_key), held)
         if first is None:
@@ -146,13 +148,12 @@ class MessageFetcher:
             else:
                 entry = decode_message_value(value)
                 ptr, payload, ttl = entry.tx_write_pointer, entry.payload, entry.ttl_s
-            if tx is not None and ptr is not None:
-                if ptr < 0:
-                    continue  # rolled back (or negated by cleanup): SKIP
-                if not tx.is_visible(ptr):
-                    if tx.is_invalid(ptr):
-                        continue  # SKIP
-                    self.held = True  # in progress or newer: HOLD ends the read
+            if tx is not None and ptr is not None:  # else ACCEPT, without a call
+                verdict = accept(tx, ptr)
+                if verdict is _SKIP:
+                    continue
+                if verdict is _HOLD:
+                    self.held = True  # ends the read
                     return
             position_bytes = key[-10:]
             if ttl is not None:
