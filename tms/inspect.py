@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from tms.codec import keys
-from tms.codec.values import decode_message_value, decode_payload_value
 from tms.ids import MessageId
 from tms.model import TopicId
-from tms.store.tables import SEAL_POSITION, Tables
+from tms.store.tables import Tables
 
 __all__ = ["inspect_topic"]
 
@@ -29,51 +28,48 @@ def inspect_topic(
     count = 0
     for generation in range(1, abs(metadata.generation) + 1):
         prefix = keys.topic_prefix(topic, generation)
-        for key, value in tables.messages.rows(prefix, (start_ms, 0)):
-            _gen, publish_ms, seq = keys.decode_message_key(key)
-            if end_ms is not None and publish_ms >= end_ms:
+        for row in tables.messages.scan(prefix, (start_ms, 0)):
+            if end_ms is not None and row.publish_ms >= end_ms:
                 break
             if count >= limit:
                 return _report(metadata.generation, rows, truncated=True)
             count += 1
-            entry = decode_message_value(value)
+            entry = row.entry
             ptr = entry.tx_write_pointer
-            row: dict[str, Any] = {
-                "table": "message",
-                "generation": generation,
-                "publish_ms": publish_ms,
-                "seq": seq,
-                "id": MessageId(publish_ms, seq).hex,
-                "kind": "plain"
-                if ptr is None
-                else ("reference" if entry.is_reference else "transactional"),
-                "tx_write_pointer": abs(ptr) if ptr is not None else None,
-                "rolled_back": ptr is not None and ptr < 0,
-                "payload_bytes": len(entry.payload) if entry.payload is not None else None,
-                "ttl_s": entry.ttl_s,
-            }
-            rows.append(row)
+            rows.append(
+                {
+                    "table": "message",
+                    "generation": generation,
+                    "publish_ms": row.publish_ms,
+                    "seq": row.seq,
+                    "id": MessageId(row.publish_ms, row.seq).hex,
+                    "kind": "plain"
+                    if ptr is None
+                    else ("reference" if entry.is_reference else "transactional"),
+                    "tx_write_pointer": abs(ptr) if ptr is not None else None,
+                    "rolled_back": ptr is not None and ptr < 0,
+                    "payload_bytes": len(entry.payload) if entry.payload is not None else None,
+                    "ttl_s": entry.ttl_s,
+                }
+            )
             if entry.is_reference and ptr is not None:
                 rows.extend(_payload_rows(tables, prefix, generation, abs(ptr)))
     return _report(metadata.generation, rows, truncated=False)
 
 
 def _payload_rows(tables: Tables, prefix: bytes, generation: int, wp: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for key, value in tables.payloads.rows(prefix, wp):
-        _gen, _wp, write_ms, p_seq = keys.decode_payload_key(key)
-        payload, ttl = decode_payload_value(value)
-        out.append(
-            {
-                "table": "payload",
-                "generation": generation,
-                "tx_write_pointer": wp,
-                "write_ms": write_ms,
-                "seq": p_seq,
-                "payload_bytes": len(payload),
-                "ttl_s": ttl,
-            }
-        )
+    out: list[dict[str, Any]] = [
+        {
+            "table": "payload",
+            "generation": generation,
+            "tx_write_pointer": wp,
+            "write_ms": row.write_ms,
+            "seq": row.p_seq,
+            "payload_bytes": len(row.payload),
+            "ttl_s": row.ttl_s,
+        }
+        for row in tables.payloads.scan(prefix, wp)
+    ]
     seal = tables.payloads.seal_of(prefix, wp)
     if seal is not None:
         out.append(
@@ -82,7 +78,7 @@ def _payload_rows(tables: Tables, prefix: bytes, generation: int, wp: int) -> li
                 "generation": generation,
                 "tx_write_pointer": wp,
                 "seal": {"publish_ms": seal[0], "seq": seal[1]},
-                "write_ms": SEAL_POSITION[0],
+                "write_ms": keys.SEAL_POSITION[0],
             }
         )
     return out
