@@ -86,14 +86,15 @@ def scan_bounds(
     position, skip_start, _payload = _start(request, smallest)
     start = keys.pack_position(*position)
     first = last = None
-    for at, ptr, _payload_bytes, _ttl in tables.messages.entries(prefix, position):
-        if skip_start and at == start:
-            continue
-        if tx is not None and ptr is not None and accept(tx, ptr) is _HOLD:
-            return TopicBounds(_decoded(first), _decoded(last), keys.decode_position(at))
-        if first is None:
-            first = at
-        last = at
+    for chunk in tables.messages.entries(prefix, position):
+        for at, ptr, _bytes, _ttl in chunk:
+            if skip_start and at == start:
+                continue
+            if tx is not None and ptr is not None and accept(tx, ptr) is _HOLD:
+                return TopicBounds(_decoded(first), _decoded(last), keys.decode_position(at))
+            if first is None:
+                first = at
+            last = at
     return TopicBounds(_decoded(first), _decoded(last), None)
 
 
@@ -113,7 +114,6 @@ class MessageFetcher:
         self._request = request
         self._now = now_ms
         self.held = False
-        self.scanned = 0
 
     def __iter__(self) -> Iterator[Message]:
         # The hot loop of every read: rows come decoded in bulk from the codec (the common
@@ -127,47 +127,44 @@ class MessageFetcher:
         start = keys.pack_position(*position)
 
         remaining = request.limit
-        for at, ptr, payload, ttl in tables.messages.entries(prefix, position):
-            self.scanned += 1
-            at_start = at == start
-            if at_start and skip_start:
-                continue
-            if tx is not None and ptr is not None:  # else ACCEPT, without a call
-                verdict = accept(tx, ptr)
-                if verdict is _SKIP:
+        for chunk in tables.messages.entries(prefix, position):
+            for at, ptr, payload, ttl in chunk:
+                at_start = at == start
+                if at_start and skip_start:
                     continue
-                if verdict is _HOLD:
-                    self.held = True  # ends the read
-                    return
-            if ttl is not None:
-                publish_ms = keys.decode_position(at)[0]
-                if publish_ms + min(ttl * 1000, topic_ttl_ms) <= now:
+                if tx is not None and ptr is not None:  # else ACCEPT, without a call
+                    verdict = accept(tx, ptr)
+                    if verdict is _SKIP:
+                        continue
+                    if verdict is _HOLD:
+                        self.held = True  # ends the read
+                        return
+                if ttl is not None:
+                    publish_ms = keys.decode_position(at)[0]
+                    if publish_ms + min(ttl * 1000, topic_ttl_ms) <= now:
+                        continue
+                if payload is not None:
+                    yield Message((at + INLINE_PAYLOAD_POSITION, payload))
+                    remaining -= 1
+                    if remaining == 0:
+                        return
                     continue
-            if payload is not None:
-                yield Message((at + INLINE_PAYLOAD_POSITION, payload))
-                remaining -= 1
-                if remaining == 0:
-                    return
-                continue
-            assert ptr is not None
-            if at_start and payload_start is not None:
-                p_from, p_inclusive = (
-                    (payload_start.write_ms, payload_start.p_seq),
-                    request.inclusive,
-                )
-            else:
-                p_from, p_inclusive = (0, 0), True
-            p_start = keys.pack_position(*p_from)
-            for p_at, write_ms, p_payload, p_ttl in tables.payloads.entries(
-                prefix, abs(ptr), p_from
-            ):
-                if not p_inclusive and p_at == p_start:
-                    continue
-                if write_ms < smallest:
-                    continue
-                if p_ttl is not None and write_ms + min(p_ttl * 1000, topic_ttl_ms) <= now:
-                    continue
-                yield Message((at + p_at, p_payload))
-                remaining -= 1
-                if remaining == 0:
-                    return
+                assert ptr is not None
+                if at_start and payload_start is not None:
+                    p_from = (payload_start.write_ms, payload_start.p_seq)
+                    p_inclusive = request.inclusive
+                else:
+                    p_from, p_inclusive = (0, 0), True
+                p_start = keys.pack_position(*p_from)
+                for p_chunk in tables.payloads.entries(prefix, abs(ptr), p_from):
+                    for p_at, write_ms, p_payload, p_ttl in p_chunk:
+                        if not p_inclusive and p_at == p_start:
+                            continue
+                        if write_ms < smallest:
+                            continue
+                        if p_ttl is not None and write_ms + min(p_ttl * 1000, topic_ttl_ms) <= now:
+                            continue
+                        yield Message((at + p_at, p_payload))
+                        remaining -= 1
+                        if remaining == 0:
+                            return

@@ -36,6 +36,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from tms.changes import TopicChanges, TopicListener
@@ -310,7 +311,7 @@ class MessagingService:
             self._tables, metadata, request or FetchRequest(), self._clock.now_ms()
         )
         messages = list(fetcher)
-        self.metrics.fetched(topic, len(messages), sum(len(m[1]) for m in messages))
+        self.metrics.fetched(topic, len(messages), sum(map(len, map(itemgetter(1), messages))))
         self.metrics.operation("fetch", time.perf_counter() - started)
         return FetchResult(messages, fetcher.held, version)
 

@@ -17,16 +17,16 @@ Idempotency value (the outcome of a keyed ``MarkersRequest``)::
 
     write_ms(8) count(4) { tx_ptr(8) start_ms(8) start_seq(2) end_ms(8) end_seq(2) } * count
 
-Reads decode rows in bulk (``decode_message_rows``, ``decode_payload_rows``): a topic is
-read at a million rows a second, so the common value kinds are taken apart inline there,
-with the general decoders for the rest.
+Reads decode rows a chunk at a time (``decode_message_rows``, ``decode_payload_rows``): a
+topic is read at a million rows a second, so the common value kinds are taken apart
+inline there, with the general decoders for the rest.
 """
 
 from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tms.codec.keys import POSITION_SIZE
@@ -133,24 +133,25 @@ position is the key's last ``POSITION_SIZE`` bytes (``tms.codec.keys``); the pay
 None for a payload-table reference."""
 
 
-def decode_message_rows(rows: Iterable[tuple[bytes, bytes]]) -> Iterator[MessageRowView]:
-    """The ``(key, value)`` message rows as ``MessageRowView``s, in order."""
+def decode_message_rows(rows: Iterable[tuple[bytes, bytes]]) -> list[MessageRowView]:
+    """The ``(key, value)`` message rows as ``MessageRowView``s, in order (one call per
+    chunk of rows: reads decode a million rows a second)."""
+    out: list[MessageRowView] = []
+    append = out.append
     for key, value in rows:
         head = value[0]
         if head == _NON_TX:
-            yield key[-POSITION_SIZE:], None, value[1:], None
+            append((key[-POSITION_SIZE:], None, value[1:], None))
         elif head == _TX_INLINE:
-            yield (
-                key[-POSITION_SIZE:],
-                int.from_bytes(value[1:9], "big", signed=True),
-                value[9:],
-                None,
-            )
+            ptr = int.from_bytes(value[1:9], "big", signed=True)
+            append((key[-POSITION_SIZE:], ptr, value[9:], None))
         elif head == _TX_REF:
-            yield key[-POSITION_SIZE:], int.from_bytes(value[1:9], "big", signed=True), None, None
+            ptr = int.from_bytes(value[1:9], "big", signed=True)
+            append((key[-POSITION_SIZE:], ptr, None, None))
         else:
             entry = decode_message_value(value)
-            yield key[-POSITION_SIZE:], entry.tx_write_pointer, entry.payload, entry.ttl_s
+            append((key[-POSITION_SIZE:], entry.tx_write_pointer, entry.payload, entry.ttl_s))
+    return out
 
 
 PayloadRowView = tuple[bytes, int, bytes, int | None]
@@ -158,16 +159,19 @@ PayloadRowView = tuple[bytes, int, bytes, int | None]
 the key's last ``POSITION_SIZE`` bytes (write_ms, p_seq)."""
 
 
-def decode_payload_rows(rows: Iterable[tuple[bytes, bytes]]) -> Iterator[PayloadRowView]:
+def decode_payload_rows(rows: Iterable[tuple[bytes, bytes]]) -> list[PayloadRowView]:
     """The ``(key, value)`` payload rows as ``PayloadRowView``s, in order."""
+    out: list[PayloadRowView] = []
+    append = out.append
     for key, value in rows:
         position = key[-POSITION_SIZE:]
         write_ms = int.from_bytes(position[:8], "big")
         if value[0] == 0:
-            yield position, write_ms, value[1:], None
+            append((position, write_ms, value[1:], None))
         else:
             payload, ttl = decode_payload_value(value)
-            yield position, write_ms, payload, ttl
+            append((position, write_ms, payload, ttl))
+    return out
 
 
 def negate_message_value(value: bytes) -> bytes | None:

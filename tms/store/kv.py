@@ -48,6 +48,13 @@ class TableStore(Protocol):
         self, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]: ...
 
+    def scan_chunks(
+        self, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[list[tuple[bytes, bytes]]]:
+        """The rows of ``scan``, in non-empty lists: for readers that decode a chunk of
+        rows in one call."""
+        ...
+
     def write(
         self,
         puts: Sequence[tuple[bytes, bytes]] = (),

@@ -173,12 +173,14 @@ class MessageTable:
         value = self.store.get(keys.message_key(prefix, publish_ms, seq))
         return decode_message_value(value) if value is not None else None
 
-    def entries(self, prefix: bytes, start: tuple[int, int] = (0, 0)) -> Iterator[MessageRowView]:
+    def entries(
+        self, prefix: bytes, start: tuple[int, int] = (0, 0)
+    ) -> Iterator[list[MessageRowView]]:
         """The rows from (publish_ms, seq) ``start`` to the end of the topic generation, as
-        reads take them (``tms.codec.values.MessageRowView``)."""
-        return decode_message_rows(
-            self.store.scan(keys.message_key(prefix, *start), keys.stop_key_for_prefix(prefix))
-        )
+        reads take them (``tms.codec.values.MessageRowView``), a chunk at a time."""
+        start_key = keys.message_key(prefix, *start)
+        rows = self.store.scan_chunks(start_key, keys.stop_key_for_prefix(prefix))
+        return map(decode_message_rows, rows)
 
     def scan(self, prefix: bytes, start: tuple[int, int] = (0, 0)) -> Iterator[MessageRow]:
         """Decoded rows from (publish_ms, seq) ``start`` to the end of the topic generation."""
@@ -238,20 +240,25 @@ class PayloadTable:
         value = self.store.get(keys.payload_key(prefix, tx_write_pointer, *keys.SEAL_POSITION))
         return decode_seal_value(value) if value is not None else None
 
-    def _rows(
+    def _range(
         self, prefix: bytes, tx_write_pointer: int, start: tuple[int, int]
-    ) -> Iterator[tuple[bytes, bytes]]:
-        return self.store.scan(
+    ) -> tuple[bytes, bytes]:
+        """The keys of one write pointer's payload rows from ``start``, without the seal."""
+        return (
             keys.payload_key(prefix, tx_write_pointer, *start),
             keys.payload_key(prefix, tx_write_pointer, *keys.SEAL_POSITION),
         )
 
     def entries(
         self, prefix: bytes, tx_write_pointer: int, start: tuple[int, int] = (0, 0)
-    ) -> Iterator[PayloadRowView]:
+    ) -> Iterator[list[PayloadRowView]]:
         """The payload rows of one write pointer from (write_ms, p_seq) ``start``, the seal
-        row excluded, as reads take them (``tms.codec.values.PayloadRowView``)."""
-        return decode_payload_rows(self._rows(prefix, tx_write_pointer, start))
+        row excluded, as reads take them (``tms.codec.values.PayloadRowView``), a chunk at
+        a time."""
+        return map(
+            decode_payload_rows,
+            self.store.scan_chunks(*self._range(prefix, tx_write_pointer, start)),
+        )
 
     def scan(
         self,
@@ -263,7 +270,7 @@ class PayloadTable:
     ) -> Iterator[PayloadRow]:
         """Decoded rows of one write pointer from (write_ms, p_seq) ``start``, the seal row
         excluded; with ``inclusive=False`` a row exactly at ``start`` is skipped."""
-        for key, value in self._rows(prefix, tx_write_pointer, start):
+        for key, value in self.store.scan(*self._range(prefix, tx_write_pointer, start)):
             _gen, wp, write_ms, p_seq = keys.decode_payload_key(key)
             if not inclusive and (write_ms, p_seq) == start:
                 continue
