@@ -18,9 +18,10 @@ Two kinds of caller, without a thread hand-off per call:
   waits on other callers' batches after its own.
 
 ``process(items)`` sets each item's outcome on the item; it should not raise. If it does
-(a bug), every call of that batch gets the exception (``run`` raises it, the future is
-failed with it). The next leader is woken before the callers of the finished batch, so
-the next write starts as early as it can.
+(a bug, an interrupt), the leader's own call raises that exception and every other call
+of the batch fails with ``failed(exception)`` (by default the exception itself). The
+next leader is woken before the callers of the finished batch, so the next write starts
+as early as it can.
 """
 
 from __future__ import annotations
@@ -64,11 +65,16 @@ class GroupCommit(Generic[T]):
     """See the module docstring. Thread-safe."""
 
     def __init__(
-        self, process: Callable[[list[T]], None], *, executor: Executor | None = None
+        self,
+        process: Callable[[list[T]], None],
+        *,
+        executor: Executor | None = None,
+        failed: Callable[[BaseException], BaseException] = lambda exc: exc,
     ) -> None:
         """``executor`` runs leaders for ``submit``; without one only ``run`` is possible."""
         self._process = process
         self._executor = executor
+        self._failed = failed
         self._lock = threading.Lock()
         self._queue: list[_Call[T]] = []
         self._leading = False  # a thread or a worker is processing batches
@@ -86,7 +92,7 @@ class GroupCommit(Generic[T]):
         if not lead:
             wake.acquire()
         if not call.done:
-            self._lead(worker=False)
+            self._lead(worker=False, own=call)
         if call.error is not None:
             raise call.error
 
@@ -135,9 +141,9 @@ class GroupCommit(Generic[T]):
             call.error = error
         self._finish(failed)
 
-    def _lead(self, worker: bool) -> None:
+    def _lead(self, worker: bool, own: _Call[T] | None = None) -> None:
         """Process batches while leading: a ``worker`` (on the executor) while there are
-        any, a caller's thread one batch (its own)."""
+        any, a caller's thread one batch (with its ``own`` call)."""
         while True:
             with self._lock:
                 batch, self._queue = self._queue, []
@@ -147,7 +153,7 @@ class GroupCommit(Generic[T]):
             except BaseException as exc:
                 log.exception("a group commit batch failed")
                 for call in batch:
-                    call.error = exc
+                    call.error = exc if call is own else self._failed(exc)
             successor: _Call[T] | None = None
             go_on = need_worker = False
             with self._lock:

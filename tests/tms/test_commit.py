@@ -172,3 +172,33 @@ def test_without_an_executor_loop_calls_fail_and_threads_go_on() -> None:
             GroupCommit(process).submit(["x"], loop)
     finally:
         loop.close()
+
+
+def test_the_other_callers_of_a_failing_batch_get_the_mapped_error() -> None:
+    # Given a batch held while two more callers queue, and a process that will fail
+    process = Recorder()
+    commit: GroupCommit[str] = GroupCommit(process, failed=lambda exc: ValueError(f"{exc}!"))
+    outcomes: dict[str, str] = {}
+
+    def call(name: str) -> None:
+        try:
+            commit.run([name])
+        except Exception as exc:
+            outcomes[name] = f"{type(exc).__name__}: {exc}"
+
+    process.hold()
+    process.fail_with = RuntimeError("a bug")
+    first = threading.Thread(target=call, args=("a",))
+    first.start()
+    assert process.inside.wait(WAIT_S)
+    later = [threading.Thread(target=call, args=(name,)) for name in "bc"]
+    for thread in later:
+        thread.start()
+    _queued(commit, 2)
+    # When it fails
+    process.release.set()
+    for thread in [first, *later]:
+        thread.join(WAIT_S)
+    # Then each leader gets the error itself, the one it led for the mapped one
+    assert outcomes["a"] == "RuntimeError: a bug"
+    assert sorted([outcomes["b"], outcomes["c"]]) == ["RuntimeError: a bug", "ValueError: a bug!"]

@@ -18,8 +18,8 @@ does), but each keeps its own atomicity and outcome.
 <= key < stop`` (``stop`` None: to the end), ascending, or descending with
 ``reverse=True``. A scan sees one state of the store, taken at the latest when its first
 row is read — every write acknowledged before then, nothing of writes made while it is
-being consumed — so a reader never sees half of a batch. ``scan_chunks`` yields the same rows in non-empty lists, for readers
-that decode many rows per call.
+being consumed — so a reader never sees half of a batch. ``scan_chunks`` yields the same
+rows in non-empty lists, for readers that decode many rows per call.
 
 **Failure is fatal for the handle.** Every method raises ``StorageUnavailableError`` when
 the medium fails or the store is closed. After a write has failed, the engine must not
