@@ -77,6 +77,11 @@ class Operation(Protocol[R_co]):
     def apply(self, dispatch: WriteDispatch) -> R_co: ...
 
 
+def _written_under(request: StoreRequest) -> PointerUses:
+    wp = request.tx_write_pointer
+    return () if wp is None else ((wp, Use.WRITE),)
+
+
 @dataclass(frozen=True, slots=True)
 class Publish:
     """Append messages (an empty transactional request: the commit marker of the write
@@ -97,8 +102,7 @@ class Publish:
             )
 
     def uses(self) -> PointerUses:
-        wp = self.request.tx_write_pointer
-        return () if wp is None else ((wp, Use.WRITE),)
+        return _written_under(self.request)
 
     def apply(self, dispatch: WriteDispatch) -> RollbackDetail | None:
         return dispatch.publish(self)
@@ -122,8 +126,7 @@ class Store:
             )
 
     def uses(self) -> PointerUses:
-        wp = self.request.tx_write_pointer
-        return () if wp is None else ((wp, Use.WRITE),)
+        return _written_under(self.request)
 
     def apply(self, dispatch: WriteDispatch) -> None:
         return dispatch.store(self)
