@@ -128,7 +128,8 @@ class GroupCommit(Generic[T]):
             self._no_worker(exc)
 
     def _no_worker(self, error: BaseException) -> None:
-        """No worker could be started: a waiting thread leads, else the queue fails."""
+        """No worker could be started: a waiting thread leads, else the queue fails (with
+        ``failed(error)``)."""
         with self._lock:
             thread = next((c for c in self._queue if c.wake is not None), None)
             failed: list[_Call[T]] = []
@@ -138,7 +139,7 @@ class GroupCommit(Generic[T]):
             thread.wake.release()
             return
         for call in failed:
-            call.error = error
+            call.error = self._failed(error)
         self._finish(failed)
 
     def _lead(self, worker: bool, own: _Call[T] | None = None) -> None:

@@ -45,6 +45,7 @@ __all__ = [
     "TransactionTooOldError",
     "UnauthenticatedError",
     "error_for",
+    "write_interrupted",
 ]
 
 ERROR_CODES: dict[str, type[TmsError]] = {}
@@ -177,3 +178,9 @@ def error_for(code: str | None, message: str, *, status: int, topic: object = No
     if issubclass(cls, (TopicNotFoundError, TopicAlreadyExistsError)):
         return cls(topic, message)
     return cls(message)
+
+
+def write_interrupted(cause: BaseException) -> StorageUnavailableError:
+    """The error of a write whose batch failed on its way for a reason of another
+    caller's (``cause``): nothing says whether it was stored."""
+    return StorageUnavailableError(f"the write was interrupted: {cause!r}")

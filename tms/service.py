@@ -253,6 +253,8 @@ class MessagingService:
         key = (loop, topic)
         opening = self._opening.get(key)
         if opening is None:
+            if self._closed:  # its threads may be gone
+                raise TmsError("the messaging service is closed")
             opening = loop.run_in_executor(self._executor, self._writer, topic)
             self._opening[key] = opening
             opening.add_done_callback(lambda _: self._opening.pop(key, None))

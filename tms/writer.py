@@ -52,6 +52,7 @@ from tms.errors import (
     TmsError,
     TmsInvalidArgumentError,
     TransactionTooOldError,
+    write_interrupted,
 )
 from tms.guard import Use, WritePointerGuard
 from tms.model import MarkersResult, RollbackDetail, StoreRequest, TopicMetadata
@@ -105,7 +106,7 @@ class TopicWriter:
         self._monotonic = monotonic
         self.prefix = keys.topic_prefix(metadata.topic, metadata.generation)
         self._commit: GroupCommit[Ticket[object]] = GroupCommit(
-            self._write_batch, executor=executor
+            self._write_batch, executor=executor, failed=write_interrupted
         )
         self._closed = False
         self._close_lock = threading.Lock()

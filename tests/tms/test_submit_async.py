@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from tms.errors import TmsInvalidArgumentError, TopicNotFoundError
+from tms.errors import TmsError, TmsInvalidArgumentError, TopicNotFoundError
 from tms.fetcher import FetchRequest
 from tms.model import RollbackDetail, StoreRequest, TopicId
 from tms.operations import Publish, Store
@@ -130,3 +130,17 @@ def test_results_are_typed_per_operation(svc: MessagingService) -> None:
 
     detail = asyncio.run(scenario())
     assert isinstance(detail, RollbackDetail) and detail.start_seq == 0
+
+
+def test_a_closed_service_refuses_writes_with_its_own_error(store: GatedStore) -> None:
+    svc = MessagingService(store)
+    svc.create_topic(T)
+    svc.close()
+    with pytest.raises(TmsError, match="closed"):
+        svc.publish(StoreRequest.of(T, ["late"]))
+
+    async def scenario() -> None:
+        with pytest.raises(TmsError, match="closed"):
+            await svc.submit_async(Publish(StoreRequest.of(T, ["late"])))
+
+    asyncio.run(scenario())

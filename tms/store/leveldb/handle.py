@@ -44,7 +44,7 @@ from typing import Any
 import plyvel
 
 from tms.commit import GroupCommit
-from tms.errors import StorageUnavailableError
+from tms.errors import StorageUnavailableError, write_interrupted
 
 __all__ = ["DBHandle", "Fill"]
 
@@ -63,10 +63,6 @@ class _Write:
     sync: bool
     epoch: int | None
     error: StorageUnavailableError | None = None
-
-
-def _interrupted(exc: BaseException) -> StorageUnavailableError:
-    return StorageUnavailableError(f"the write was interrupted: {exc!r}")
 
 
 class DBHandle:
@@ -92,7 +88,7 @@ class DBHandle:
         self._recovering = False
         self._closed = False
         self.epoch = 0
-        self._writes: GroupCommit[_Write] = GroupCommit(self._write_now, failed=_interrupted)
+        self._writes: GroupCommit[_Write] = GroupCommit(self._write_now, failed=write_interrupted)
 
     @property
     def db(self) -> plyvel.DB:
