@@ -12,10 +12,12 @@ Two kinds of caller, without a thread hand-off per call:
   processes one itself, on its own thread;
 * an event loop (``submit``) gets a future and never blocks; when no batch is running,
   one is started on ``executor`` at the end of the loop's current turn, so calls made in
-  the same turn go out together. A leader on the executor goes on with the next batch
-  while there is one; a leader that is a caller's thread returns once its own batch is
-  done and passes the lead on (to a waiting thread, else to the executor), so no caller
-  waits on other callers' batches after its own.
+  the same turn go out together.
+
+After each batch the lead passes on: to a thread waiting in the queue, else back to the
+executor, so no caller's thread works on other callers' batches after its own, and the
+group commits of many topics share the executor's threads batch by batch (one hand-off
+per batch, never one per call).
 
 ``process(items)`` sets each item's outcome on the item; it should not raise. If it does
 (a bug, an interrupt), the leader's own call raises that exception and every other call
@@ -92,7 +94,7 @@ class GroupCommit(Generic[T]):
         if not lead:
             wake.acquire()
         if not call.done:
-            self._lead(worker=False, own=call)
+            self._lead(own=call)
         if call.error is not None:
             raise call.error
 
@@ -123,7 +125,7 @@ class GroupCommit(Generic[T]):
         if self._executor is None:  # only threads call: one of them leads
             raise AssertionError("event-loop calls queued without an executor")
         try:
-            self._executor.submit(self._lead, True)
+            self._executor.submit(self._lead)
         except RuntimeError as exc:  # the executor was shut down
             self._no_worker(exc)
 
@@ -142,36 +144,30 @@ class GroupCommit(Generic[T]):
             call.error = self._failed(error)
         self._finish(failed)
 
-    def _lead(self, worker: bool, own: _Call[T] | None = None) -> None:
-        """Process batches while leading: a ``worker`` (on the executor) while there are
-        any, a caller's thread one batch (with its ``own`` call)."""
-        while True:
-            with self._lock:
-                batch, self._queue = self._queue, []
-            items = [item for call in batch for item in call.items]
-            try:
-                self._process(items)
-            except BaseException as exc:
-                log.exception("a group commit batch failed")
-                for call in batch:
-                    call.error = exc if call is own else self._failed(exc)
-            successor: _Call[T] | None = None
-            go_on = need_worker = False
-            with self._lock:
-                if not self._queue:
-                    self._leading = False
-                elif worker:
-                    go_on = True
-                else:
-                    successor = next((c for c in self._queue if c.wake is not None), None)
-                    need_worker = successor is None
-            if successor is not None and successor.wake is not None:
-                successor.wake.release()  # first: it starts the next batch at once
-            elif need_worker:
-                self._executor_lead()
-            self._finish(batch)
-            if not go_on:
-                return
+    def _lead(self, own: _Call[T] | None = None) -> None:
+        """Process one batch (with the leading thread's ``own`` call, if it is one), then
+        pass the lead on (see the module docstring)."""
+        with self._lock:
+            batch, self._queue = self._queue, []
+        items = [item for call in batch for item in call.items]
+        try:
+            self._process(items)
+        except BaseException as exc:
+            log.exception("a group commit batch failed")
+            for call in batch:
+                call.error = exc if call is own else self._failed(exc)
+        successor: _Call[T] | None = None
+        with self._lock:
+            if self._queue:
+                successor = next((c for c in self._queue if c.wake is not None), None)
+            else:
+                self._leading = False
+            need_worker = self._leading and successor is None
+        if successor is not None and successor.wake is not None:
+            successor.wake.release()  # first: it starts the next batch at once
+        elif need_worker:
+            self._executor_lead()
+        self._finish(batch)
 
     @staticmethod
     def _finish(batch: list[_Call[T]]) -> None:

@@ -67,6 +67,8 @@ __all__ = ["FetchResult", "MessagingService", "TopicListener"]
 
 R = TypeVar("R")
 
+_WRITER_THREADS = 64
+
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
@@ -103,9 +105,10 @@ class MessagingService:
         self._opening: dict[
             tuple[asyncio.AbstractEventLoop, TopicId], asyncio.Future[TopicWriter]
         ] = {}
-        # Leads write batches for event-loop callers (one thread per topic being written
-        # at a time), and opens writers for them.
-        self._executor = ThreadPoolExecutor(thread_name_prefix="tms-writer")
+        # Leads write batches for event-loop callers, a batch at a time (as many topics
+        # as have one under way at once; threads start only as needed), and opens their
+        # writers.
+        self._executor = ThreadPoolExecutor(_WRITER_THREADS, thread_name_prefix="tms-writer")
         self._closed = False
         self.metrics.watch_topic_sizes(self.topic_sizes)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -202,3 +202,36 @@ def test_the_other_callers_of_a_failing_batch_get_the_mapped_error() -> None:
     # Then each leader gets the error itself, the one it led for the mapped one
     assert outcomes["a"] == "RuntimeError: a bug"
     assert sorted([outcomes["b"], outcomes["c"]]) == ["RuntimeError: a bug", "ValueError: a bug!"]
+
+
+def test_group_commits_sharing_an_executor_take_turns_batch_by_batch() -> None:
+    # Given two group commits on one worker thread, the first's batch held
+    order: list[str] = []
+    first, second = Recorder(), Recorder()
+    first.hold()
+
+    def recording(process: Recorder, name: str) -> Callable[[list[str]], None]:
+        def run(items: list[str]) -> None:
+            order.append(f"{name}:{','.join(items)}")
+            process(items)
+
+        return run
+
+    with ThreadPoolExecutor(1) as one:
+        a: GroupCommit[str] = GroupCommit(recording(first, "a"), executor=one)
+        b: GroupCommit[str] = GroupCommit(recording(second, "b"), executor=one)
+
+        async def scenario() -> None:
+            loop = asyncio.get_running_loop()
+            held = a.submit(["1"], loop)
+            await loop.run_in_executor(None, first.inside.wait, WAIT_S)
+            # When more comes for the first, and then for the second
+            more = a.submit(["2"], loop)
+            other = b.submit(["x"], loop)
+            await asyncio.sleep(0.01)
+            first.release.set()
+            await asyncio.gather(held, more, other)
+
+        asyncio.run(scenario())
+    # Then the second's batch went before the first's next one
+    assert order == ["a:1", "b:x", "a:2"]
