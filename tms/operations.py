@@ -22,7 +22,6 @@ A new kind of write is a class here and a method of ``WriteDispatch``, its rows 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import ClassVar, Generic, Protocol, TypeVar
 
@@ -176,14 +175,13 @@ class Ticket(Generic[R_co]):
     """One operation on its way through a batch: its result or error once the batch is
     done. Written by the batch's one leader, read by the caller after it was woken."""
 
-    __slots__ = ("_value", "error", "op", "queued_at")
+    __slots__ = ("_value", "error", "op")
 
     _value: R_co
 
     def __init__(self, op: Operation[R_co]) -> None:
         self.op = op
         self.error: TmsError | None = None
-        self.queued_at = time.perf_counter()
 
     def apply(self, dispatch: WriteDispatch) -> None:
         """Apply the operation (raises what the dispatch raised)."""
