@@ -21,7 +21,10 @@ Contract (every method thread-safe unless marked; errors from ``tms.errors``):
   only pointers from the future are refused (``ClockGuard``).
 * reads: ``read`` starts a read (``tms.fetcher`` semantics) to iterate, ``fetch`` reads
   into a ``FetchResult``, ``bounds`` says where a read would start and stop without
-  reading payloads, ``inspect`` shows the raw rows (``tms.inspect``).
+  reading payloads, ``inspect`` shows the raw rows and ``recent_messages`` the newest
+  messages with their status (``tms.inspect``).
+* ``topic_stats`` / ``namespace_stats``: what topics hold (``tms.stats``; bounded cost,
+  estimates beyond a size).
 * long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
   entries; ``wait_for_change`` blocks until it moves past a version or a timeout, and
   ``add_listener`` tells event loops without blocking a thread (``tms.changes``).
@@ -41,10 +44,11 @@ from typing import Any, TypeVar
 
 from tms.changes import TopicChanges, TopicListener
 from tms.config import TmsConfig
-from tms.errors import TmsError
+from tms.errors import TmsError, TopicNotFoundError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
 from tms.guard import ClockGuard, WritePointerGuard
-from tms.inspect import inspect_topic
+from tms.ids import MessageId
+from tms.inspect import inspect_topic, recent_messages
 from tms.metrics import TmsMetrics
 from tms.model import (
     MarkersRequest,
@@ -58,10 +62,12 @@ from tms.model import (
     validate_namespace,
 )
 from tms.operations import Markers, Operation, Publish, Rollback, Store, Ticket
+from tms.stats import TopicStats, topic_stats
 from tms.store.kv import KeyValueStore
 from tms.store.tables import PurgeCounts, Tables
 from tms.writer import BatchStats, TopicWriter
 from txms_common.clock import SYSTEM_CLOCK, Clock
+from txn.transaction import Transaction
 
 __all__ = ["FetchResult", "MessagingService", "TopicListener"]
 
@@ -173,6 +179,21 @@ class MessagingService:
 
     def list_topics(self, namespace: str) -> list[TopicId]:
         return self._tables.metadata.list_topics(validate_namespace(namespace))
+
+    def topic_stats(self, topic: TopicId) -> TopicStats:
+        """Messages, bytes, first/last publish and rate of a topic (``tms.stats``)."""
+        return topic_stats(self._tables, self.get_topic(topic), self.now_ms())
+
+    def namespace_stats(self, namespace: str) -> list[TopicStats]:
+        """``topic_stats`` of every topic of a namespace, in name order (a topic deleted
+        meanwhile is left out)."""
+        stats = []
+        for topic in self.list_topics(namespace):
+            try:
+                stats.append(self.topic_stats(topic))
+            except TopicNotFoundError:
+                continue
+        return stats
 
     # -- writing ------------------------------------------------------------------------
 
@@ -331,6 +352,21 @@ class MessagingService:
     ) -> dict[str, Any]:
         """The raw rows of every generation of ``topic`` (``tms.inspect``)."""
         return inspect_topic(self._tables, topic, start_ms, end_ms, limit)
+
+    def recent_messages(
+        self,
+        topic: TopicId,
+        *,
+        limit: int = 50,
+        before: MessageId | None = None,
+        snapshot: Transaction | None = None,
+    ) -> dict[str, Any]:
+        """The newest messages of ``topic`` with their status against ``snapshot``
+        (``tms.inspect.recent_messages``)."""
+        metadata = self.get_topic(topic)
+        return recent_messages(
+            self._tables, metadata, limit=limit, before=before, snapshot=snapshot
+        )
 
     # -- maintenance (cleanup) ------------------------------------------------------------
 
