@@ -21,6 +21,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_ticks() -> tuple[int, int]:
+    """(all, idle + iowait) CPU ticks of the whole machine so far, from ``/proc/stat``."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(values), values[3] + values[4]
+
+
 def compile_bound(root: Path) -> Path | None:
     """``benchmarks/group_commit_bound.c`` compiled into ``root``; None without a compiler."""
     compiler = shutil.which("cc") or shutil.which("gcc")
@@ -62,7 +68,8 @@ def java_cycles(
     classes: Path, address: tuple[str, int], server_pid: int, threads: int, seconds: float
 ) -> dict[str, Any]:
     """Cycles from ``threads`` Java threads (``benchmarks/java/TxLoad.java`` on the client
-    Apache Thrift generates), with the server's CPU over the measured window."""
+    Apache Thrift generates), with the server's CPU, the Java client's CPU and how many of
+    the machine's CPUs were busy over the measured window."""
     from tests.interop.__main__ import JAVA_CLASSPATH
 
     command = ["java", "-cp", f"{classes}:{JAVA_CLASSPATH}", "TxLoad", *map(str, address)]
@@ -73,9 +80,11 @@ def java_cycles(
         lines = iter(proc.stdout)
         if next(lines).strip() != "measuring":
             raise RuntimeError("TxLoad: unexpected output")
-        cpu0 = cpu_seconds(server_pid)
+        cpu0, client0, ticks0 = cpu_seconds(server_pid), cpu_seconds(proc.pid), machine_ticks()
         next(lines)
         cpu = cpu_seconds(server_pid) - cpu0
+        client = cpu_seconds(proc.pid) - client0
+        ticks, idle = (b - a for a, b in zip(ticks0, machine_ticks(), strict=True))
         run = json.loads(next(lines))
     if proc.returncode != 0:
         raise RuntimeError(f"TxLoad exited with {proc.returncode}")
@@ -88,6 +97,8 @@ def java_cycles(
         "p99_ms": run["p99_ms"],
         "server_cpus": round(cpu / run["seconds"], 2),
         "server_cpu_us_per_cycle": round(cpu / max(1, cycles) * 1e6, 1),
+        "client_cpus": round(client / run["seconds"], 2),
+        "machine_busy_cpus": round((os.cpu_count() or 1) * (1 - idle / max(1, ticks)), 2),
     }
 
 
