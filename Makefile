@@ -42,8 +42,8 @@ run: $(RUN_STAMP)
 		$(if $(TLS_CERT),--tls-cert '$(TLS_CERT)') $(if $(TLS_KEY),--tls-key '$(TLS_KEY)')
 
 lint: $(STAMP)
-	$(BIN)/ruff check txn tms pyspark_tms txms_testing tests benchmarks examples
-	$(BIN)/ruff format --check txn tms pyspark_tms txms_testing tests benchmarks examples
+	$(BIN)/ruff check txn tms txms_common pyspark_tms txms_testing tests benchmarks examples
+	$(BIN)/ruff format --check txn tms txms_common pyspark_tms txms_testing tests benchmarks examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -44,8 +44,8 @@ from typing import Any
 from benchmarks.common import new_report, run_threads, write_report
 from benchmarks.txn_engines import compare_engines
 from benchmarks.txn_external import cpu_seconds, group_commit_bound, java_sections
+from txms_common.loop import new_event_loop
 from txn import engine
-from txn.rpc.server import new_event_loop
 
 RESULTS = Path(__file__).with_name("results")
 ECHO_IDL = Path(__file__).with_name("echo.thrift")
@@ -239,8 +239,8 @@ def _make_op(kind: str, address: tuple[str, int], i: int) -> Callable[[], object
         )
         return lambda: conn.echo("ping")
 
+    from txms_common.retry import RetryNTimes
     from txn.rpc.client import ThriftTxClient
-    from txn.rpc.retry import RetryNTimes
 
     client = ThriftTxClient(address, client_id=f"bench-{i}", pool_size=1, retry=RetryNTimes(1))
     if kind == "status":

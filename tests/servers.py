@@ -18,12 +18,13 @@ from tms.rpc.config import RpcConfig
 from tms.rpc.server import RpcServer
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from tms.store.tables import Tables
+from txms_common.retry import RetryNTimes
 from txn.config import ServerConfig, TxConfig
 from txn.manager import TransactionManager
 from txn.persist.local import LocalDirStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 from txn.rpc.server import ServerThread, new_server
 
 
@@ -36,6 +37,8 @@ class Stack:
     tx_server: ServerThread
     manager: TransactionManager
     service: MessagingService
+    tables: Tables
+    """A view of the service's store, to check its rows."""
     rpc_url: str = ""
 
     def options(self, topic: str, **extra: str) -> dict[str, str]:
@@ -55,9 +58,8 @@ def running_stack(root: Path) -> Iterator[Stack]:
     host, port = tx_server.start()
     # As deployed: transactional writes are checked against the transaction server.
     guard_client = ThriftTxClient((host, port), retry=RetryNTimes(2), timeout_s=5)
-    service = MessagingService(
-        LevelDBStore(root / "tms"), TmsConfig(), guard=TransactionStateGuard(guard_client)
-    )
+    store = LevelDBStore(root / "tms")
+    service = MessagingService(store, TmsConfig(), guard=TransactionStateGuard(guard_client))
     http = HttpServerThread(HttpServer(service, HttpConfig(port=0)))
     url = http.start()
     http_port = int(url.rsplit(":", 1)[1])
@@ -66,7 +68,10 @@ def running_stack(root: Path) -> Iterator[Stack]:
     messaging = MessagingClient(url, retries=1, backoff_s=0.01)
     tx = ThriftTxClient((host, port), retry=RetryNTimes(1), timeout_s=5)
     try:
-        yield Stack(url, f"{host}:{port}", messaging, tx, tx_server, manager, service, rpc_url)
+        tables = Tables(store)
+        yield Stack(
+            url, f"{host}:{port}", messaging, tx, tx_server, manager, service, tables, rpc_url
+        )
     finally:
         messaging.close()
         tx.close()

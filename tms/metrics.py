@@ -146,15 +146,6 @@ class TmsMetrics:
             self._requests(op, "ok").inc()
             self._latency(op).observe(seconds)
 
-    def operations(self, op: str, seconds: float, ok: int, failed: int) -> None:
-        """``ok`` core operations of one batch, each done in ``seconds``, and ``failed``
-        failed ones: the same samples as as many ``operation`` calls, at the cost of one."""
-        if failed:
-            self._requests(op, "error").inc(failed)
-        if ok:
-            self._requests(op, "ok").inc(ok)
-            _observe_many(self._latency(op), seconds, ok)
-
     def http_request(self, route: str, method: str, status: int, seconds: float) -> None:
         self._http_requests(route, method, str(status)).inc()
         self._http_seconds(route).observe(seconds)
@@ -168,23 +159,6 @@ class TmsMetrics:
         """The Prometheus text format."""
         data: bytes = generate_latest(self.registry)
         return data
-
-
-def _observe_many(histogram: Any, amount: float, count: int) -> None:
-    """``count`` observations of ``amount``. prometheus_client's histogram child keeps a
-    sum and a count per bucket; without those internals, ``count`` plain observations."""
-    buckets = getattr(histogram, "_buckets", None)
-    bounds = getattr(histogram, "_upper_bounds", None)
-    total = getattr(histogram, "_sum", None)
-    if buckets is None or bounds is None or total is None:
-        for _ in range(count):
-            histogram.observe(amount)
-        return
-    total.inc(amount * count)
-    for bucket, bound in zip(buckets, bounds, strict=True):
-        if amount <= bound:
-            bucket.inc(count)
-            break
 
 
 class _TopicSizeCollector(Collector):

@@ -59,6 +59,7 @@ from tms.rpc.server import RpcServer
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
 from tms.txwatch import TxWatch
+from txms_common.loop import new_event_loop
 from txn import engine
 from txn.config import DEFAULT_PORT, ServerConfig, TxConfig
 from txn.errors import TxError
@@ -69,7 +70,7 @@ from txn.persist.store import TransactionStateStore
 from txn.prune import PruningService
 from txn.rlimit import raise_open_file_limit
 from txn.rpc.handler import TephraHandler
-from txn.rpc.server import new_event_loop, new_server
+from txn.rpc.server import new_server
 
 __all__ = ["Launched", "main", "try_commands"]
 

@@ -37,6 +37,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from txms_common.loop import new_event_loop
+from txms_common.retry import RetryNTimes
 from txn import engine
 from txn.clikit import (
     Column,
@@ -62,8 +64,7 @@ from txn.prune import PruningService, TransactionPruner
 from txn.rlimit import raise_open_file_limit
 from txn.rpc.client import ThriftTxClient, default_client_id
 from txn.rpc.handler import TephraHandler
-from txn.rpc.retry import RetryNTimes
-from txn.rpc.server import ThriftServer, new_event_loop, new_server
+from txn.rpc.server import ThriftServer, new_server
 from txn.rpc.tls import add_client_tls_arguments, client_tls
 from txn.state import TransactionSnapshot
 from txn.transaction import MAX_TX_PER_MS

@@ -33,14 +33,14 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from txn.clock import SYSTEM_CLOCK, Clock
+from txms_common.clock import SYSTEM_CLOCK, Clock
+from txms_common.periodic import PeriodicTask
 from txn.config import TxConfig
 from txn.durability import DurableLog
 from txn.engine import Engine, resolve
 from txn.errors import ManagerNotRunningError, SnapshotUnavailableError, TxStorageError
 from txn.machine import StateMachine, replay
 from txn.operations import DEFAULT_CLIENT_ID, Durable, TxOperations
-from txn.periodic import PeriodicTask
 from txn.persist.edit import TransactionEdit
 from txn.persist.store import TransactionStateStore
 from txn.state import TransactionSnapshot, WritePointerState

@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
-from txn.clock import Clock
+from txms_common.clock import Clock
 from txn.config import ClientIdRetention, TxConfig
 from txn.conflicts import change_key_repr
 from txn.durability import DurableLog

@@ -17,10 +17,10 @@ from thrift.Thrift import TMessageType, TType
 from thrift.transport import TSocket, TTransport
 
 from tests.txn.harness import TxSystem, thrift_system
+from txms_common.retry import RetryNTimes
 from txn.codec import encode_transaction
 from txn.errors import TxServiceUnavailableError
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 from txn.transaction import NO_TX_IN_PROGRESS, Transaction
 
 

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tests.fakes import FakeClock
+from txms_common.retry import RetryNTimes
 from txn.client import TxClient
 from txn.config import ServerConfig, TxConfig
 from txn.inmemory import InProcessTxClient
@@ -15,7 +16,6 @@ from txn.manager import TransactionManager
 from txn.persist.memory import MemoryStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 from txn.rpc.server import ServerThread, new_server
 
 SYSTEM_CONFIG = TxConfig(

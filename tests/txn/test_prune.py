@@ -10,13 +10,13 @@ import pytest
 
 from tests.fakes import FakeClock
 from tests.txn.harness import SYSTEM_CONFIG, in_process_system, thrift_system
+from txms_common.retry import RetryNTimes
 from txn.config import ServerConfig
 from txn.errors import InvalidArgumentError
 from txn.inmemory import manager_pruner
 from txn.prune import PruningService, ReportedBounds, TransactionPruner, inactive_tx_bound
 from txn.rpc.client import ThriftTxClient
 from txn.rpc.handler import TephraHandler
-from txn.rpc.retry import RetryNTimes
 from txn.rpc.server import ServerThread, new_server
 
 N = 1_000_000

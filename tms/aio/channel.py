@@ -17,19 +17,15 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from tms.client.channel import ChannelError, error_of
+from tms.client.channel import MIN_MAX_FRAME, ChannelError, error_of, hello_body, welcome_of
+from tms.errors import TmsError
 from tms.rpc.endpoints import Address, Endpoints
 from tms.rpc.frames import (
-    FLAG_ERROR,
-    PROTOCOL_VERSION,
     Frame,
     FrameError,
     Kind,
-    decode_body,
-    encode_body,
     encode_frame,
     read_frames,
-    rpc,
 )
 
 __all__ = ["AsyncChannel", "AsyncChannelPool"]
@@ -40,7 +36,6 @@ _RESPONSE = int(Kind.RESPONSE)
 _PONG = int(Kind.PONG)
 _GOAWAY = int(Kind.GOAWAY)
 _SWEEP_S = 0.05
-_MIN_MAX_FRAME = 64 * 1024 * 1024
 
 
 class _Protocol(asyncio.Protocol):
@@ -78,7 +73,7 @@ class AsyncChannel:
         self.address = address
         self.where = f"{address[0]}:{address[1]}"
         self.transport: asyncio.Transport | None = None
-        self.max_frame = _MIN_MAX_FRAME
+        self.max_frame = MIN_MAX_FRAME
         self.welcome: Any = None
         self.goaway: Exception | None = None
         self.last_used = monotonic()
@@ -117,17 +112,15 @@ class AsyncChannel:
             )
         except (OSError, TimeoutError, ssl.SSLError) as exc:
             raise ChannelError(f"cannot connect to {channel.where}: {exc!r}", sent=False) from exc
-        hello = rpc.Hello(version=PROTOCOL_VERSION, token=token, client_id=client_id)
         try:
-            frame = await channel.request(0, encode_body(hello), timeout_s=timeout_s)
+            frame = await channel.request(0, hello_body(token, client_id), timeout_s=timeout_s)
+            channel.welcome, channel.max_frame = welcome_of(frame)
         except ChannelError as exc:
             channel.close()
             raise ChannelError(str(exc), sent=False) from exc
-        if frame.flags & FLAG_ERROR:
+        except TmsError:
             channel.close()
-            raise error_of(frame)
-        channel.welcome = decode_body(rpc.Welcome, frame.body)
-        channel.max_frame = max(_MIN_MAX_FRAME, 2 * (channel.welcome.max_frame_bytes or 0))
+            raise
         return channel
 
     @property

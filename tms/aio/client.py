@@ -16,10 +16,19 @@ import contextlib
 import os
 from collections.abc import Iterable, Mapping
 from functools import partial
+from itertools import islice
 from typing import Any
 
 from tms.aio.channel import AsyncChannel, AsyncChannelPool
-from tms.client.channel import ChannelError, error_of, may_retry, unavailable
+from tms.client.channel import (
+    RETRY,
+    ChannelError,
+    answer_of,
+    check_retry,
+    error_of,
+    may_retry,
+    unavailable,
+)
 from tms.client.http import MarkersOutcome, MessagingClient, PollResult, RollbackToken
 from tms.client.rpc import client_ssl_context, rest_url
 from tms.errors import ServiceUnavailableError, TmsError
@@ -37,6 +46,7 @@ from tms.rpc.values import (
     rollback_range,
     token_of,
 )
+from txms_common.retry import backoff
 from txn.transaction import Transaction
 
 __all__ = ["AsyncMessagingClient"]
@@ -118,10 +128,8 @@ class AsyncMessagingClient:
         body = encode_body(request)
         retry_lost = op.idempotent if idempotent is None else idempotent
         queue_ms = max(1, int(self._timeout * 500))
-        delay = self._backoff
-        attempts = self._retries + 1
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
+        delays = islice(backoff(self._backoff, 4.0), self._retries)
+        while True:
             channel = None
             try:
                 channel = await self._pool.acquire()
@@ -132,19 +140,17 @@ class AsyncMessagingClient:
                 if channel is not None and channel.dead:
                     self._pool.discard(channel)
                     self.endpoints.failed(channel.address)
-                if last or not may_retry(exc, retry_lost):
-                    raise unavailable(op.name, exc) from exc
-                await asyncio.sleep(delay)
-                delay *= 4
-                continue
-            if not frame.flags & FLAG_ERROR:
-                return decode_body(op.response, frame.body)
-            error = error_of(frame, topic)
-            if last or not may_retry(error, retry_lost):
-                raise error
+                delay = next(delays, None)
+                check_retry(op, exc, retry_lost=retry_lost, again=delay is not None)
+            else:
+                delay = next(delays, None)
+                answer = answer_of(
+                    op, frame, topic=topic, retry_lost=retry_lost, again=delay is not None
+                )
+                if answer is not RETRY:
+                    return answer
+            assert delay is not None
             await asyncio.sleep(delay)
-            delay *= 4
-        raise AssertionError("unreachable")
 
     # -- writing --------------------------------------------------------------------------
 

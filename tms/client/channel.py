@@ -25,8 +25,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tms.client.errors import error_for
-from tms.errors import RequestTimeoutError, ServiceUnavailableError, TmsError, TmsTransientError
+from tms.errors import (
+    RequestTimeoutError,
+    ServiceUnavailableError,
+    TmsError,
+    TmsTransientError,
+    error_for,
+)
 from tms.rpc.endpoints import Address, Endpoints
 from tms.rpc.frames import (
     FLAG_ERROR,
@@ -40,15 +45,29 @@ from tms.rpc.frames import (
     read_frames,
     rpc,
 )
+from tms.rpc.ops import Op
 
-__all__ = ["Channel", "ChannelError", "ChannelPool", "error_of", "may_retry", "unavailable"]
+__all__ = [
+    "MIN_MAX_FRAME",
+    "RETRY",
+    "Channel",
+    "ChannelError",
+    "ChannelPool",
+    "answer_of",
+    "check_retry",
+    "error_of",
+    "hello_body",
+    "may_retry",
+    "unavailable",
+    "welcome_of",
+]
 
 _RESPONSE = int(Kind.RESPONSE)
 _PONG = int(Kind.PONG)
 _GOAWAY = int(Kind.GOAWAY)
 _REQUEST = int(Kind.REQUEST)
 _PING = int(Kind.PING)
-_MIN_MAX_FRAME = 64 * 1024 * 1024
+MIN_MAX_FRAME = 64 * 1024 * 1024
 """Responses up to this size are read whatever the server's own limit (a poll answers
 about half of that limit in payloads, plus ids and framing)."""
 
@@ -61,6 +80,20 @@ class ChannelError(Exception):
         self.sent = sent
 
 
+def hello_body(token: str | None, client_id: str | None) -> bytes:
+    """The body of a connection's first request."""
+    return encode_body(rpc.Hello(version=PROTOCOL_VERSION, token=token, client_id=client_id))
+
+
+def welcome_of(frame: Frame) -> tuple[Any, int]:
+    """The server's answer to the hello, and the largest response to read from it; the
+    error it refused the connection with is raised."""
+    if frame.flags & FLAG_ERROR:
+        raise error_of(frame)
+    welcome = decode_body(rpc.Welcome, frame.body)
+    return welcome, max(MIN_MAX_FRAME, 2 * (welcome.max_frame_bytes or 0))
+
+
 def error_of(frame: Frame, topic: object = None) -> TmsError:
     """The ``tms`` error an ERROR response (or GOAWAY) carries."""
     try:
@@ -70,7 +103,7 @@ def error_of(frame: Frame, topic: object = None) -> TmsError:
         code, message = None, "an error the client cannot read"
     if not isinstance(code, str) or not isinstance(message, str):
         code, message = None, str(message)
-    return error_for(code, message, 0, topic)
+    return error_for(code, message, status=0, topic=topic)
 
 
 def may_retry(failure: ChannelError | TmsError, retry_lost: bool) -> bool:
@@ -91,6 +124,30 @@ def unavailable(op: str, failure: Exception) -> ServiceUnavailableError:
     unknown = isinstance(failure, ChannelError) and failure.sent
     note = " (the outcome is unknown)" if unknown else ""
     return ServiceUnavailableError(f"{op}: {failure}{note}")
+
+
+RETRY: Any = object()
+"""What ``answer_of`` returns for an error answer the request may be sent again after."""
+
+
+def answer_of(op: Op, frame: Frame, *, topic: object = None, retry_lost: bool, again: bool) -> Any:
+    """The response struct of ``op``'s answer ``frame``; for an error answer, ``RETRY``
+    when ``again`` (attempts are left) and it may be retried (``may_retry``), else the
+    error is raised."""
+    if not frame.flags & FLAG_ERROR:
+        return decode_body(op.response, frame.body)
+    error = error_of(frame, topic)
+    if again and may_retry(error, retry_lost):
+        return RETRY
+    raise error
+
+
+def check_retry(
+    op: Op, failure: ChannelError | ServiceUnavailableError, *, retry_lost: bool, again: bool
+) -> None:
+    """Raise what a request that failed so raises, unless it may be sent again."""
+    if not again or not may_retry(failure, retry_lost):
+        raise unavailable(op.name, failure) from failure
 
 
 class _Slot:
@@ -124,7 +181,7 @@ class Channel:
         self._reading = False
         self._buf = bytearray()
         self._dead: str | None = None
-        self._max_frame = _MIN_MAX_FRAME
+        self._max_frame = MIN_MAX_FRAME
         self.welcome: Any = None
         self.goaway: TmsError | None = None
         self.last_used = monotonic()
@@ -157,17 +214,15 @@ class Channel:
             where = f"{address[0]}:{address[1]}"
             raise ChannelError(f"TLS with {where} failed: {exc}", sent=False) from exc
         channel = cls(sock, address, timeout_s=timeout_s, monotonic=monotonic)
-        hello = rpc.Hello(version=PROTOCOL_VERSION, token=token, client_id=client_id)
         try:
-            frame = channel.call(0, encode_body(hello), timeout_s=timeout_s)
+            frame = channel.call(0, hello_body(token, client_id), timeout_s=timeout_s)
+            channel.welcome, channel._max_frame = welcome_of(frame)
         except ChannelError as exc:
             channel.close()
             raise ChannelError(str(exc), sent=False) from exc
-        if frame.flags & FLAG_ERROR:
+        except TmsError:
             channel.close()
-            raise error_of(frame)
-        channel.welcome = decode_body(rpc.Welcome, frame.body)
-        channel._max_frame = max(_MIN_MAX_FRAME, 2 * (channel.welcome.max_frame_bytes or 0))
+            raise
         return channel
 
     @property

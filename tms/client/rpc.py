@@ -27,24 +27,25 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from itertools import islice
 from typing import Any
 
 from tms.client.channel import (
+    RETRY,
     Channel,
     ChannelError,
     ChannelPool,
-    error_of,
-    may_retry,
-    unavailable,
+    answer_of,
+    check_retry,
 )
 from tms.client.http import MarkersOutcome, MessagingClient, PollResult, RollbackToken
-from tms.client.transport import Transport
+from tms.client.transport import Reply, Transport
 from tms.errors import ServiceUnavailableError, TmsError
 from tms.ids import MessageId
 from tms.model import TopicBounds, TopicId
 from tms.rpc.endpoints import Endpoints, parse_url
-from tms.rpc.frames import FLAG_ERROR, decode_body, encode_body, rpc
+from tms.rpc.frames import encode_body, rpc
 from tms.rpc.ops import BY_NAME, Op
 from tms.rpc.values import (
     bounds_of,
@@ -55,6 +56,7 @@ from tms.rpc.values import (
     rollback_range,
     token_of,
 )
+from txms_common.retry import backoff
 from txn.transaction import Transaction
 
 __all__ = ["RpcMessagingClient", "client_ssl_context", "rest_url"]
@@ -87,6 +89,40 @@ def rest_url(url: str, address: tuple[str, int], welcome: Any) -> str:
     return f"{scheme}://{host}:{welcome.http_port}"
 
 
+class _RestOnDemand:
+    """``HttpTransport`` to the REST API at ``url()`` (asked on the first request: the
+    address the server announces in its hello answer, or the one given)."""
+
+    def __init__(self, url: Callable[[], str], ca_bundle: str | os.PathLike[str] | None) -> None:
+        self._url = url
+        self._ca_bundle = ca_bundle
+        self._rest: Transport | None = None
+        self._lock = threading.Lock()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        timeout_s: float,
+    ) -> Reply:
+        with self._lock:
+            if self._rest is None:
+                self._rest = Transport(self._url(), ca_bundle=self._ca_bundle)
+            rest = self._rest
+        return rest.request(
+            method, path, body=body, headers=headers, params=params, timeout_s=timeout_s
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._rest is not None:
+                self._rest.close()
+
+
 class RpcMessagingClient(MessagingClient):
     """See the module docstring. Thread-safe."""
 
@@ -108,23 +144,23 @@ class RpcMessagingClient(MessagingClient):
         shield_s: float = 1.0,
     ) -> None:
         addresses, tls = parse_url(base_url)
-        self.base_url = base_url
-        self._timeout = timeout_s
-        self._retries = retries
-        self._backoff = backoff_s
-        self._sleep = sleep
-        self._monotonic = monotonic
+        super().__init__(
+            base_url,
+            token=token,
+            timeout_s=timeout_s,
+            retries=retries,
+            backoff_s=backoff_s,
+            sleep=sleep,
+            monotonic=monotonic,
+            transport=_RestOnDemand(lambda: http_url or self._announced_url(), ca_bundle),
+        )
         self._token = token
-        self._ca_bundle = ca_bundle
         self._client_id = client_id or f"{os.getpid()}@txms-client"
         self._ssl = client_ssl_context(ca_bundle) if tls else None
         self.endpoints = Endpoints(
             addresses, shield_after=shield_after, shield_s=shield_s, monotonic=monotonic
         )
         self._pool = ChannelPool(self.endpoints, self._connect, connections)
-        self._http_url = http_url
-        self._rest: Transport | None = None
-        self._rest_lock = threading.Lock()
 
     def _connect(self, address: tuple[str, int]) -> Channel:
         return Channel.open(
@@ -138,20 +174,7 @@ class RpcMessagingClient(MessagingClient):
 
     def close(self) -> None:
         self._pool.close()
-        with self._rest_lock:
-            if self._rest is not None:
-                self._rest.close()
-
-    def _transport(self) -> Transport:
-        """The REST API, for what stays there (topic administration, inspect)."""
-        with self._rest_lock:
-            if self._rest is None:
-                url = self._http_url or self._announced_url()
-                headers = {"User-Agent": "txms-client", "Accept-Encoding": "identity"}
-                if self._token:
-                    headers["Authorization"] = f"Bearer {self._token}"
-                self._rest = Transport(url, headers=headers, ca_bundle=self._ca_bundle)
-            return self._rest
+        super().close()
 
     def _announced_url(self) -> str:
         channel = self._channel()
@@ -187,10 +210,8 @@ class RpcMessagingClient(MessagingClient):
         body = encode_body(request)
         retry_lost = op.idempotent if idempotent is None else idempotent
         queue_ms = max(1, int(self._timeout * 500))
-        delay = self._backoff
-        attempts = self._retries + 1
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
+        delays = islice(backoff(self._backoff, 4.0), self._retries)
+        while True:
             channel = None
             try:
                 channel = self._pool.acquire()
@@ -201,21 +222,17 @@ class RpcMessagingClient(MessagingClient):
                 if channel is not None and channel.dead:
                     self._pool.discard(channel)
                     self.endpoints.failed(channel.address)
-                if last or not may_retry(exc, retry_lost):
-                    raise unavailable(op.name, exc) from exc
-                delay = self._pause(delay)
-                continue
-            if not frame.flags & FLAG_ERROR:
-                return decode_body(op.response, frame.body)
-            error = error_of(frame, topic)
-            if last or not may_retry(error, retry_lost):
-                raise error
-            delay = self._pause(delay)
-        raise AssertionError("unreachable")
-
-    def _pause(self, delay: float) -> float:
-        self._sleep(delay)
-        return delay * 4
+                delay = next(delays, None)
+                check_retry(op, exc, retry_lost=retry_lost, again=delay is not None)
+            else:
+                delay = next(delays, None)
+                answer = answer_of(
+                    op, frame, topic=topic, retry_lost=retry_lost, again=delay is not None
+                )
+                if answer is not RETRY:
+                    return answer
+            assert delay is not None
+            self._sleep(delay)
 
     # -- writing --------------------------------------------------------------------------
 

@@ -1,17 +1,15 @@
 """What the binary protocol's operations do: the one module that couples the protocol to
-``MessagingService`` and to the REST service's write batching.
+``MessagingService``.
 
-Each method answers one operation of ``tms.rpc.ops.OPS`` (named by the entry's
-``handler``): it takes the decoded request struct, the request's topic, its deadline
-(``time.monotonic()``; None: none) and ``done``, and calls ``done`` exactly once, on
-the event loop, with the response struct or the ``TmsError`` it failed with.
+``dispatch`` takes an operation of ``tms.rpc.ops.OPS``, its decoded request struct, the
+request's topic, its deadline (``time.monotonic()``; None: none) and ``done``, and calls
+``done`` exactly once, on the event loop, with the response (a struct or its encoded
+body) or the ``TmsError`` it failed with.
 
-* Writes go through a ``WriteBatcher`` (``tms.http.batcher``): per topic, what arrives
-  while a batch is being written is the next batch, one synced write for all of it. A
-  write still queued when its deadline passes is dropped unwritten. With
-  ``write_on_loop`` (the default) the batch is written on the loop's thread: measured,
-  the thread hand-off cost more server CPU per request than the loop's wait for the
-  synced write costs the requests that arrive meanwhile (they form the next batch).
+* A write is the typed operation its entry makes of the request (``tms.rpc.writes``),
+  submitted from the loop to the topic's group commit (``MessagingService.submit_async``:
+  what arrives while a batch is being written is the next batch, one synced write for
+  all of it). A write still queued when its deadline passes is dropped unwritten.
 * Reads run on the worker pool; one that starts after its deadline is dropped. A poll
   with ``wait_ms`` that finds nothing waits for the topic to change (``TopicWaiters``),
   and answers at once when it is held by an uncommitted entry.
@@ -34,12 +32,13 @@ from tms.errors import (
     TmsInvalidArgumentError,
     TmsTransientError,
 )
-from tms.fetcher import FetchRequest, MessageFetcher, fetch_request_of
+from tms.fetcher import FetchRequest, fetch_request_of
 from tms.http.app import TopicWaiters
-from tms.http.batcher import WriteBatcher
-from tms.model import MarkersRequest, RollbackDetail, StoreRequest, TopicBounds, TopicId
-from tms.rpc.frames import encode_body, rpc
-from tms.rpc.values import position, rollback_detail, rollback_range
+from tms.model import TopicBounds, TopicId
+from tms.operations import Operation
+from tms.rpc.frames import rpc
+from tms.rpc.ops import Op
+from tms.rpc.values import position
 from tms.service import MessagingService
 
 __all__ = ["Backend", "Done"]
@@ -62,35 +61,7 @@ def _settle(convert: Callable[[Any], Any], done: Done, future: asyncio.Future[An
         done(response)
 
 
-def _written(convert: Callable[[Any], Any], done: Done, result: Any) -> None:
-    if isinstance(result, BaseException):
-        done(result)
-        return
-    try:
-        response = convert(result)
-    except TmsError as exc:
-        response = exc
-    done(response)
-
-
 _MESSAGE_OVERHEAD = 28  # in a PollResponse: the 20-byte id, two 4-byte lengths
-_EMPTY_BODY = encode_body(rpc.Empty())  # also a PublishResponse without a rollback range
-
-
-def _publish_response(detail: RollbackDetail | None) -> Any:
-    if detail is None:
-        return _EMPTY_BODY
-    return rpc.PublishResponse(rollback=rollback_range(detail))
-
-
-def _store_request(req: Any, topic: TopicId) -> StoreRequest:
-    payloads = req.payloads
-    if payloads is None:
-        raise TmsInvalidArgumentError("payloads are missing")
-    ttls = req.ttls
-    if ttls is not None:
-        ttls = [ttl or None for ttl in ttls]
-    return StoreRequest(topic, payloads, req.write_pointer, ttls)
 
 
 def _bounds_response(bounds: TopicBounds) -> Any:
@@ -118,7 +89,6 @@ class Backend:
         *,
         max_wait_ms: int,
         max_poll_bytes: int,
-        write_on_loop: bool = True,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.svc = service
@@ -127,11 +97,9 @@ class Backend:
         self._max_wait_ms = max_wait_ms
         self._max_poll_bytes = max_poll_bytes
         self._monotonic = monotonic
-        self._batcher = WriteBatcher(
-            service, pool, loop, monotonic=monotonic, write_on_loop=write_on_loop
-        )
         self._waiters = TopicWaiters(loop)
         self._polls: set[asyncio.Task[None]] = set()
+        self._writes: set[asyncio.Task[None]] = set()  # running: referenced until done
         service.add_listener(self._waiters.listener)
 
     def close(self) -> None:
@@ -140,30 +108,34 @@ class Backend:
         for task in list(self._polls):
             task.cancel()
 
-    # -- writes ---------------------------------------------------------------------------
+    # -- dispatch -----------------------------------------------------------------------
 
-    def _write(  # noqa: PLR0917 - the private step every write takes
-        self, topic: TopicId, kind: str, arg: Any, deadline: float | None, convert: Any, done: Done
+    def dispatch(
+        self, op: Op, req: Any, topic: TopicId, deadline: float | None, done: Done
     ) -> None:
-        self._batcher.enqueue(topic, kind, arg, partial(_written, convert, done), deadline)
+        """Do ``op`` (see the module docstring); ``TmsError`` raised here is the answer."""
+        if op.write is None:
+            getattr(self, op.handler)(req, topic, deadline, done)
+            return
+        assert op.answer is not None
+        operation = op.write(req, topic)
+        task = self._loop.create_task(self._submit(operation, op.answer, deadline, done))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
 
-    def publish(self, req: Any, topic: TopicId, deadline: float | None, done: Done) -> None:
-        request = _store_request(req, topic)
-        self._write(topic, "publish", request, deadline, _publish_response, done)
-
-    def store(self, req: Any, topic: TopicId, deadline: float | None, done: Done) -> None:
-        request = _store_request(req, topic)
-        self._write(topic, "store", request, deadline, lambda _: _EMPTY_BODY, done)
-
-    def rollback(self, req: Any, topic: TopicId, deadline: float | None, done: Done) -> None:
-        detail = rollback_detail(req.rollback)
-        self._write(topic, "rollback", detail, deadline, _rolled_back, done)
-
-    def markers(self, req: Any, topic: TopicId, deadline: float | None, done: Done) -> None:
-        if req.write_pointers is None:
-            raise TmsInvalidArgumentError("write pointers are missing")
-        request = MarkersRequest(topic, tuple(req.write_pointers), req.idempotency_key)
-        self._write(topic, "markers", request, deadline, _markers_response, done)
+    async def _submit(
+        self,
+        operation: Operation[Any],
+        answer: Callable[[Any], Any],
+        deadline: float | None,
+        done: Done,
+    ) -> None:
+        try:
+            result = await self.svc.submit_async(operation, deadline=deadline)
+            response = answer(result)
+        except TmsError as exc:
+            response = exc
+        done(response)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -234,8 +206,7 @@ class Backend:
         two length prefixes, so many small messages fill an answer too)."""
         self._in_time(deadline)
         svc = self.svc
-        metadata = svc.get_topic(topic)
-        fetcher = MessageFetcher(svc.tables, metadata, request, svc.now_ms())
+        fetcher = svc.read(topic, request)
         ids: list[bytes] = []
         payloads: list[bytes] = []
         budget = self._max_poll_bytes
@@ -249,13 +220,3 @@ class Backend:
         size -= len(ids) * _MESSAGE_OVERHEAD
         svc.metrics.fetched(topic, len(ids), size)
         return rpc.PollResponse(ids=ids, payloads=payloads, held=fetcher.held)
-
-
-def _rolled_back(count: int) -> Any:
-    return rpc.RollbackResponse(rolled_back=count)
-
-
-def _markers_response(result: Any) -> Any:
-    return rpc.MarkersResponse(
-        markers=[rollback_range(d) for d in result.details], duplicate=result.duplicate
-    )

@@ -30,12 +30,9 @@ class RpcConfig:
     frame_timeout_s: float = 30.0
     """An unfinished frame must be complete this long after its first bytes arrived."""
     worker_threads: int = 16
-    """Threads for storage calls (reads, and the writes' synced group commits)."""
+    """Threads for reads (writes go to the service's group commit, on its own threads)."""
     max_wait_ms: int = 60_000
     """Longest long-poll."""
-    write_on_loop: bool = True
-    """Write each batch of writes on the event loop's thread (it waits for the synced
-    write) rather than on a worker thread (a hand-off each way)."""
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
 

@@ -194,7 +194,7 @@ class Connection(asyncio.Protocol):
             if self._server.authorizer is not None:
                 self._authorize(topic, op.permission)
             deadline = received + frame.timeout_ms / 1000 if frame.timeout_ms else None
-            getattr(self._backend, op.handler)(req, topic, deadline, done)
+            self._backend.dispatch(op, req, topic, deadline, done)
         except Exception as exc:  # answered: a TmsError as itself, anything else as internal
             done(exc)
 

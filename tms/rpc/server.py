@@ -91,7 +91,6 @@ class RpcServer:
             loop,
             max_wait_ms=config.max_wait_ms,
             max_poll_bytes=config.max_poll_bytes,
-            write_on_loop=config.write_on_loop,
             monotonic=self.monotonic,
         )
         try:

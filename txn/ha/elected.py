@@ -35,13 +35,14 @@ from dataclasses import dataclass, replace
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError
 
+from txms_common.loop import new_event_loop
 from txn.config import ServerConfig, TxConfig
 from txn.errors import TxError
 from txn.ha.zk import ZkTarget, session, translated
 from txn.manager import ManagerState, TransactionManager
 from txn.persist.postgres import PostgresStorage
 from txn.persist.store import TransactionStateStore
-from txn.rpc.server import new_event_loop, new_server
+from txn.rpc.server import new_server
 
 __all__ = ["ElectedServer", "HaConfig"]
 

@@ -40,6 +40,7 @@ from thriftpy2.protocol.exc import TProtocolException
 from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
+from txms_common.retry import RetryStrategy, RetryWithBackoff
 from txn.config import DEFAULT_PORT
 from txn.errors import (
     TransactionNotInProgressError,
@@ -51,7 +52,6 @@ from txn.rpc.convert import from_thrift, to_thrift
 from txn.rpc.endpoints import Address, Endpoints, endpoints, parse_address
 from txn.rpc.errors import error_from_thrift
 from txn.rpc.idl import tephra
-from txn.rpc.retry import RetryStrategy, RetryWithBackoff
 from txn.rpc.tls import ClientTls
 from txn.state import WritePointerState
 from txn.transaction import Transaction

@@ -35,6 +35,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
+from txms_common.loop import new_event_loop
 from txn.config import ServerConfig
 from txn.manager import ManagerState, TransactionManager
 from txn.rpc.connection import Connection, Slot
@@ -44,18 +45,9 @@ from txn.rpc.handler import TephraHandler
 from txn.rpc.limits import FrameBudget
 from txn.rpc.tls import server_context
 
-__all__ = ["ServerThread", "ThriftServer", "TxServer", "new_event_loop", "new_server"]
+__all__ = ["ServerThread", "ThriftServer", "TxServer", "new_server"]
 
 log = logging.getLogger(__name__)
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop where installed (it halves the loop's socket overhead), else asyncio's."""
-    try:
-        import uvloop  # noqa: PLC0415 - optional at run time
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 class TxServer(Protocol):

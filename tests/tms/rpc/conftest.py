@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -39,21 +39,25 @@ T = TopicId("ns", "t")
 
 
 class GatedStore:
-    """A real store whose writes wait while the gate is closed (fault injection: a disk
-    that stalls)."""
+    """A real store whose writes wait while ``gate`` is closed, and its reads while
+    ``read_gate`` is (fault injection: a disk that stalls); ``waiting`` and
+    ``reading`` tell that one did."""
 
     def __init__(self, inner: KeyValueStore) -> None:
         self.inner = inner
         self.gate = threading.Event()
         self.gate.set()
         self.waiting = threading.Event()
+        self.read_gate = threading.Event()
+        self.read_gate.set()
+        self.reading = threading.Event()
 
     @property
     def epoch(self) -> int:
         return self.inner.epoch
 
     def table(self, name: bytes) -> TableStore:
-        return self.inner.table(name)
+        return cast(TableStore, _GatedReads(self.inner.table(name), self))
 
     def write(self, ops: Sequence[WriteOp], *, sync: bool = True, epoch: int | None = None) -> None:
         if not self.gate.is_set():
@@ -63,7 +67,29 @@ class GatedStore:
 
     def close(self) -> None:
         self.gate.set()
+        self.read_gate.set()
         self.inner.close()
+
+
+class _GatedReads:
+    """A table whose calls wait while its store's ``read_gate`` is closed."""
+
+    def __init__(self, inner: TableStore, store: GatedStore) -> None:
+        self._inner = inner
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not callable(attr):
+            return attr
+
+        def gated(*args: Any, **kwargs: Any) -> Any:
+            if not self._store.read_gate.is_set():
+                self._store.reading.set()
+                self._store.read_gate.wait(30)
+            return attr(*args, **kwargs)
+
+        return gated
 
 
 @dataclass

@@ -125,7 +125,7 @@ class _GatedWrites:
 
     def __init__(self, stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
         self.gate = threading.Event()
-        kv = stack.service.tables.kv
+        kv = stack.tables.kv  # the service's store too
         real = kv.write
 
         def write(ops: Sequence[WriteOp], *, sync: bool = True, epoch: int | None = None) -> None:

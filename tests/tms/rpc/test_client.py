@@ -165,22 +165,23 @@ def test_a_publish_whose_answer_is_lost_is_not_sent_again(served: Served) -> Non
 
 
 def test_a_poll_whose_answer_is_late_is_sent_again(make_rpc: Any) -> None:
-    served: Served = make_rpc(RpcConfig(port=0, worker_threads=1, write_on_loop=False))
+    served: Served = make_rpc(RpcConfig(port=0, worker_threads=1))
     sleeps: list[float] = []
     with (
         MessagingClient(served.url) as writer,
         MessagingClient(served.url, timeout_s=1.0, sleep=sleeps.append) as reader,
     ):
-        # Given the only worker thread held by a write to a stalled disk
-        served.store.gate.clear()
-        publishing = threading.Thread(target=writer.publish, args=(T, [b"x"]))
-        publishing.start()
-        assert served.store.waiting.wait(10)
-        threading.Timer(1.3, served.store.gate.set).start()
+        # Given the only worker thread held by a read of a stalled disk
+        writer.publish(T, [b"x"])
+        served.store.read_gate.clear()
+        stalled = threading.Thread(target=writer.poll, args=(T,))
+        stalled.start()
+        assert served.store.reading.wait(10)
+        threading.Timer(1.3, served.store.read_gate.set).start()
         # When a poll gets no answer within its timeout, it is sent again, and answered
         assert [m.payload for m in reader.poll(T).messages] == [b"x"]
         assert sleeps == [0.1]
-        publishing.join(10)
+        stalled.join(10)
 
 
 def test_an_idle_connection_closed_by_the_server_is_replaced_unnoticed(make_rpc: Any) -> None:

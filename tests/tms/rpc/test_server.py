@@ -194,8 +194,7 @@ def test_back_pressure_stops_reading_a_connection_at_its_in_flight_limit(make_rp
 
 
 def test_a_write_that_waited_past_its_timeout_is_dropped_unwritten(make_rpc: Any) -> None:
-    # writes on worker threads: the loop goes on reading while a write is stuck
-    served = make_rpc(RpcConfig(port=0, write_on_loop=False))
+    served = make_rpc(RpcConfig(port=0))
     raw = Raw(served.address)
     raw.hello()
     # Given a write stuck in a stalled disk
@@ -214,38 +213,17 @@ def test_a_write_that_waited_past_its_timeout_is_dropped_unwritten(make_rpc: Any
     assert [m.payload for m in served.service.fetch(T).messages] == [b"first"]
 
 
-def test_writes_on_the_loop_hold_the_connection_until_the_disk_answers(served: Served) -> None:
-    # Given writes on the loop (the default) and a disk that stalls
-    raw, other = Raw(served.address), Raw(served.address)
-    try:
-        raw.hello()
-        other.hello()
-        served.store.gate.clear()
-        first = raw.request(1, publish(b"first"))
-        assert served.store.waiting.wait(10)
-        # When another connection sends meanwhile, it is answered once the disk is back
-        second = other.request(1, publish(b"second"), timeout_ms=50)
-        time.sleep(0.3)
-        served.store.gate.set()
-        # Then both are written: the second waited in the socket, not in the server
-        assert raw.frame().request_id == first and other.frame().request_id == second
-        assert [m.payload for m in served.service.fetch(T).messages] == [b"first", b"second"]
-    finally:
-        raw.close()
-        other.close()
-
-
 def test_a_read_that_waited_past_its_timeout_is_dropped(make_rpc: Any) -> None:
-    served = make_rpc(RpcConfig(port=0, worker_threads=1, write_on_loop=False))
+    served = make_rpc(RpcConfig(port=0, worker_threads=1))
     raw = Raw(served.address)
     try:
         raw.hello()
-        served.store.gate.clear()
-        raw.request(1, publish(b"x"))  # holds the only worker thread
-        assert served.store.waiting.wait(10)
+        served.store.read_gate.clear()
+        raw.request(5, poll())  # holds the only worker thread, reading a stalled disk
+        assert served.store.reading.wait(10)
         late = raw.request(5, poll(), timeout_ms=50)
         time.sleep(0.3)
-        served.store.gate.set()
+        served.store.read_gate.set()
         answers = {f.request_id: f for f in (raw.frame(), raw.frame())}
         assert error_of(answers[late])[0] == "request_timeout"
     finally:

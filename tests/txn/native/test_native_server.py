@@ -20,6 +20,7 @@ from tests.fakes import FakeClock
 from tests.integration.test_thrift_wire import message, read_frame
 from tests.txn.harness import SYSTEM_CONFIG
 from tests.txn.rpc.test_server_sync import eventually
+from txms_common.retry import RetryNTimes
 from txn import native
 from txn.config import ServerConfig
 from txn.engine import resolve
@@ -31,7 +32,6 @@ from txn.persist.memory import MemoryStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc import wire
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 from txn.rpc.server import ServerThread, TxServer, new_server
 
 pytestmark = pytest.mark.skipif(not native.AVAILABLE, reason="the native engine is not built")

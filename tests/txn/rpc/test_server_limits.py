@@ -19,12 +19,12 @@ import pytest
 
 from tests.integration.test_thrift_wire import message, read_frame
 from tests.txn.harness import SYSTEM_CONFIG, TxSystem, in_process_system
+from txms_common.retry import RetryNTimes
 from txn.config import ServerConfig
 from txn.errors import TransactionConflictError
 from txn.rpc import wire
 from txn.rpc.client import ThriftTxClient
 from txn.rpc.limits import FrameBudget
-from txn.rpc.retry import RetryNTimes
 from txn.rpc.server import ServerThread, TxServer, new_server
 
 UNLIMITED = dataclasses.replace(

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from txms_common.retry import RetryNTimes
 from txn.config import ServerConfig, TxConfig
 from txn.engine import resolve
 from txn.errors import TxError, TxStorageError
@@ -24,7 +25,6 @@ from txn.manager import ManagerState, TransactionManager
 from txn.persist.local import LocalDirStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 from txn.rpc.server import ServerThread, ThriftServer
 
 CONFIG = TxConfig(cleanup_interval_s=0, snapshot_interval_s=0)
