@@ -27,9 +27,10 @@ import time
 from collections import deque
 from typing import Any
 
+from tms.aio.base import Clients
 from tms.aio.client import AsyncMessagingClient
 from tms.aio.txclient import AsyncTxClient
-from tms.errors import ServiceUnavailableError, TmsInvalidArgumentError
+from tms.errors import ServiceUnavailableError
 from tms.ids import MessageId
 from tms.model import Message, TopicId
 from txn.errors import TxError
@@ -38,7 +39,7 @@ from txn.transaction import Transaction
 __all__ = ["Consumer"]
 
 
-class Consumer:
+class Consumer(Clients):
     """See the module docstring. ``client``: share an ``AsyncMessagingClient``."""
 
     def __init__(
@@ -55,15 +56,7 @@ class Consumer:
         client: AsyncMessagingClient | None = None,
         **options: Any,
     ) -> None:
-        if (url is None) == (client is None):
-            raise TmsInvalidArgumentError("give a url or a client")
-        self.client = client if client is not None else AsyncMessagingClient(str(url), **options)
-        self._owns_client = client is None
-        if tx_server is None or isinstance(tx_server, AsyncTxClient):
-            self.tx_client = tx_server
-        else:
-            self.tx_client = AsyncTxClient(tx_server)
-        self._owns_tx = tx_server is not None and not isinstance(tx_server, AsyncTxClient)
+        super().__init__(url, tx_server, client, options)
         self.topic = topic
         self._start: MessageId | bytes | str | int | None = start
         self._inclusive = inclusive
@@ -99,10 +92,7 @@ class Consumer:
             with contextlib.suppress(TxError):
                 await self.tx_client.abort(self._tx)
             self._tx = None
-        if self._owns_client:
-            await self.client.close()
-        if self._owns_tx and self.tx_client is not None:
-            await self.tx_client.close()
+        await self.close_clients()
 
     async def __aenter__(self) -> Consumer:
         await self.start()

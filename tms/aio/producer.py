@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tms.aio.base import Clients
 from tms.aio.client import AsyncMessagingClient
 from tms.aio.txclient import AsyncTxClient
 from tms.client.http import RollbackToken
@@ -57,7 +58,7 @@ class _Open:
     """A publish's outcome is unknown: the server may have stored it."""
 
 
-class Producer:
+class Producer(Clients):
     """See the module docstring. ``client``: share an ``AsyncMessagingClient`` (then
     ``url`` and the connection options are not used, and the client stays open)."""
 
@@ -69,15 +70,7 @@ class Producer:
         client: AsyncMessagingClient | None = None,
         **options: Any,
     ) -> None:
-        if (url is None) == (client is None):
-            raise TmsInvalidArgumentError("give a url or a client")
-        self.client = client if client is not None else AsyncMessagingClient(str(url), **options)
-        self._owns_client = client is None
-        if tx_server is None or isinstance(tx_server, AsyncTxClient):
-            self.tx_client = tx_server
-        else:
-            self.tx_client = AsyncTxClient(tx_server)
-        self._owns_tx = tx_server is not None and not isinstance(tx_server, AsyncTxClient)
+        super().__init__(url, tx_server, client, options)
         self._current: contextvars.ContextVar[_Open | None] = contextvars.ContextVar(
             "tms-producer-transaction", default=None
         )
@@ -87,10 +80,7 @@ class Producer:
         await self.client.ping()
 
     async def stop(self) -> None:
-        if self._owns_client:
-            await self.client.close()
-        if self._owns_tx and self.tx_client is not None:
-            await self.tx_client.close()
+        await self.close_clients()
 
     async def __aenter__(self) -> Producer:
         await self.start()
