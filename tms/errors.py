@@ -4,9 +4,15 @@
 
     TmsError
      ├── TmsInvalidArgumentError      (also ValueError)      HTTP 400
-     │    └── TransactionTooOldError  a write past the transaction max lifetime
+     │    ├── TransactionTooOldError  a write past the transaction max lifetime
+     │    └── PositionOutOfRangeError a subscription position moved backwards
+     │                                without a seek, or past what it could have read
      ├── TopicNotFoundError                                  HTTP 404
+     ├── SubscriptionNotFoundError                           HTTP 404
      ├── TopicAlreadyExistsError                             HTTP 409
+     ├── SubscriptionExistsError                             HTTP 409
+     ├── BadVersionError                                     HTTP 409
+     │       a subscription update with a version that is not the current one
      ├── TransactionNotInProgressError                       HTTP 409
      │       a transactional write (or rollback) under a write pointer the transaction
      │       manager does not know as in progress (or, for rollback, invalid)
@@ -26,10 +32,14 @@ machine-readable error code of the JSON error body.
 from __future__ import annotations
 
 __all__ = [
+    "BadVersionError",
     "ForbiddenError",
+    "PositionOutOfRangeError",
     "RequestTooLargeError",
     "ServiceUnavailableError",
     "StorageUnavailableError",
+    "SubscriptionExistsError",
+    "SubscriptionNotFoundError",
     "TmsCodecError",
     "TmsError",
     "TmsInvalidArgumentError",
@@ -63,6 +73,13 @@ class TransactionTooOldError(TmsInvalidArgumentError):
     code = "transaction_too_old"
 
 
+class PositionOutOfRangeError(TmsInvalidArgumentError):
+    """A subscription position that would move backwards (only a seek may), or past what
+    the subscription could have read; nothing was changed."""
+
+    code = "position_out_of_range"
+
+
 class TopicNotFoundError(TmsError):
     status = 404
     code = "topic_not_found"
@@ -79,6 +96,41 @@ class TopicAlreadyExistsError(TmsError):
     def __init__(self, topic: object, message: str | None = None) -> None:
         super().__init__(message or f"Topic {topic} already exists.")
         self.topic = topic
+
+
+class SubscriptionNotFoundError(TmsError):
+    status = 404
+    code = "subscription_not_found"
+
+    def __init__(self, subscription: object, message: str | None = None) -> None:
+        super().__init__(message or f"Subscription {subscription} does not exist.")
+        self.subscription = subscription
+
+
+class SubscriptionExistsError(TmsError):
+    status = 409
+    code = "subscription_exists"
+
+    def __init__(self, subscription: object, message: str | None = None) -> None:
+        super().__init__(message or f"Subscription {subscription} already exists.")
+        self.subscription = subscription
+
+
+class BadVersionError(TmsError):
+    """A subscription update carrying a version other than the record's current one
+    (Hedwig's ``BadVersionException``): someone changed it since it was read. Nothing
+    was changed; read it again. ``expected`` is the version sent, ``actual`` the
+    current one (None when not known)."""
+
+    status = 409
+    code = "bad_version"
+
+    def __init__(
+        self, message: str, *, expected: int | None = None, actual: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
 
 
 class TransactionNotInProgressError(TmsError):

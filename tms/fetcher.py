@@ -106,7 +106,10 @@ def _position(key: bytes | None) -> tuple[int, int] | None:
 
 class MessageFetcher:
     """Iterate the messages of one read; ``held`` tells whether it stopped at an
-    entry of a transaction the reader cannot see yet."""
+    entry of a transaction the reader cannot see yet (then ``held_at`` is that entry's
+    (publish_ms, seq) and ``held_pointer`` its write pointer). Once the iteration ended
+    by itself (not held, limit not reached), ``end`` is the (publish_ms, seq) of the last
+    entry it passed over, None if there was none."""
 
     def __init__(
         self, tables: Tables, metadata: TopicMetadata, request: FetchRequest, now_ms: int
@@ -116,6 +119,9 @@ class MessageFetcher:
         self._request = request
         self._now = now_ms
         self.held = False
+        self.held_at: tuple[int, int] | None = None
+        self.held_pointer: int | None = None
+        self.end: tuple[int, int] | None = None
         self.scanned = 0
 
     def __iter__(self) -> Iterator[Message]:
@@ -130,6 +136,7 @@ class MessageFetcher:
         start_key = keys.message_key(prefix, *position)
 
         remaining = request.limit
+        key = None
         for key, value in tables.messages.rows(prefix, position):
             self.scanned += 1
             at_start = key == start_key
@@ -153,6 +160,7 @@ class MessageFetcher:
                     if tx.is_invalid(ptr):
                         continue  # SKIP
                     self.held = True  # in progress or newer: HOLD ends the read
+                    self.held_at, self.held_pointer = keys.decode_message_key(key)[1:], ptr
                     return
             position_bytes = key[-10:]
             if ttl is not None:
@@ -191,3 +199,5 @@ class MessageFetcher:
                 remaining -= 1
                 if remaining == 0:
                     return
+        if key is not None:
+            self.end = keys.decode_message_key(key)[1:]

@@ -24,7 +24,11 @@ Contract (every method thread-safe; errors from ``tms.errors``):
   ``bounds`` says where such a read would start and stop, reading no payloads.
 * long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
   entries; ``wait_for_change`` blocks until it moves past a version or a timeout, and
-  ``add_listener`` tells event loops without blocking a thread.
+  ``add_listener`` tells event loops without blocking a thread. ``transactions_finished``
+  tells ``add_finish_listener``s that transactions are no longer in progress (a
+  publisher's post-commit step says so), to wake readers held behind them.
+* ``subscriptions``: the topics' subscriptions (``tms.subscriptions``); deleting a topic
+  deletes them.
 """
 
 from __future__ import annotations
@@ -56,21 +60,27 @@ from tms.model import (
 )
 from tms.stats import TopicStats, topic_stats
 from tms.store.kv import KeyValueStore
+from tms.store.subscriptions import KvSubscriptionStore, SubscriptionStore
 from tms.store.tables import Tables
+from tms.subscriptions import Subscriptions
 from tms.writer import BatchStats, TopicWriter
 from txn.clock import SYSTEM_CLOCK, Clock
 from txn.transaction import MAX_TX_PER_MS
 
-__all__ = ["FetchResult", "MessagingService", "TopicListener", "WriteOperation"]
+__all__ = ["FetchResult", "FinishListener", "MessagingService", "TopicListener", "WriteOperation"]
 
 log = logging.getLogger(__name__)
 
 WriteOperation = tuple[str, Any]
-"""``("publish" | "store", StoreRequest)``, ``("rollback", RollbackDetail)`` or
-``("markers", MarkersRequest)``."""
+"""``("publish" | "store", StoreRequest)``, ``("rollback", RollbackDetail)``,
+``("markers", MarkersRequest)``, or a subscription's transactional position:
+``("position", tms.positions.PositionWrite)``, ``("unposition", PositionRollback)``."""
 
 TopicListener = Callable[[TopicId, int], None]
 """Called with (topic, new version) after new entries landed; on the writer's thread."""
+
+FinishListener = Callable[[TopicId, Sequence[int]], None]
+"""Called with (topic, write pointers) when transactions that wrote to it finished."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +102,10 @@ def _pointers(kind: str, arg: Any) -> list[tuple[int, Use]]:
         return [(wp, Use.MARKER) for wp in arg.write_pointers]
     if kind == "rollback":
         return [(arg.tx_write_pointer, Use.ROLLBACK)]
+    if kind == "position":
+        return [(arg.write_pointer, Use.WRITE)]
+    if kind == "unposition":
+        return [(arg.write_pointer, Use.ROLLBACK)]
     return []
 
 
@@ -106,6 +120,7 @@ class MessagingService:
         clock: Clock = SYSTEM_CLOCK,
         metrics: TmsMetrics | None = None,
         guard: WritePointerGuard | None = None,
+        subscription_store: SubscriptionStore | None = None,
     ) -> None:
         self.config = config or TmsConfig()
         self.guard = guard or ClockGuard(clock, self.config.tx_clock_skew_s)
@@ -119,8 +134,13 @@ class MessagingService:
         self._versions: dict[TopicId, int] = {}
         self._changed = threading.Condition(self._lock)
         self._listeners: list[TopicListener] = []
+        self._finish_listeners: list[FinishListener] = []
         self._closed = False
         self.metrics.watch_topic_sizes(self.topic_sizes)
+        self.subscriptions = Subscriptions(self, subscription_store or KvSubscriptionStore(store))
+        """The topics' subscriptions (``tms.subscriptions``); their records live in
+        ``subscription_store`` (default: this store, ``KvSubscriptionStore``)."""
+        self.metrics.watch_subscription_lags(self.subscriptions.all_lags)
 
     def now_ms(self) -> int:
         """The service's clock."""
@@ -157,6 +177,7 @@ class MessagingService:
             self._bump(topic)
         if writer is not None:
             writer.close()
+        self.subscriptions.topic_deleted(topic)
 
     def get_topic(self, topic: TopicId) -> TopicMetadata:
         with self._lock:
@@ -202,21 +223,21 @@ class MessagingService:
     # -- writing ------------------------------------------------------------------------
 
     def publish(self, request: StoreRequest) -> RollbackDetail | None:
-        result: RollbackDetail | None = self._one(request.topic, "publish", request)
+        result: RollbackDetail | None = self.write_one(request.topic, "publish", request)
         return result
 
     def store(self, request: StoreRequest) -> None:
-        self._one(request.topic, "store", request)
+        self.write_one(request.topic, "store", request)
 
     def rollback(self, topic: TopicId, detail: RollbackDetail) -> int:
         """Roll back a transactional publish in the topic's current generation; the
         number of entries negated."""
-        count: int = self._one(topic, "rollback", detail)
+        count: int = self.write_one(topic, "rollback", detail)
         return count
 
     def publish_markers(self, request: MarkersRequest) -> MarkersResult:
         """Commit markers for several write pointers at once (see ``MarkersRequest``)."""
-        result: MarkersResult = self._one(request.topic, "markers", request)
+        result: MarkersResult = self.write_one(request.topic, "markers", request)
         return result
 
     def write(self, topic: TopicId, operations: Sequence[WriteOperation]) -> list[Any]:
@@ -258,9 +279,8 @@ class MessagingService:
             m.operation(kind, None if isinstance(outcome, TmsError) else elapsed)
         return outcomes
 
-    def _one(
-        self, topic: TopicId, kind: str, arg: StoreRequest | RollbackDetail | MarkersRequest
-    ) -> Any:
+    def write_one(self, topic: TopicId, kind: str, arg: Any) -> Any:
+        """One operation of ``write``: its result, or its error raised."""
         outcome = self.write(topic, [(kind, arg)])[0]
         if isinstance(outcome, TmsError):
             raise outcome
@@ -355,6 +375,22 @@ class MessagingService:
 
     def add_listener(self, listener: TopicListener) -> None:
         self._listeners.append(listener)
+
+    def transactions_finished(self, topic: TopicId, write_pointers: Sequence[int]) -> None:
+        """Tell the finish listeners that these transactions, which wrote to ``topic``,
+        are no longer in progress (a hint: readers held behind them can read on with a
+        new transaction; listeners check it where it matters)."""
+        for listener in list(self._finish_listeners):
+            try:
+                listener(topic, write_pointers)
+            except Exception:
+                log.exception("finish listener failed")
+
+    def add_finish_listener(self, listener: FinishListener) -> None:
+        self._finish_listeners.append(listener)
+
+    def remove_finish_listener(self, listener: FinishListener) -> None:
+        self._finish_listeners.remove(listener)
 
     def remove_listener(self, listener: TopicListener) -> None:
         self._listeners.remove(listener)

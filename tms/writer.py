@@ -18,6 +18,9 @@ others. So:
   publishing the marker again returns the first marker's range instead of a duplicate
   (unless that one was rolled back); ``markers`` writes several markers as one operation,
   at most once per idempotency key;
+* a subscription's transactional position (``tms.positions``: ``position`` writes one,
+  ``unposition`` removes one) is written in the batch like a message, under the
+  topic generation's prefix;
 * an operation that is invalid on its own fails alone; a storage failure fails the
   whole batch and nothing of it is written.
 """
@@ -56,7 +59,7 @@ _PAYLOAD_POSITION_CACHE = 10_000
 
 @dataclass(slots=True)
 class _Op:
-    kind: str  # "publish" | "store" | "rollback"
+    kind: str  # "publish" | "store" | "rollback" | "markers" | "position" | "unposition"
     arg: Any
     result: Any = None
     error: BaseException | None = None
@@ -162,7 +165,7 @@ class TopicWriter:
                 raise TmsInvalidArgumentError(
                     f"Store request must be transactional with payload. Topic: {arg.topic}"
                 )
-        elif kind not in ("rollback", "markers"):
+        elif kind not in ("rollback", "markers", "position", "unposition"):
             raise TmsInvalidArgumentError(f"unknown write operation {kind!r}")
         return _Op(kind, arg)
 
@@ -228,6 +231,12 @@ class TopicWriter:
                     marker_ops, op.result = self._markers_ops(op.arg, sealed, keyed)
                     ops.extend(marker_ops)
                     published = published or bool(marker_ops)
+                elif op.kind == "position":
+                    ops.extend(op.arg.write_ops(self._prefix))
+                elif op.kind == "unposition":
+                    removals = op.arg.write_ops(self._tables.positions, self._prefix)
+                    op.result = len(removals)
+                    ops.extend(removals)
                 elif op.kind == "store":
                     request = op.arg
                     ops.extend(PayloadTable.ops(self._prefix, self._store_rows(request, sealed)))

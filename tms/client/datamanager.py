@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tms.client.aware import outcome_unknown
+from tms.client.aware import notify_finished, outcome_unknown
 from tms.client.http import MessagingClient, RollbackToken
 from tms.errors import TmsError
 from tms.model import TopicId
@@ -107,7 +107,9 @@ class MessagingDataManager:
                 if attempt == self._finish_attempts - 1:
                     raise
                 self._sleep(0.1 * 2**attempt)
+        tokens = list(self._tokens)
         self._clear()
+        notify_finished(self.client, tokens)
 
     def tpc_abort(self, txn: Any) -> None:
         self._rollback()

@@ -29,15 +29,20 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tms.client.observe import ObserveCalls
+from tms.client.subscriptions import SubscriptionCalls
 from tms.client.transport import Reply, Transport, TransportError
 from tms.codec import avro
 from tms.codec import json as jsonc
 from tms.codec.avro import ConsumeSpec
 from tms.errors import (
+    BadVersionError,
     ForbiddenError,
+    PositionOutOfRangeError,
     RequestTooLargeError,
     ServiceUnavailableError,
     StorageUnavailableError,
+    SubscriptionExistsError,
+    SubscriptionNotFoundError,
     TmsCodecError,
     TmsError,
     TmsInvalidArgumentError,
@@ -83,6 +88,10 @@ ERROR_CLASSES: dict[str, type[TmsError]] = {
         ServiceUnavailableError,
         TransactionServiceError,
         TransactionNotInProgressError,
+        PositionOutOfRangeError,
+        SubscriptionNotFoundError,
+        SubscriptionExistsError,
+        BadVersionError,
     )
 }
 """Error code of the JSON error body -> the class raised."""
@@ -104,6 +113,8 @@ def error_from_response(response: Reply, topic: object = None) -> TmsError:
         }.get(response.status, TmsError)
     if cls in (TopicNotFoundError, TopicAlreadyExistsError):
         return cls(topic, message)
+    if cls in (SubscriptionNotFoundError, SubscriptionExistsError):
+        return cls(None, message)
     return cls(message)
 
 
@@ -139,8 +150,12 @@ def _start_from(start: MessageId | bytes | str | int | None) -> bytes | int | No
 
 @dataclass(frozen=True, slots=True)
 class PollResult:
+    """``held``: the read stopped at an entry of a transaction the reader cannot see;
+    ``held_finished``: that transaction has finished since (read on with a new one)."""
+
     messages: list[Message]
     held: bool
+    held_finished: bool = False
 
 
 class _TxSource(Protocol):
@@ -149,7 +164,7 @@ class _TxSource(Protocol):
     def abort(self, tx: Transaction) -> None: ...
 
 
-class MessagingClient(ObserveCalls):
+class MessagingClient(ObserveCalls, SubscriptionCalls):
     """See the module docstring. Thread-safe (connections are pooled per client)."""
 
     def __init__(
@@ -174,6 +189,11 @@ class MessagingClient(ObserveCalls):
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self._http = Transport(self.base_url, headers=headers, ca_bundle=ca_bundle)
+
+    @property
+    def request_timeout_s(self) -> float:
+        """How long a request may take (a long poll: this plus its wait)."""
+        return self._timeout
 
     def close(self) -> None:
         self._http.close()
@@ -424,6 +444,7 @@ class MessagingClient(ObserveCalls):
         return PollResult(
             avro.decode_consume_response(response.content),
             response.headers.get("X-Tms-Held") == "true",
+            response.headers.get("X-Tms-Held-Finished") == "true",
         )
 
     def inspect(
@@ -490,10 +511,11 @@ class MessagingClient(ObserveCalls):
                 yield from result.messages
                 if result.held:
                     # An entry this transaction cannot see is in the way: read on with a
-                    # new transaction; if this one was new and got nowhere, wait a little
-                    # first (not spinning, not skipping the entry).
+                    # new transaction; if this one was new and got nowhere (and the
+                    # service did not say the entry's transaction finished meanwhile),
+                    # wait a little first (not spinning, not skipping the entry).
                     tx_started = -float("inf")
-                    if fresh and not result.messages:
+                    if fresh and not result.messages and not result.held_finished:
                         self._sleep(held_delay)
                         held_delay = min(held_delay * 2, 1.0)
                 if result.messages:

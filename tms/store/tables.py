@@ -8,6 +8,8 @@
 * ``MetadataTable``: one row per topic; the generation lifecycle of the design.
 * ``IdempotencyTable``: rows keyed (topic, generation, key) holding the outcome of a
   keyed ``MarkersRequest``; they expire with the topic's TTL.
+* ``PositionTable`` (``tms.positions``): subscriptions' positions written under a
+  transaction's write pointer, keyed (topic, generation, subscription, write pointer).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tms.codec.values import (
 )
 from tms.errors import TopicAlreadyExistsError, TopicNotFoundError
 from tms.model import RollbackDetail, TopicId, TopicMetadata
+from tms.positions import POSITION_TABLE, PositionTable
 from tms.store.kv import KeyValueStore, TableStore, WriteOp
 
 __all__ = [
@@ -329,6 +332,7 @@ class Tables:
         self.payloads = PayloadTable(store.table(PAYLOAD_TABLE))
         self.metadata = MetadataTable(store.table(METADATA_TABLE))
         self.idempotency = IdempotencyTable(store.table(IDEMPOTENCY_TABLE))
+        self.positions = PositionTable(store.table(POSITION_TABLE))
 
     def topic_bytes(self, prefix: bytes) -> int:
         """Approximately how many bytes a topic generation takes (both tables)."""
