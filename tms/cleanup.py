@@ -11,7 +11,10 @@ One run (``Cleaner.run_once``), for every topic row, deleted ones included:
    fresh transaction, then negate every message entry still carrying one of those write
    pointers — it now reads as rolled back, and transactional consumers skip it for good.
    Only the time range where such entries can be is scanned (from the oldest invalid
-   transaction's start, less ``cleanup_clock_skew_s``).
+   transaction's start, less ``cleanup_clock_skew_s``). Subscriptions' positions written
+   under those pointers (``tms.positions``) are deleted.
+4. **Positions nobody reads**: rows of transactional positions whose subscription is gone
+   or whose stamp is no longer its state's (superseded by a seek or commit).
 
 After step 3 every invalid id up to the *prune bound* is clean:
 ``B = min(inactive bound, read pointer, first in-progress - 1)``, where the inactive bound
@@ -37,9 +40,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tms.codec import keys
+from tms.codec.subscriptions import position_key
 from tms.codec.values import decode_message_value, negate_message_value
 from tms.errors import TmsError, TransactionServiceError
 from tms.model import TopicMetadata
+from tms.positions import POSITION_TABLE
 from tms.service import MessagingService
 from tms.store.kv import WriteOp
 from tms.store.tables import IDEMPOTENCY_TABLE, MESSAGE_TABLE, PAYLOAD_TABLE, SEAL_POSITION
@@ -164,6 +169,13 @@ class Cleaner:
             ops.append((PAYLOAD_TABLE, key, None))
             if len(ops) >= batch:
                 self._write(ops, sync=False)
+        for key, _value in tables.positions.store.scan(name_prefix, stop):
+            if not is_older_generation(keys.generation_of(key, n), current):
+                continue  # current generation: see _clean_positions
+            report.deleted_old_generation += 1
+            ops.append((POSITION_TABLE, key, None))
+            if len(ops) >= batch:
+                self._write(ops, sync=False)
         for key, value in tables.idempotency.store.scan(name_prefix, stop):
             if is_older_generation(keys.generation_of(key, n), current):
                 report.deleted_old_generation += 1
@@ -190,6 +202,9 @@ class Cleaner:
             for metadata in self._svc.tables.metadata.scan_all():
                 if metadata.exists:
                     report.negated_invalid += self._negate(metadata, invalid, from_ms)
+        for metadata in self._svc.tables.metadata.scan_all():
+            if metadata.exists:
+                report.negated_invalid += self._clean_positions(metadata, invalid)
         lifetime_ms = (self._svc.config.tx_max_lifetime_s + self._grace_s) * 1000
         inactive = (now - lifetime_ms) * MAX_TX_PER_MS - 1
         bound = min(inactive, snapshot.read_pointer, snapshot.first_in_progress - 1)
@@ -218,6 +233,31 @@ class Cleaner:
                 if len(ops) >= self._svc.config.cleanup_batch_rows:
                     # Durable before any truncation may rely on it.
                     self._write(ops, sync=True)
+        self._write(ops, sync=True)
+        return count
+
+    def _clean_positions(self, metadata: TopicMetadata, invalid: frozenset[int]) -> int:
+        """Delete the topic's position rows of invalid transactions (counted, durably:
+        the invalid list may be pruned after this run) and those nobody reads."""
+        prefix = keys.topic_prefix(metadata.topic, metadata.generation)
+        rows = self._svc.tables.positions.all_rows(prefix)  # before listing: see below
+        if not rows:
+            return 0
+        # A record listed after the rows were read names every subscription that may
+        # own them; a subscription made since has another stamp than older rows.
+        stamps = {
+            name: record.data.state.stamp
+            for name, record in self._svc.subscriptions.store.list(metadata.topic)
+        }
+        ops: list[WriteOp] = []
+        count = 0
+        for name, found in rows.items():
+            for row in found:
+                dead = row.write_pointer in invalid
+                if dead or stamps.get(name) != row.stamp:
+                    count += dead
+                    key = position_key(prefix, name, row.write_pointer)
+                    ops.append((POSITION_TABLE, key, None))
         self._write(ops, sync=True)
         return count
 
