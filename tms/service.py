@@ -37,7 +37,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any
 
@@ -206,8 +206,12 @@ class MessagingService:
         return self.tables.metadata.list_topics(validate_namespace(namespace))
 
     def topic_stats(self, topic: TopicId) -> TopicStats:
-        """Messages, bytes, first/last publish and rate of a topic (``tms.stats``)."""
-        return topic_stats(self.tables, self.get_topic(topic), self.now_ms())
+        """Messages, bytes, first/last publish and rate of a topic (``tms.stats``), and
+        how many subscriptions it has with the largest of their lags."""
+        metadata = self.get_topic(topic)
+        stats = topic_stats(self.tables, metadata, self.now_ms())
+        lags = [lag.messages for _sub, lag in self.subscriptions.topic_lags(metadata)]
+        return replace(stats, subscriptions=len(lags), max_lag=max(lags, default=None))
 
     def namespace_stats(self, namespace: str) -> list[TopicStats]:
         """``topic_stats`` of every topic of a namespace, in name order (a topic deleted

@@ -465,22 +465,26 @@ class Subscriptions:
         """The lag of every subscription of every topic (the Prometheus gauge)."""
         found: builtins.list[tuple[SubscriptionId, Lag]] = []
         for metadata in self.svc.tables.metadata.scan_all():
-            if not metadata.exists:
-                continue
-            records = self.store.list(metadata.topic)
-            if not records:
-                continue
-            rows = self.svc.tables.positions.all_rows(self._prefix(metadata))
-            pointers = [r.write_pointer for name, _ in records for r in rows.get(name, ())]
-            view = self._view(pointers) if pointers else None
-            subs, positions = [], []
-            for name, record in records:
-                state = record.data.state
-                stale = state.generation != metadata.generation
-                subs.append(SubscriptionId(metadata.topic, name))
-                positions.append(
-                    EARLIEST if stale else resolve(state, rows.get(name, ()), view).position
-                )
-            counted = lags(self.svc.tables, metadata, positions, self.svc.now_ms())
-            found.extend(zip(subs, counted, strict=True))
+            if metadata.exists:
+                found.extend(self.topic_lags(metadata))
         return found
+
+    def topic_lags(self, metadata: TopicMetadata) -> builtins.list[tuple[SubscriptionId, Lag]]:
+        """The lag of each subscription of one topic, by name: one read of the records,
+        one of the transactional positions, one question to the transaction manager."""
+        records = self.store.list(metadata.topic)
+        if not records:
+            return []
+        rows = self.svc.tables.positions.all_rows(self._prefix(metadata))
+        pointers = [r.write_pointer for name, _ in records for r in rows.get(name, ())]
+        view = self._view(pointers) if pointers else None
+        subs, positions = [], []
+        for name, record in records:
+            state = record.data.state
+            stale = state.generation != metadata.generation
+            subs.append(SubscriptionId(metadata.topic, name))
+            positions.append(
+                EARLIEST if stale else resolve(state, rows.get(name, ()), view).position
+            )
+        counted = lags(self.svc.tables, metadata, positions, self.svc.now_ms())
+        return list(zip(subs, counted, strict=True))

@@ -62,6 +62,23 @@ class SubscriptionInfo:
             lag_from_json(obj.get("lag")),
         )
 
+    def to_json(self) -> dict[str, Any]:
+        """The REST API's ``Subscription`` object."""
+        return {
+            "namespace": self.id.topic.namespace,
+            "topic": self.id.topic.topic,
+            "name": self.id.name,
+            "version": self.version,
+            "position": self.position.hex,
+            "committedBy": self.committed_by,
+            "updated": self.updated_ms,
+            "generation": self.generation,
+            "preferences": preferences_to_json(self.preferences),
+            "lag": None
+            if self.lag is None
+            else {"messages": self.lag.messages, "exact": self.lag.exact},
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class SubscriptionBatch:
