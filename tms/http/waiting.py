@@ -138,6 +138,7 @@ class LongPoll:
         says of a read (found something, the write pointer it is held behind). Returns
         the last read and whether the transaction it is held behind has finished."""
         deadline = self._monotonic() + wait_ms / 1000
+        check_at: list[float] = []  # when to ask the manager next (set at the first hold)
         while True:
             # Register before reading, so a write landing after the read's snapshot is
             # guaranteed to wake us (its listener runs after the write).
@@ -154,7 +155,9 @@ class LongPoll:
                     except TimeoutError:
                         return result, False
                     continue
-                state = await self._wait_held(topic, held, waiter, deadline)
+                if not check_at:
+                    check_at.append(self._monotonic() + self._recheck_s)
+                state = await self._wait_held(topic, held, waiter, deadline, check_at)
                 if state != "changed":
                     return result, state == "finished"
             finally:
@@ -162,27 +165,36 @@ class LongPoll:
                     self._waiters.discard(topic, waiter)
 
     async def _wait_held(
-        self, topic: TopicId, wp: int, changed: asyncio.Future[None], deadline: float
+        self,
+        topic: TopicId,
+        wp: int,
+        changed: asyncio.Future[None],
+        deadline: float,
+        check_at: list[float],
     ) -> str:
         """ "finished", "changed" (read again: a rollback may have freed the reader),
-        "timeout", or "unknown" (no transaction manager to ask)."""
+        "timeout", or "unknown" (no transaction manager to ask). ``check_at[0]``: when
+        to ask the manager next, kept across the reads of one poll, so a topic that
+        keeps changing (each change a new read) does not put the question off."""
         held = self._waiters.register_held(topic, wp)
         try:
             while True:
-                remaining = deadline - self._monotonic()
-                if remaining <= 0:
+                now = self._monotonic()
+                if now >= deadline:
                     return "timeout"
-                done, _ = await asyncio.wait(
-                    {changed, held},
-                    timeout=min(remaining, self._recheck_s),
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                if held in done:
-                    return "finished"
-                if changed in done:
-                    return "changed"
-                if self._monotonic() >= deadline:
-                    return "timeout"
+                if now < check_at[0]:
+                    done, _ = await asyncio.wait(
+                        {changed, held},
+                        timeout=min(deadline, check_at[0]) - now,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    if held in done:
+                        return "finished"
+                    if changed in done:
+                        return "changed"
+                    if self._monotonic() >= deadline:
+                        return "timeout"
+                check_at[0] = self._monotonic() + self._recheck_s
                 try:
                     state = await asyncio.get_running_loop().run_in_executor(
                         self._pool, self._guard.state, [wp]

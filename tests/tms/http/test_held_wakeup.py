@@ -5,8 +5,11 @@ alike."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +22,12 @@ from tms.client import MessagingClient
 from tms.client.aware import TransactionalPublisher
 from tms.codec import avro
 from tms.codec.avro import ConsumeSpec
+from tms.guard import TransactionStateGuard
 from tms.http.app import HttpConfig
+from tms.http.waiting import LongPoll, TopicWaiters
 from tms.model import StoreRequest, TopicId
 from tms.subscription import Preferences, SubscriptionId
-from txn import TransactionContext
+from txn import InProcessTxClient, TransactionContext, TransactionManager, TxConfig
 from txn.codec import encode_transaction
 
 T = TopicId("ns1", "t")
@@ -138,6 +143,43 @@ def test_the_service_asks_the_manager_when_nobody_says(tmp_path: Path) -> None:
         assert [m.payload for m in client.poll(T, transaction=stack.tx.start_short()).messages] == [
             b"late"
         ]
+
+
+def test_the_service_asks_the_manager_even_while_the_topic_keeps_changing() -> None:
+    # Given a poll held behind a transaction whose publisher says nothing, on a topic
+    # that changes far more often than the recheck interval (each change: a new read)
+    manager = TransactionManager(TxConfig())
+    manager.start()
+    tx_client = InProcessTxClient(manager)
+    holder = tx_client.start_short()
+
+    async def scenario() -> tuple[str, bool]:
+        loop = asyncio.get_running_loop()
+        waiters = TopicWaiters(loop)
+        with ThreadPoolExecutor(2) as pool:
+            long_poll = LongPoll(waiters, TransactionStateGuard(tx_client), pool, recheck_s=0.05)
+
+            async def read() -> str:
+                return "held"
+
+            async def changes() -> None:
+                for version in itertools.count():
+                    await asyncio.sleep(0.005)
+                    waiters.listener(T, version)
+
+            changing = asyncio.create_task(changes())
+            # When the transaction commits without a word, soon after the poll began
+            loop.call_later(0.2, tx_client.commit_or_throw, holder)
+            try:
+                return await long_poll.run(T, 5_000, read, lambda _r: (False, holder.write_pointer))
+            finally:
+                changing.cancel()
+
+    try:
+        # Then the poll learns it from the manager (not only at its deadline)
+        assert asyncio.run(scenario()) == ("held", True)
+    finally:
+        manager.stop()
 
 
 def test_a_committing_publisher_wakes_a_follower(tmp_path: Path) -> None:
