@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 from tms.errors import TmsInvalidArgumentError
 from tms.fetcher import FetchRequest, MessageFetcher
 from tms.ids import MessageId
-from tms.model import Message
-from tms.subscription import SubscriptionId, after, after_entry
+from tms.model import Message, TopicMetadata
+from tms.subscription import SubscriptionId, Versioned, after, after_entry
 from txn.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -58,11 +58,13 @@ def read_subscription(
     limit: int = DEFAULT_LIMIT,
     transaction: Transaction | None = None,
     max_scan: int = MAX_SCAN,
+    current: tuple[TopicMetadata, Versioned] | None = None,
 ) -> SubscriptionPoll:
-    """See the module docstring."""
+    """See the module docstring; ``current``: the topic and the record, when the caller
+    has just read (or written) them."""
     if not 0 < limit <= MAX_LIMIT:
         raise TmsInvalidArgumentError(f"a subscription's limit is 1..{MAX_LIMIT}, got {limit}")
-    metadata, record = subs.record(sub)
+    metadata, record = current if current is not None else subs.record(sub)
     preferences = record.data.preferences
     if preferences.transactional and transaction is None:
         raise TmsInvalidArgumentError(

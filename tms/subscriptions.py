@@ -21,7 +21,8 @@ Contract (thread-safe; errors from ``tms.errors``):
 * ``prepare_position`` / ``commit_in_transaction`` write the position as part of a
   transaction (``tms.positions``): the same checks, against the position that
   transaction sees; ``rollback_in_transaction`` removes it.
-* ``read`` reads from the position (``tms.subread``).
+* ``read`` reads from the position (``tms.subread``), optionally committing its start
+  first (a commit riding on a poll).
 * Topic generations: deleting a topic deletes its subscriptions (``topic_deleted``); a
   record that names an older generation than its topic's (a delete interrupted by a
   crash) is reset to the start of the current generation when it is next read.
@@ -368,18 +369,37 @@ class Subscriptions:
     ) -> Subscription:
         """Move the stored position forward to ``position`` (not transactionally)."""
         metadata, record = self.record(sub)
+        new = self._commit(
+            sub, metadata, record, position, version=version, transaction=transaction
+        )
+        return self._view_of(sub, new, Resolved(position, None, new.data.state.updated_ms), None)
+
+    def _commit(
+        self,
+        sub: SubscriptionId,
+        metadata: TopicMetadata,
+        record: Versioned,
+        position: MessageId,
+        *,
+        version: int,
+        transaction: Transaction | None,
+    ) -> Versioned:
         self._check_version(sub, record, version)
         current = self.resolved(sub, metadata, record).position
         self._check_move(metadata, record.data.preferences, current, position, transaction)
-        return self._store_position(sub, metadata, record, position)
+        return self._write_position(sub, metadata, record, position)
 
     def _store_position(
         self, sub: SubscriptionId, metadata: TopicMetadata, record: Versioned, position: MessageId
     ) -> Subscription:
+        new = self._write_position(sub, metadata, record, position)
+        return self._view_of(sub, new, Resolved(position, None, new.data.state.updated_ms), None)
+
+    def _write_position(
+        self, sub: SubscriptionId, metadata: TopicMetadata, record: Versioned, position: MessageId
+    ) -> Versioned:
         data = SubscriptionData(record.data.preferences, self._state(position, metadata))
-        new = Versioned(data, self.store.write(sub, data, record.version))
-        resolved = Resolved(position, None, data.state.updated_ms)
-        return self._view_of(sub, new, resolved, None)
+        return Versioned(data, self.store.write(sub, data, record.version))
 
     def prepare_position(
         self,
@@ -438,10 +458,22 @@ class Subscriptions:
         start_from: MessageId | None = None,
         limit: int = DEFAULT_LIMIT,
         transaction: Transaction | None = None,
+        commit_version: int | None = None,
     ) -> SubscriptionPoll:
-        """Read from the position (``tms.subread``)."""
+        """Read from the position (``tms.subread``); with ``commit_version``, ``commit``
+        ``start_from`` with that version first (one step: the read goes on from the
+        record it wrote)."""
+        current = None
+        if commit_version is not None:
+            if start_from is None:
+                raise TmsInvalidArgumentError("a commit before a read commits its start: give one")
+            metadata, record = self.record(sub)
+            new = self._commit(
+                sub, metadata, record, start_from, version=commit_version, transaction=transaction
+            )
+            current = metadata, new
         return read_subscription(
-            self, sub, start_from=start_from, limit=limit, transaction=transaction
+            self, sub, start_from=start_from, limit=limit, transaction=transaction, current=current
         )
 
     # -- topics and metrics ---------------------------------------------------------------

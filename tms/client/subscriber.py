@@ -77,6 +77,7 @@ class Subscriber:
         self._monotonic = monotonic
         info = client.get_subscription(subscription)
         self._done: MessageId = info.position  # everything before it is processed
+        self._through: MessageId | None = None  # and this message (settled into _done)
         self._committed = info.position
         self._version = info.version
         self._committed_at = monotonic()
@@ -87,7 +88,13 @@ class Subscriber:
     @property
     def position(self) -> MessageId:
         """Where processing stands: everything before it was processed."""
+        self._settle()
         return self._done
+
+    def _settle(self) -> None:
+        if self._through is not None:
+            self._done = max(self._done, after(self._through))
+            self._through = None
 
     @property
     def committed(self) -> MessageId:
@@ -98,6 +105,7 @@ class Subscriber:
         delay = held_delay = 0.01
         while not self._stop():
             fresh = self._refresh_tx()
+            self._settle()
             due = self._done != self._committed and (
                 self._monotonic() - self._committed_at >= self._interval
             )
@@ -124,7 +132,8 @@ class Subscriber:
             self._version = batch.version
             for message in batch.messages:
                 yield message
-                self._done = after(message.id)  # asked for the next one: processed
+                self._through = message.id  # asked for the next one: processed
+            self._settle()
             self._done = max(self._done, batch.position)
             if batch.held:
                 self._tx_started = -float("inf")  # read on with a newer transaction
@@ -160,6 +169,7 @@ class Subscriber:
     def commit(self, *, through: Message | None = None) -> None:
         """Commit the position after the processed messages now; ``through``: count this
         message (the one the loop is on) as processed too."""
+        self._settle()
         if through is not None:
             self._done = max(self._done, after(through.id))
         if self._done == self._committed:

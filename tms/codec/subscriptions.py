@@ -31,6 +31,7 @@ import json
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from tms.errors import TmsCodecError, TmsInvalidArgumentError
@@ -179,7 +180,11 @@ def encode_record(data: SubscriptionData, version: int) -> bytes:
     return _VERSION.pack(version) + json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 
+@lru_cache(maxsize=4096)
 def decode_record(value: bytes) -> Versioned:
+    """The record of ``value``; the values are frozen, so one decoded record is shared by
+    every read of the same bytes (a hot subscription's record is decoded once per change,
+    not per request)."""
     if len(value) < _VERSION.size:
         raise TmsCodecError(f"subscription record of {len(value)} bytes")
     (version,) = _VERSION.unpack_from(value)

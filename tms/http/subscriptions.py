@@ -212,15 +212,17 @@ class SubscriptionApi:
         wait_ms = self._wait_ms(request)
         commit_version = _query_int(request, "commit")
         subs = self.svc.subscriptions
-        if commit_version is not None:
-            if start is None:
-                raise TmsInvalidArgumentError("?commit commits startFrom: give one")
-            await self._sub_call(subs.commit, sub, start, commit_version, tx)
+        if commit_version is not None and start is None:
+            raise TmsInvalidArgumentError("?commit commits startFrom: give one")
         assert self.long_poll is not None
+        commit = [commit_version]  # the first read commits, the long poll's next ones not
 
         async def read() -> SubscriptionPoll:
+            version, commit[0] = commit[0], None
             return await self._sub_call(
-                lambda: subs.read(sub, start_from=start, limit=limit, transaction=tx)
+                lambda: subs.read(
+                    sub, start_from=start, limit=limit, transaction=tx, commit_version=version
+                )
             )
 
         def outcome(poll: SubscriptionPoll) -> tuple[bool, int | None]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -182,6 +184,40 @@ def test_commit_rides_on_the_next_poll(topic: Served) -> None:
         headers={"Content-Type": "avro/binary"},
     )
     error(r, 409, "bad_version")
+
+
+def test_a_commit_riding_on_a_long_poll_is_made_once_while_it_waits(topic: Served) -> None:
+    # Given a consumer that read everything and commits it on a poll that waits
+    ok(call(topic, "PUT", f"{BASE}/s", {}))
+    _, r = poll(topic, "s", "avro")
+    end = bytes.fromhex(r.headers["X-Tms-Position"])
+    waiting = ThreadPoolExecutor(1)
+    answer = waiting.submit(
+        poll,
+        topic,
+        "s",
+        "avro",
+        ConsumeSpec(start_from=end),
+        {"commit": r.headers["X-Tms-Version"], "wait_ms": "20000"},
+    )
+    try:
+        # When a message arrives while it waits (the poll reads again)
+        wait_until_committed(topic, end)
+        topic.service.publish(StoreRequest.of(T, [b"d"]))
+        msgs, r = answer.result(timeout=30)
+    finally:
+        waiting.shutdown()
+    # Then it answers the message, the position committed once (one version on)
+    assert msgs == [b"d"] and r.headers["X-Tms-Version"] == "2"
+    assert ok(call(topic, "GET", f"{BASE}/s"))["position"] == end.hex()
+
+
+def wait_until_committed(served: Served, position: bytes) -> None:
+    for _ in range(1000):
+        if ok(call(served, "GET", f"{BASE}/s"))["position"] == position.hex():
+            return
+        time.sleep(0.01)
+    raise AssertionError("the commit was not made")
 
 
 def test_seek(topic: Served) -> None:
