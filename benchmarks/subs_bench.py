@@ -7,9 +7,9 @@ this one (and publishers in others).
   ``Subscriber`` sends with ``commit_interval_s=0``), and as poll then a separate
   ``commit`` request;
 * ``loop``: the exactly-once loop of ``examples/exactly_once.py`` (in one transaction:
-  poll 100 through a ``SubscriptionConsumer``, publish 100 outputs, the running sum in a
-  SQLite ``SqliteTable``, the position written as part of the transaction): input
-  messages per second;
+  poll 100 through a ``SubscriptionConsumer``, publish 100 outputs, the position written
+  as part of the transaction), without application state and with the running sum in a
+  SQLite ``SqliteTable``, alternately: input messages per second;
 * ``memory``: the service's resident memory before and after creating 10,000
   subscriptions (over 100 topics), after listing them with lag and after a ``/metrics``
   scrape (the lag gauge);
@@ -56,6 +56,24 @@ from txn.sqlite_table import SqliteTable
 
 RESULTS = Path(__file__).with_name("results")
 PAYLOAD = os.urandom(50) + b"\x00" * 50
+
+
+def sync_ms(directory: Path, samples: int = 100) -> float:
+    """The median time of a 100-byte write + ``fdatasync`` in ``directory``: what every
+    durable step costs at the moment (the figures move with it on a shared disk)."""
+    path = directory / "sync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    times = []
+    try:
+        for _ in range(samples):
+            os.write(fd, b"x" * 100)
+            started = time.perf_counter()
+            os.fdatasync(fd)
+            times.append(time.perf_counter() - started)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return round(1000 * statistics.median(times), 3)
 
 
 def _fill(client: MessagingClient, topic: TopicId, count: int, payloads: list[bytes]) -> None:
@@ -149,25 +167,35 @@ def bench_poll(url: str, count: int, rounds: int, batch: int = 100) -> dict[str,
 # -- the exactly-once loop ------------------------------------------------------------
 
 
-def bench_loop(url: str, tx_address: str, tmp: Path, count: int, batch: int = 100) -> Any:
+def bench_loop(
+    url: str, tx_address: str, tmp: Path, count: int, *, state: bool, batch: int = 100
+) -> Any:
+    """The loop over ``count`` inputs, with the running sum in a ``SqliteTable`` (one more
+    synced write per transaction) or without application state."""
     client, tx_client = MessagingClient(url), ThriftTxClient(tx_address)
-    inputs, outputs = TopicId("bench", "loop-in"), TopicId("bench", "loop-out")
+    tag = f"{'state' if state else 'plain'}-{time.monotonic_ns()}"
+    inputs, outputs = TopicId("bench", f"in-{tag}"), TopicId("bench", f"out-{tag}")
     _fill(client, inputs, count, [str(n).encode() for n in range(1, 1001)])
     client.create_topic(outputs)
     sub = SubscriptionId(inputs, "loop")
     client.create_subscription(sub, Preferences(transactional=True))
-    state = SqliteTable(tmp / "loop.db")
+    table = SqliteTable(tmp / f"{tag}.db") if state else None
     consumer = SubscriptionConsumer(client, sub)
     publisher = TransactionalPublisher(client)
-    executor = TransactionExecutor(tx_client, [consumer, publisher, state])
+    participants: list[Any] = [consumer, publisher] + ([table] if table else [])
+    executor = TransactionExecutor(tx_client, participants)
+    sums = [0]
 
     def step() -> int:
         messages = consumer.poll(batch)
-        total = int(state.get(b"total") or b"0")
+        total = int(table.get(b"total") or b"0") if table else sums[0]
         for message in messages:
             total += int(message.payload)
         publisher.publish(outputs, [b"out " + m.payload for m in messages])
-        state.put(b"total", str(total).encode())
+        if table:
+            table.put(b"total", str(total).encode())
+        else:
+            sums[0] = total
         return len(messages)
 
     started = time.perf_counter()
@@ -178,16 +206,18 @@ def bench_loop(url: str, tx_address: str, tmp: Path, count: int, batch: int = 10
         transactions += 1
     elapsed = time.perf_counter() - started
     client_cpu = time.process_time() - cpu
-    with TransactionContext(tx_client, state):
-        total = int(state.get(b"total") or b"0")
+    if table:
+        with TransactionContext(tx_client, table):
+            sums[0] = int(table.get(b"total") or b"0")
+        table.close()
     expected = sum(range(1, 1001)) * (count // 1000)
-    assert processed == count and total == expected, (processed, total, expected)
-    state.close()
+    assert processed == count and sums[0] == expected, (processed, sums[0], expected)
     client.close()
     tx_client.close()
     return {
         "inputs": count,
         "batch": batch,
+        "state": "sqlite" if state else "none",
         "transactions": transactions,
         "inputs_per_s": round(count / elapsed),
         "client_cpu_ms_per_tx": round(1000 * client_cpu / transactions, 2),
@@ -336,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = new_report("subscriptions", message_bytes=len(PAYLOAD))
     bench_dir = os.environ.get("BENCH_DIR")
     with tempfile.TemporaryDirectory(dir=bench_dir) as tmp, Launched(Path(tmp) / "d") as stack:
+        report["sync_ms_before"] = sync_ms(Path(tmp))
+        print(f"fdatasync: {report['sync_ms_before']} ms (median)", flush=True)
         if "memory" in parts:  # first: on a fresh service
             report["memory"] = bench_memory(stack, 2_000 if args.quick else 10_000)
             print(f"memory: {report['memory']}", flush=True)
@@ -344,9 +376,13 @@ def main(argv: list[str] | None = None) -> int:
             report["poll"] = bench_poll(stack.url, count, args.rounds)
             print(f"poll: {report['poll']}", flush=True)
         if "loop" in parts:
-            count = 20_000 if args.quick else 100_000
-            report["loop"] = bench_loop(stack.url, stack.tx_address, Path(tmp), count)
-            print(f"exactly-once loop: {report['loop']}", flush=True)
+            count = 20_000 if args.quick else 50_000
+            report["loop"] = []
+            for _ in range(args.rounds):
+                for state in (False, True):
+                    result = bench_loop(stack.url, stack.tx_address, Path(tmp), count, state=state)
+                    report["loop"].append(result)
+                    print(f"exactly-once loop: {result}", flush=True)
         if "latency" in parts:
             seconds = 3.0 if args.quick else 10.0
             report["latency"] = []
@@ -363,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
                         )
                         report["latency"].append(result)
                         print(f"latency: {result}", flush=True)
+        report["sync_ms_after"] = sync_ms(Path(tmp))
+        print(f"fdatasync: {report['sync_ms_after']} ms (median)", flush=True)
     write_report(args.out, report)
     return 0
 
