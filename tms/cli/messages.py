@@ -14,11 +14,11 @@ import argparse
 import base64
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tms.errors import TmsInvalidArgumentError, TransactionServiceError
-from tms.model import TopicId
+from tms.model import Message, TopicId
 from tms.subscription import SubscriptionId
 from txn.clikit import (
     Column,
@@ -234,11 +234,22 @@ def _tail(args: argparse.Namespace, client: Any) -> int:
     if args.subscription:
         return _tail_subscription(args, client, SubscriptionId(topic, args.subscription))
     tx_client = tx_client_for(args)
-    seen = 0
     try:
-        for message in client.follow(topic, start=start, tx_client=tx_client):
+        _print_until(args, client.follow(topic, start=start, tx_client=tx_client))
+    finally:
+        if tx_client is not None:
+            tx_client.close()
+    return 0
+
+
+def _print_until(args: argparse.Namespace, messages: Iterable[Message]) -> Message | None:
+    """Print ``messages`` until ``--count`` of them or Ctrl-C; the last one printed."""
+    seen = 0
+    last = None
+    try:
+        for message in messages:
             emit(args, [message_record(message)], MESSAGE_COLUMNS, stream=True)
-            seen += 1
+            last, seen = message, seen + 1
             if args.count is not None and seen >= args.count:
                 break
     except KeyboardInterrupt:
@@ -247,10 +258,7 @@ def _tail(args: argparse.Namespace, client: Any) -> int:
         raise TransactionServiceError(
             f"cannot use the transaction server at {args.tx_server}: {exc}"
         ) from exc
-    finally:
-        if tx_client is not None:
-            tx_client.close()
-    return 0
+    return last
 
 
 def _tail_subscription(args: argparse.Namespace, client: Any, sub: SubscriptionId) -> int:
@@ -262,21 +270,10 @@ def _tail_subscription(args: argparse.Namespace, client: Any, sub: SubscriptionI
             f"subscription {sub} reads committed messages only: give --tx-server"
         )
     tx_client = tx_client_for(args)
-    seen = 0
-    last = None
     subscriber = Subscriber(client, sub, tx_client=tx_client)
+    last = None  # printed: processed (those before it, when the loop asked for the next)
     try:
-        for message in subscriber:
-            emit(args, [message_record(message)], MESSAGE_COLUMNS, stream=True)
-            last, seen = message, seen + 1  # printed: processed
-            if args.count is not None and seen >= args.count:
-                break
-    except KeyboardInterrupt:
-        pass
-    except TxError as exc:
-        raise TransactionServiceError(
-            f"cannot use the transaction server at {args.tx_server}: {exc}"
-        ) from exc
+        last = _print_until(args, subscriber)
     finally:
         try:
             subscriber.commit(through=last)  # what was printed, so the next tail goes on

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from tms.client.transport import Reply
+from tms.client.transport import Reply, Requests
 from tms.codec import avro
 from tms.codec.avro import ConsumeSpec
 from tms.codec.subscription_bodies import (
@@ -96,24 +96,6 @@ class SubscriptionBatch:
     held_finished: bool
 
 
-class _Requests(Protocol):
-    def _request(
-        self,
-        method: str,
-        url: str,
-        *,
-        topic: object = None,
-        idempotent: bool = True,
-        timeout_s: float | None = None,
-        body: bytes | None = None,
-        content_type: str | None = None,
-        params: Mapping[str, str] | None = None,
-    ) -> Reply: ...
-
-    @property
-    def request_timeout_s(self) -> float: ...
-
-
 def _path(sub: SubscriptionId, action: str = "") -> str:
     path = f"/v1/namespaces/{sub.topic.namespace}/topics/{sub.topic.topic}/subscriptions/{sub.name}"
     return f"{path}/{action}" if action else path
@@ -127,42 +109,38 @@ def _tx(transaction: Transaction | None) -> bytes | None:
     return encode_transaction(transaction) if transaction is not None else None
 
 
+def _change(calls: Requests, method: str, sub: SubscriptionId, action: str, body: bytes) -> Reply:
+    """A change to ``sub`` with a JSON body: sent once (not idempotent)."""
+    return calls._request(
+        method, _path(sub, action), topic=sub.topic, body=body, content_type=JSON, idempotent=False
+    )
+
+
 class SubscriptionCalls:
     def create_subscription(
-        self: _Requests, sub: SubscriptionId, preferences: Preferences | None = None
+        self: Requests, sub: SubscriptionId, preferences: Preferences | None = None
     ) -> SubscriptionInfo:
         """Create ``sub`` (``SubscriptionExistsError`` if it exists)."""
         body = _json(preferences_to_json(preferences or Preferences()))
-        reply = self._request(
-            "PUT", _path(sub), topic=sub.topic, body=body, content_type=JSON, idempotent=False
-        )
-        return SubscriptionInfo.from_json(reply.json())
+        return SubscriptionInfo.from_json(_change(self, "PUT", sub, "", body).json())
 
-    def get_subscription(self: _Requests, sub: SubscriptionId) -> SubscriptionInfo:
+    def get_subscription(self: Requests, sub: SubscriptionId) -> SubscriptionInfo:
         return SubscriptionInfo.from_json(self._request("GET", _path(sub), topic=sub.topic).json())
 
-    def list_subscriptions(self: _Requests, topic: TopicId) -> list[SubscriptionInfo]:
+    def list_subscriptions(self: Requests, topic: TopicId) -> list[SubscriptionInfo]:
         path = f"/v1/namespaces/{topic.namespace}/topics/{topic.topic}/subscriptions"
         return [
             SubscriptionInfo.from_json(o) for o in self._request("GET", path, topic=topic).json()
         ]
 
     def update_subscription(
-        self: _Requests, sub: SubscriptionId, preferences: Preferences, version: int
+        self: Requests, sub: SubscriptionId, preferences: Preferences, version: int
     ) -> SubscriptionInfo:
         """Replace the preferences (``BadVersionError`` if ``version`` is stale)."""
         body = _json({"preferences": preferences_to_json(preferences), "version": version})
-        reply = self._request(
-            "PUT",
-            _path(sub, "preferences"),
-            topic=sub.topic,
-            body=body,
-            content_type=JSON,
-            idempotent=False,
-        )
-        return SubscriptionInfo.from_json(reply.json())
+        return SubscriptionInfo.from_json(_change(self, "PUT", sub, "preferences", body).json())
 
-    def delete_subscription(self: _Requests, sub: SubscriptionId, version: int) -> None:
+    def delete_subscription(self: Requests, sub: SubscriptionId, version: int) -> None:
         self._request(
             "DELETE",
             _path(sub),
@@ -172,7 +150,7 @@ class SubscriptionCalls:
         )
 
     def seek_subscription(
-        self: _Requests,
+        self: Requests,
         sub: SubscriptionId,
         to: Start,
         version: int,
@@ -181,18 +159,10 @@ class SubscriptionCalls:
     ) -> SubscriptionInfo:
         """Move the position to ``to`` (backwards too)."""
         body = encode_seek_request(start_to_json(to), version, _tx(transaction))
-        reply = self._request(
-            "POST",
-            _path(sub, "seek"),
-            topic=sub.topic,
-            body=body,
-            content_type=JSON,
-            idempotent=False,
-        )
-        return SubscriptionInfo.from_json(reply.json())
+        return SubscriptionInfo.from_json(_change(self, "POST", sub, "seek", body).json())
 
     def commit_subscription(
-        self: _Requests,
+        self: Requests,
         sub: SubscriptionId,
         position: MessageId,
         version: int,
@@ -202,18 +172,10 @@ class SubscriptionCalls:
         """Move the position forward to ``position`` (``transaction``: the one the
         messages were read with, required for a transactional subscription)."""
         body = encode_commit_request(CommitRequest(position, version, _tx(transaction), False))
-        reply = self._request(
-            "POST",
-            _path(sub, "commit"),
-            topic=sub.topic,
-            body=body,
-            content_type=JSON,
-            idempotent=False,
-        )
-        return SubscriptionInfo.from_json(reply.json())
+        return SubscriptionInfo.from_json(_change(self, "POST", sub, "commit", body).json())
 
     def commit_in_transaction(
-        self: _Requests,
+        self: Requests,
         sub: SubscriptionId,
         position: MessageId,
         version: int,
@@ -223,17 +185,10 @@ class SubscriptionCalls:
         becomes the subscription's when the transaction commits. Use
         ``tms.client.consumer.SubscriptionConsumer``, which also rolls it back."""
         body = encode_commit_request(CommitRequest(position, version, _tx(transaction), True))
-        self._request(
-            "POST",
-            _path(sub, "commit"),
-            topic=sub.topic,
-            body=body,
-            content_type=JSON,
-            idempotent=False,
-        )
+        _change(self, "POST", sub, "commit", body)
 
     def rollback_positions(
-        self: _Requests, sub: SubscriptionId, write_pointers: Iterable[int]
+        self: Requests, sub: SubscriptionId, write_pointers: Iterable[int]
     ) -> int:
         """Remove positions written under ``write_pointers`` (idempotent)."""
         body = _json({"transactionWritePointers": list(write_pointers)})
@@ -243,7 +198,7 @@ class SubscriptionCalls:
         return int(reply.json()["rolledBack"])
 
     def poll_subscription(
-        self: _Requests,
+        self: Requests,
         sub: SubscriptionId,
         *,
         start: MessageId | None = None,
@@ -281,7 +236,7 @@ class SubscriptionCalls:
         )
 
     def transactions_finished(
-        self: _Requests, topic: TopicId, write_pointers: Sequence[int]
+        self: Requests, topic: TopicId, write_pointers: Sequence[int]
     ) -> None:
         """Tell the service these transactions, which wrote to ``topic``, finished: it
         wakes the readers held behind them at once."""
