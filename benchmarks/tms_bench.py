@@ -153,13 +153,14 @@ def _timed(fn: Callable[[], int], min_seconds: float = 0.3) -> float:
 
 def bench_fetch(root: Path, count: int) -> dict[str, float]:
     path = root / "fetch"
-    svc = MessagingService(LevelDBStore(path))
+    store = LevelDBStore(path)
+    svc = MessagingService(store)
     svc.create_topic(T)
     _fill(svc, count)
     reader = Transaction(transaction_id=2**62, read_pointer=2**62, write_pointer=2**62)
     all_ids = svc.fetch(T, FetchRequest(limit=count)).messages
     tail_start = all_ids[-1000].id
-    db: Any = svc.tables.kv.db  # type: ignore[attr-defined]
+    db = store.db
 
     def raw_scan() -> int:
         n = 0

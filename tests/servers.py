@@ -15,13 +15,14 @@ from tms.http.app import HttpConfig
 from tms.http.server import HttpServer, HttpServerThread
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from tms.store.tables import Tables
+from txms_common.retry import RetryNTimes
 from txn.config import ServerConfig, TxConfig
 from txn.manager import TransactionManager
 from txn.persist.local import LocalDirStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
-from txn.rpc.server import ServerThread, ThriftServer
+from txn.rpc.server import ServerThread, new_server
 
 
 @dataclass
@@ -33,6 +34,8 @@ class Stack:
     tx_server: ServerThread
     manager: TransactionManager
     service: MessagingService
+    tables: Tables
+    """A view of the service's store, to check its rows."""
 
     def options(self, topic: str, **extra: str) -> dict[str, str]:
         """Options of the Spark data source for ``topic`` on this stack."""
@@ -47,19 +50,19 @@ def running_stack(root: Path) -> Iterator[Stack]:
         TransactionStateStore(LocalDirStorage(root / "txn")),
     )
     manager.start()
-    tx_server = ServerThread(ThriftServer(manager, ServerConfig(port=0)))
+    tx_server = ServerThread(new_server(manager, ServerConfig(port=0)))
     host, port = tx_server.start()
     # As deployed: transactional writes are checked against the transaction server.
     guard_client = ThriftTxClient((host, port), retry=RetryNTimes(2), timeout_s=5)
-    service = MessagingService(
-        LevelDBStore(root / "tms"), TmsConfig(), guard=TransactionStateGuard(guard_client)
-    )
+    store = LevelDBStore(root / "tms")
+    service = MessagingService(store, TmsConfig(), guard=TransactionStateGuard(guard_client))
     http = HttpServerThread(HttpServer(service, HttpConfig(port=0)))
     url = http.start()
     messaging = MessagingClient(url, retries=1, backoff_s=0.01)
     tx = ThriftTxClient((host, port), retry=RetryNTimes(1), timeout_s=5)
     try:
-        yield Stack(url, f"{host}:{port}", messaging, tx, tx_server, manager, service)
+        tables = Tables(store)
+        yield Stack(url, f"{host}:{port}", messaging, tx, tx_server, manager, service, tables)
     finally:
         messaging.close()
         tx.close()

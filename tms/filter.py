@@ -1,4 +1,5 @@
-"""The transactional consumer's filter: ACCEPT, SKIP, or HOLD (stop the scan).
+"""The transactional consumer's filter: ACCEPT, SKIP, or HOLD (stop the scan). Every
+read of a topic (``tms.fetcher``) passes its transactional entries through it.
 
 For an entry written with raw pointer ``ptr`` (None: non-transactional; negative: rolled
 back, or negated by cleanup because its transaction was invalid):

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tms.errors import TmsError, TransactionNotInProgressError, TransactionServiceError
-from txn.clock import Clock
+from txms_common.clock import Clock
 from txn.state import WritePointerState
 from txn.transaction import MAX_TX_PER_MS
 

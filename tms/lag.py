@@ -32,11 +32,7 @@ COUNT_LIMIT = 10_000
 
 
 def _payload_rows(tables: Tables, prefix: bytes, wp: int, smallest: int) -> int:
-    count = 0
-    for key, _value in tables.payloads.rows(prefix, wp):
-        if int.from_bytes(key[-10:-2], "big") >= smallest:
-            count += 1
-    return count
+    return sum(1 for row in tables.payloads.scan(prefix, wp) if row.write_ms >= smallest)
 
 
 def lags(
@@ -51,38 +47,33 @@ def lags(
     if not positions:
         return []
     prefix = keys.topic_prefix(metadata.topic, metadata.generation)
-    stop = keys.stop_key_for_prefix(prefix)
     smallest = max(0, now_ms - metadata.ttl_s * 1000)
     # Newest first: (position, messages from it to the end, marker's pointer or 0).
     window: list[tuple[tuple[int, int], int, int]] = []
     total = rows = 0
     complete = True
-    for key, value in tables.messages.store.scan(prefix, stop, reverse=True):
-        _gen, ms, seq = keys.decode_message_key(key)
-        if ms < smallest:
+    for row in tables.messages.scan_back(prefix):
+        if row.publish_ms < smallest:
             break
-        head = value[0] & 0x7F
-        ptr = 0
-        if head == 0:
+        ptr, marker = row.entry.tx_write_pointer, 0
+        if ptr is None:
             count = 1
+        elif ptr < 0:
+            count = 0  # rolled back, or negated by cleanup
+        elif row.entry.payload is None:  # a commit marker: its payloads count
+            count, marker = _payload_rows(tables, prefix, ptr, smallest), ptr
         else:
-            offset = 5 if value[0] & 0x80 else 1
-            ptr = int.from_bytes(value[offset : offset + 8], "big", signed=True)
-            if ptr < 0:
-                count = 0
-            elif head == 2:
-                count = _payload_rows(tables, prefix, ptr, smallest)
-            else:
-                count = 1
+            count = 1
         total += count
-        window.append(((ms, seq), total, ptr if head == 2 else 0))
+        window.append(((row.publish_ms, row.seq), total, marker))
         rows += max(count, 1)
         if rows >= count_limit:
             complete = False
             break
     window.reverse()
     entries = [w[0] for w in window]
-    first_ms = _first_ms(tables, prefix, stop) if not complete else None
+    first = tables.messages.first_position(prefix) if not complete else None
+    first_ms = first[0] if first is not None else None
     results = []
     for position in positions:
         at = (position.publish_ms, position.seq)
@@ -104,21 +95,14 @@ def lags(
     return results
 
 
-def _first_ms(tables: Tables, prefix: bytes, stop: bytes | None) -> int | None:
-    for key, _value in tables.messages.store.scan(prefix, stop):
-        return keys.decode_message_key(key)[1]
-    return None
-
-
 def _payloads_before(
     tables: Tables, prefix: bytes, wp: int, position: MessageId, smallest: int
 ) -> int:
     """Payload rows of a commit marker before a position inside it."""
     count = 0
-    for key, _value in tables.payloads.rows(prefix, wp):
-        write_ms, p_seq = int.from_bytes(key[-10:-2], "big"), int.from_bytes(key[-2:], "big")
-        if (write_ms, p_seq) >= (position.write_ms, position.p_seq):
+    for row in tables.payloads.scan(prefix, wp):
+        if (row.write_ms, row.p_seq) >= (position.write_ms, position.p_seq):
             break
-        if write_ms >= smallest:
+        if row.write_ms >= smallest:
             count += 1
     return count

@@ -6,7 +6,9 @@ with its outputs or not at all. So it is treated like a transactional message: w
 by the topic's writer, under the transaction's write pointer, into a row of its own
 (``tms.codec.subscriptions``: table ``c``, keyed by topic generation, subscription name
 and write pointer), and never updated in place — a position changed at ``persist`` time
-would be visible too early.
+would be visible too early. The write is an operation of its own
+(``tms.operations.WritePosition``; ``RollbackPosition`` removes it), its rows in
+``tms.store.positions``.
 
 **Resolution** (``resolve``): a reader with transaction ``tx`` sees the position of the
 newest row (largest write pointer) that ``tx`` sees — committed before its snapshot, or
@@ -33,37 +35,23 @@ pointers; cleanup deletes the rows of invalid transactions and of old generation
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
-from tms.codec import keys
-from tms.codec.subscriptions import (
-    PositionRow,
-    decode_position_key,
-    decode_position_value,
-    encode_position_value,
-    position_key,
-    position_prefix,
-)
+from tms.codec.subscriptions import PositionRow
 from tms.ids import MessageId
-from tms.store.kv import TableStore, WriteOp
 from tms.subscription import SubscriptionId, SubscriptionState
 from txn.state import WritePointerState
 from txn.transaction import NO_TX_IN_PROGRESS, Transaction
 
 __all__ = [
-    "POSITION_TABLE",
-    "PositionRollback",
-    "PositionTable",
-    "PositionWrite",
     "Resolved",
     "change_key",
+    "doomed_rows",
     "fresh_view",
     "resolve",
     "superseded_by",
 ]
-
-POSITION_TABLE = b"c"
 
 
 def change_key(sub: SubscriptionId) -> bytes:
@@ -113,76 +101,6 @@ def resolve(
     return Resolved(newest.position, newest.write_pointer, newest.written_ms)
 
 
-class PositionTable:
-    """The rows of transactional positions in one ``TableStore``."""
-
-    def __init__(self, store: TableStore) -> None:
-        self.store = store
-
-    def rows(self, topic_prefix: bytes, name: str) -> list[PositionRow]:
-        """One subscription's rows in a topic generation, by write pointer."""
-        prefix = position_prefix(topic_prefix, name)
-        return [
-            decode_position_value(int.from_bytes(key[-8:], "big", signed=True), value)
-            for key, value in self.store.scan(prefix, keys.stop_key_for_prefix(prefix))
-        ]
-
-    def all_rows(self, topic_prefix: bytes) -> dict[str, list[PositionRow]]:
-        """Every subscription's rows in a topic generation, by name."""
-        found: dict[str, list[PositionRow]] = {}
-        for key, value in self.store.scan(topic_prefix, keys.stop_key_for_prefix(topic_prefix)):
-            name, wp = decode_position_key(key, topic_prefix)
-            found.setdefault(name, []).append(decode_position_value(wp, value))
-        return found
-
-    def exists(self, topic_prefix: bytes, name: str, write_pointer: int) -> bool:
-        return self.store.get(position_key(topic_prefix, name, write_pointer)) is not None
-
-
-@dataclass(frozen=True, slots=True)
-class PositionWrite:
-    """A write operation of the topic writer: the position ``position`` of subscription
-    ``name`` under ``write_pointer`` (checked in progress by the service's guard), with
-    the stamp of the state it was read from; ``superseded``: write pointers of the
-    subscription's rows to delete in the same batch (see "Compaction")."""
-
-    name: str
-    write_pointer: int
-    stamp: int
-    position: MessageId
-    written_ms: int
-    superseded: tuple[int, ...] = field(default=())
-
-    def write_ops(self, topic_prefix: bytes) -> list[WriteOp]:
-        ops: list[WriteOp] = [
-            (POSITION_TABLE, position_key(topic_prefix, self.name, wp), None)
-            for wp in self.superseded
-        ]
-        ops.append(
-            (
-                POSITION_TABLE,
-                position_key(topic_prefix, self.name, self.write_pointer),
-                encode_position_value(self.stamp, self.position, self.written_ms),
-            )
-        )
-        return ops
-
-
-@dataclass(frozen=True, slots=True)
-class PositionRollback:
-    """A write operation of the topic writer: delete subscription ``name``'s row under
-    ``write_pointer`` (checked in progress or invalid — never committed — by the guard).
-    Its result is how many rows were deleted (0 or 1; 0 on a repeat)."""
-
-    name: str
-    write_pointer: int
-
-    def write_ops(self, table: PositionTable, topic_prefix: bytes) -> list[WriteOp]:
-        if not table.exists(topic_prefix, self.name, self.write_pointer):
-            return []
-        return [(POSITION_TABLE, position_key(topic_prefix, self.name, self.write_pointer), None)]
-
-
 def superseded_by(
     state: SubscriptionState, rows: Sequence[PositionRow], tx: Transaction
 ) -> tuple[int, ...]:
@@ -199,3 +117,23 @@ def superseded_by(
     newest = max(committed, default=None)
     stale = [r.write_pointer for r in rows if r.stamp != state.stamp]
     return tuple(sorted(stale + [wp for wp in committed if wp != newest]))
+
+
+def doomed_rows(
+    rows: Mapping[str, Sequence[PositionRow]],
+    stamps: Mapping[str, int],
+    invalid: frozenset[int],
+) -> Iterator[tuple[str, list[int], int]]:
+    """Cleanup's choice among a topic generation's ``rows`` (by subscription name): per
+    subscription, the write pointers of rows to delete — of ``invalid`` transactions, of
+    a subscription not in ``stamps`` (gone) or of another stamp than its state's
+    (superseded) — and how many of them were invalid. ``stamps`` must be listed after
+    the rows were read: a subscription made since has another stamp than older rows."""
+    for name, found in rows.items():
+        doomed = [
+            r.write_pointer
+            for r in found
+            if r.write_pointer in invalid or stamps.get(name) != r.stamp
+        ]
+        if doomed:
+            yield name, doomed, sum(1 for wp in doomed if wp in invalid)

@@ -1,51 +1,59 @@
-"""``MessagingService``: topics, publishing, rollback and consumption over the tables.
+"""``MessagingService``: topics, writes, reads and maintenance over the tables — the one
+door to the messaging core for the REST service, cleanup, inspection and the tools.
 
-Contract (every method thread-safe; errors from ``tms.errors``):
+Contract (every method thread-safe unless marked; errors from ``tms.errors``):
 
 * topics: ``create_topic`` (409 if it exists), ``update_topic`` (replaces the properties,
   keeps the generation), ``get_topic``, ``list_topics``, ``delete_topic`` (the generation
   is negated at once: the old data is invisible from then on and cleaned up later; a new
   create starts the next generation). Unknown or deleted topics raise
   ``TopicNotFoundError``.
-* ``publish`` returns only once the messages are durable; the ``RollbackDetail`` of a
-  transactional publish is what ``rollback`` takes. ``store`` stages payloads under a write
-  pointer; an empty transactional ``publish`` is the commit marker that makes them
-  visible. ``write`` takes many of these for one topic at once (one group commit), each
-  with its own outcome. Transactional publish and store are refused
-  (``TransactionTooOldError``) once the transaction is older than ``tx_max_lifetime_s``:
-  its id may already have been truncated from the invalid list. Every transactional
-  write, marker and rollback is checked by the ``guard`` (``tms.guard``): only pointers
-  the transaction manager issued and holds in progress (``TransactionNotInProgressError``,
-  or ``TransactionServiceError`` when it cannot be asked); without a transaction
-  service only pointers from the future are refused (``ClockGuard``).
+* writes are operations (``tms.operations``: publish, store, rollback, markers), each
+  group-committed by its topic's writer (``tms.writer``) and answered only once durable:
+  ``submit`` from a thread, ``await submit_async`` from an event loop (never blocking
+  it: the batch is written on the service's writer threads), ``write`` for several at
+  once, each with its own outcome. ``publish``, ``store``, ``rollback`` and
+  ``publish_markers`` are ``submit`` of one operation. Transactional writes are refused
+  once the transaction is older than ``tx_max_lifetime_s`` (``TransactionTooOldError``),
+  and checked by the ``guard`` (``tms.guard``): only pointers the transaction manager
+  issued and holds in progress (``TransactionNotInProgressError``, or
+  ``TransactionServiceError`` when it cannot be asked); without a transaction service
+  only pointers from the future are refused (``ClockGuard``).
+* reads: ``read`` starts a read (``tms.fetcher`` semantics) to iterate, ``fetch`` reads
+  into a ``FetchResult``, ``bounds`` says where a read would start and stop without
+  reading payloads, ``inspect`` shows the raw rows and ``recent_messages`` the newest
+  messages with their status (``tms.inspect``).
 * ``topic_stats`` / ``namespace_stats``: what topics hold (``tms.stats``; bounded cost,
   estimates beyond a size).
-* ``fetch`` reads with ``tms.fetcher`` semantics and returns a ``FetchResult``;
-  ``bounds`` says where such a read would start and stop, reading no payloads.
 * long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
   entries; ``wait_for_change`` blocks until it moves past a version or a timeout, and
-  ``add_listener`` tells event loops without blocking a thread. ``transactions_finished``
-  tells ``add_finish_listener``s that transactions are no longer in progress (a
-  publisher's post-commit step says so), to wake readers held behind them.
-* ``subscriptions``: the topics' subscriptions (``tms.subscriptions``); deleting a topic
-  deletes them.
+  ``add_listener`` tells event loops without blocking a thread (``tms.changes``).
+  ``transactions_finished`` tells ``add_finish_listener``s that transactions are no
+  longer in progress (a publisher's post-commit step says so), to wake readers held
+  behind them.
+* ``subscriptions``: the topics' subscriptions (``tms.subscriptions``), their records in
+  a ``SubscriptionStore``; deleting a topic deletes them.
+* maintenance, for cleanup: ``all_topics``, ``purge_topic``, ``negate_invalid``.
 """
 
 from __future__ import annotations
 
-import logging
+import asyncio
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar
 
-from tms.codec import keys
+from tms.changes import FinishListener, TopicChanges, TopicListener
 from tms.config import TmsConfig
-from tms.errors import TmsError, TopicNotFoundError, TransactionTooOldError
+from tms.errors import TmsError, TopicNotFoundError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
-from tms.guard import ClockGuard, Use, WritePointerGuard
+from tms.guard import ClockGuard, WritePointerGuard
+from tms.ids import MessageId
+from tms.inspect import inspect_topic, recent_messages
 from tms.metrics import TmsMetrics
 from tms.model import (
     MarkersRequest,
@@ -58,29 +66,21 @@ from tms.model import (
     TopicMetadata,
     validate_namespace,
 )
+from tms.operations import Markers, Operation, Publish, Rollback, Store, Ticket
 from tms.stats import TopicStats, topic_stats
 from tms.store.kv import KeyValueStore
 from tms.store.subscriptions import KvSubscriptionStore, SubscriptionStore
-from tms.store.tables import Tables
+from tms.store.tables import PurgeCounts, Tables
 from tms.subscriptions import Subscriptions
 from tms.writer import BatchStats, TopicWriter
-from txn.clock import SYSTEM_CLOCK, Clock
-from txn.transaction import MAX_TX_PER_MS
+from txms_common.clock import SYSTEM_CLOCK, Clock
+from txn.transaction import Transaction
 
-__all__ = ["FetchResult", "FinishListener", "MessagingService", "TopicListener", "WriteOperation"]
+__all__ = ["FetchResult", "FinishListener", "MessagingService", "TopicListener"]
 
-log = logging.getLogger(__name__)
+R = TypeVar("R")
 
-WriteOperation = tuple[str, Any]
-"""``("publish" | "store", StoreRequest)``, ``("rollback", RollbackDetail)``,
-``("markers", MarkersRequest)``, or a subscription's transactional position:
-``("position", tms.positions.PositionWrite)``, ``("unposition", PositionRollback)``."""
-
-TopicListener = Callable[[TopicId, int], None]
-"""Called with (topic, new version) after new entries landed; on the writer's thread."""
-
-FinishListener = Callable[[TopicId, Sequence[int]], None]
-"""Called with (topic, write pointers) when transactions that wrote to it finished."""
+_WRITER_THREADS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,22 +91,6 @@ class FetchResult:
     messages: list[Message]
     held: bool
     version: int
-
-
-def _pointers(kind: str, arg: Any) -> list[tuple[int, Use]]:
-    """The write pointers an operation writes or rolls back under, with their use."""
-    if kind in ("publish", "store"):
-        wp = arg.tx_write_pointer
-        return [] if wp is None else [(wp, Use.WRITE)]
-    if kind == "markers":
-        return [(wp, Use.MARKER) for wp in arg.write_pointers]
-    if kind == "rollback":
-        return [(arg.tx_write_pointer, Use.ROLLBACK)]
-    if kind == "position":
-        return [(arg.write_pointer, Use.WRITE)]
-    if kind == "unposition":
-        return [(arg.write_pointer, Use.ROLLBACK)]
-    return []
 
 
 class MessagingService:
@@ -124,20 +108,26 @@ class MessagingService:
     ) -> None:
         self.config = config or TmsConfig()
         self.guard = guard or ClockGuard(clock, self.config.tx_clock_skew_s)
-        self.tables = Tables(store)
         self.metrics = metrics or TmsMetrics()
+        self._tables = Tables(store)
         self._clock = clock
         self._lock = threading.Lock()
         self._topics: dict[TopicId, TopicMetadata] = {}
-        self._epoch = self.tables.kv.epoch
+        self._epoch = self._tables.epoch
         self._writers: dict[tuple[TopicId, int], TopicWriter] = {}
-        self._versions: dict[TopicId, int] = {}
-        self._changed = threading.Condition(self._lock)
-        self._listeners: list[TopicListener] = []
-        self._finish_listeners: list[FinishListener] = []
+        self._changes = TopicChanges()
+        self._opening: dict[
+            tuple[asyncio.AbstractEventLoop, TopicId], asyncio.Future[TopicWriter]
+        ] = {}
+        # Leads write batches for event-loop callers, a batch at a time (as many topics
+        # as have one under way at once; threads start only as needed), and opens their
+        # writers.
+        self._executor = ThreadPoolExecutor(_WRITER_THREADS, thread_name_prefix="tms-writer")
         self._closed = False
         self.metrics.watch_topic_sizes(self.topic_sizes)
-        self.subscriptions = Subscriptions(self, subscription_store or KvSubscriptionStore(store))
+        self.subscriptions = Subscriptions(
+            self, self._tables, subscription_store or KvSubscriptionStore(store)
+        )
         """The topics' subscriptions (``tms.subscriptions``); their records live in
         ``subscription_store`` (default: this store, ``KvSubscriptionStore``)."""
         self.metrics.watch_subscription_lags(self.subscriptions.all_lags)
@@ -153,7 +143,7 @@ class MessagingService:
     ) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **(properties or {})}
         props.pop("generation", None)
-        metadata = self.tables.metadata.create(topic, props)
+        metadata = self._tables.metadata.create(topic, props)
         with self._lock:
             self._topics[topic] = metadata
         return metadata
@@ -161,7 +151,7 @@ class MessagingService:
     def update_topic(self, topic: TopicId, properties: Mapping[str, str]) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **properties}
         props.pop("generation", None)
-        metadata = self.tables.metadata.update(topic, props)
+        metadata = self._tables.metadata.update(topic, props)
         with self._lock:
             self._topics[topic] = metadata
             writer = self._writers.get((topic, metadata.generation))
@@ -170,26 +160,26 @@ class MessagingService:
         return metadata
 
     def delete_topic(self, topic: TopicId) -> None:
-        deleted = self.tables.metadata.delete(topic)
+        deleted = self._tables.metadata.delete(topic)
         with self._lock:
             self._topics.pop(topic, None)
             writer = self._writers.pop((topic, -deleted.generation), None)
-            self._bump(topic)
+        self._changes.bump(topic)
         if writer is not None:
             writer.close()
         self.subscriptions.topic_deleted(topic)
 
     def get_topic(self, topic: TopicId) -> TopicMetadata:
         with self._lock:
-            if self._epoch != self.tables.kv.epoch:
+            if self._epoch != self._tables.epoch:
                 # The store recovered from a failed write, which may have landed after
                 # all (a topic deleted after all): read every topic again.
-                self._epoch = self.tables.kv.epoch
+                self._epoch = self._tables.epoch
                 self._topics.clear()
             cached = self._topics.get(topic)
         if cached is not None:
             return cached
-        metadata = self.tables.metadata.get(topic)
+        metadata = self._tables.metadata.get(topic)
         with self._lock:
             self._topics[topic] = metadata
         return metadata
@@ -197,19 +187,19 @@ class MessagingService:
     def topic_sizes(self) -> list[tuple[TopicId, int]]:
         """Approximate bytes stored per live topic (``KeyValueStore.approximate_size``)."""
         return [
-            (m.topic, self.tables.topic_bytes(keys.topic_prefix(m.topic, m.generation)))
-            for m in self.tables.metadata.scan_all()
+            (m.topic, self._tables.topic_bytes(m))
+            for m in self._tables.metadata.scan_all()
             if m.exists
         ]
 
     def list_topics(self, namespace: str) -> list[TopicId]:
-        return self.tables.metadata.list_topics(validate_namespace(namespace))
+        return self._tables.metadata.list_topics(validate_namespace(namespace))
 
     def topic_stats(self, topic: TopicId) -> TopicStats:
         """Messages, bytes, first/last publish and rate of a topic (``tms.stats``), and
         how many subscriptions it has with the largest of their lags."""
         metadata = self.get_topic(topic)
-        stats = topic_stats(self.tables, metadata, self.now_ms())
+        stats = topic_stats(self._tables, metadata, self.now_ms())
         lags = [lag.messages for _sub, lag in self.subscriptions.topic_lags(metadata)]
         return replace(stats, subscriptions=len(lags), max_lag=max(lags, default=None))
 
@@ -226,80 +216,95 @@ class MessagingService:
 
     # -- writing ------------------------------------------------------------------------
 
+    def submit(self, op: Operation[R]) -> R:
+        """Write ``op`` (see the module docstring); its result once durable."""
+        started = time.perf_counter()
+        ticket = Ticket(op)
+        try:
+            self._writer(op.topic).submit([ticket])
+        except TmsError as exc:
+            ticket.fail(exc)
+        self._finished(ticket, started)
+        return ticket.result()
+
+    async def submit_async(self, op: Operation[R]) -> R:
+        """``submit`` from an event loop, without blocking it."""
+        started = time.perf_counter()
+        ticket = Ticket(op)
+        loop = asyncio.get_running_loop()
+        try:
+            # Behind an opening under way, so calls of one loop keep their order.
+            writer = None if (loop, op.topic) in self._opening else self._open_writer(op.topic)
+            if writer is None:
+                writer = await self._opened(op.topic, loop)
+            await writer.submit_async([ticket], loop)
+        except TmsError as exc:
+            ticket.fail(exc)
+        self._finished(ticket, started)
+        return ticket.result()
+
+    def write(self, operations: Sequence[Operation[object]]) -> list[Ticket[object]]:
+        """Several operations, each topic's in one group commit: a ticket per operation,
+        in order, with its result or the ``TmsError`` it failed with; one failing does
+        not fail the others."""
+        started = time.perf_counter()
+        tickets = [Ticket(op) for op in operations]
+        by_topic: dict[TopicId, list[Ticket[object]]] = {}
+        for ticket in tickets:
+            by_topic.setdefault(ticket.op.topic, []).append(ticket)
+        for topic, group in by_topic.items():
+            try:
+                self._writer(topic).submit(group)
+            except TmsError as exc:
+                for ticket in group:
+                    ticket.fail(exc)
+        for ticket in tickets:
+            self._finished(ticket, started)
+        return tickets
+
     def publish(self, request: StoreRequest) -> RollbackDetail | None:
-        result: RollbackDetail | None = self.write_one(request.topic, "publish", request)
-        return result
+        return self.submit(Publish(request))
 
     def store(self, request: StoreRequest) -> None:
-        self.write_one(request.topic, "store", request)
+        self.submit(Store(request))
 
     def rollback(self, topic: TopicId, detail: RollbackDetail) -> int:
         """Roll back a transactional publish in the topic's current generation; the
         number of entries negated."""
-        count: int = self.write_one(topic, "rollback", detail)
-        return count
+        return self.submit(Rollback(topic, detail))
 
     def publish_markers(self, request: MarkersRequest) -> MarkersResult:
         """Commit markers for several write pointers at once (see ``MarkersRequest``)."""
-        result: MarkersResult = self.write_one(request.topic, "markers", request)
-        return result
+        return self.submit(Markers(request))
 
-    def write(self, topic: TopicId, operations: Sequence[WriteOperation]) -> list[Any]:
-        """Several publishes, stores and rollbacks of ``topic`` in one group commit: for
-        each, in order, its result (as the methods above return) or the ``TmsError`` it
-        failed with; one failing does not fail the others."""
-        started = time.perf_counter()
-        outcomes: list[Any] = [None] * len(operations)
-        checked: list[int] = []
-        uses: list[tuple[int, Use]] = []
-        owners: list[int] = []  # the operation of each use
-        for i, (kind, arg) in enumerate(operations):
-            try:
-                for wp, use in _pointers(kind, arg):
-                    if use is not Use.ROLLBACK:
-                        self._check_lifetime(wp)
-                    uses.append((wp, use))
-                    owners.append(i)
-            except TmsError as exc:
-                outcomes[i] = exc
-            else:
-                checked.append(i)
-        # Only pointers the transaction manager issued (tms.guard); nothing is asked for
-        # non-transactional writes, which go on while the transaction service is down.
-        for i, refusal in zip(owners, self.guard.check(uses) if uses else (), strict=True):
-            if refusal is not None and outcomes[i] is None:
-                outcomes[i] = refusal
-        accepted = [i for i in checked if outcomes[i] is None]
-        if accepted:
-            try:
-                results = self._writer(topic).submit([operations[i] for i in accepted])
-            except TmsError as exc:
-                results = [exc] * len(accepted)
-            for i, result in zip(accepted, results, strict=True):
-                outcomes[i] = result
-        elapsed = time.perf_counter() - started
-        m = self.metrics
-        for (kind, _arg), outcome in zip(operations, outcomes, strict=True):
-            m.operation(kind, None if isinstance(outcome, TmsError) else elapsed)
-        return outcomes
+    def _finished(self, ticket: Ticket[object], started: float) -> None:
+        seconds = None if ticket.error is not None else time.perf_counter() - started
+        self.metrics.operation(ticket.op.kind, seconds)
 
-    def write_one(self, topic: TopicId, kind: str, arg: Any) -> Any:
-        """One operation of ``write``: its result, or its error raised."""
-        outcome = self.write(topic, [(kind, arg)])[0]
-        if isinstance(outcome, TmsError):
-            raise outcome
-        return outcome
+    def _open_writer(self, topic: TopicId) -> TopicWriter | None:
+        """The topic's writer if it is at hand (nothing to read from the store)."""
+        with self._lock:
+            metadata = self._topics.get(topic)
+            if metadata is None or self._closed or self._epoch != self._tables.epoch:
+                return None
+            writer = self._writers.get((topic, metadata.generation))
+        return writer if writer is not None and not writer.stale else None
 
-    def _check_lifetime(self, wp: int) -> None:
-        started_ms = wp // MAX_TX_PER_MS
-        lifetime_ms = self.config.tx_max_lifetime_s * 1000
-        if started_ms + lifetime_ms <= self._clock.now_ms():
-            raise TransactionTooOldError(
-                f"Transaction {wp} has exceeded max lifetime {lifetime_ms} ms"
-            )
+    async def _opened(self, topic: TopicId, loop: asyncio.AbstractEventLoop) -> TopicWriter:
+        """The topic's writer, opened on a thread (it reads the store): one opening for
+        every call of ``loop`` waiting for it, which resume in the order they came."""
+        key = (loop, topic)
+        opening = self._opening.get(key)
+        if opening is None:
+            if self._closed:  # its threads may be gone
+                raise TmsError("the messaging service is closed")
+            opening = loop.run_in_executor(self._executor, self._writer, topic)
+            self._opening[key] = opening
+            opening.add_done_callback(lambda _: self._opening.pop(key, None))
+        return await asyncio.shield(opening)  # one caller going away cancels nothing
 
     def _writer(self, topic: TopicId) -> TopicWriter:
-        epoch = self.tables.kv.epoch  # before the metadata is read: see TopicWriter.epoch
+        epoch = self._tables.epoch  # before the metadata is read: see TopicWriter.epoch
         metadata = self.get_topic(topic)
         key = (topic, metadata.generation)
         with self._lock:
@@ -308,7 +313,14 @@ class MessagingService:
             writer = self._writers.get(key)
             if writer is None or writer.stale:
                 writer = TopicWriter(
-                    self.tables, metadata, self._clock, on_batch=self._on_batch, epoch=epoch
+                    self._tables,
+                    metadata,
+                    self._clock,
+                    self.guard,
+                    max_lifetime_ms=self.config.tx_max_lifetime_s * 1000,
+                    executor=self._executor,
+                    on_batch=self._on_batch,
+                    epoch=epoch,
                 )
                 self._writers[key] = writer
             return writer
@@ -323,15 +335,16 @@ class MessagingService:
         if stats.rolled_back:
             m.rolled_back.inc(stats.rolled_back)
         if stats.published:
-            with self._lock:
-                version = self._bump(metadata.topic)
-            for listener in list(self._listeners):
-                try:
-                    listener(metadata.topic, version)
-                except Exception:
-                    log.exception("topic listener failed")
+            self._changes.bump(metadata.topic)
 
     # -- reading ------------------------------------------------------------------------
+
+    def read(self, topic: TopicId, request: FetchRequest | None = None) -> MessageFetcher:
+        """A read of ``topic`` to iterate (lazily, in chunks if the caller likes; its
+        ``held`` tells where it stopped). Counts nothing in the metrics: ``fetch`` does,
+        and so must a caller of this (``metrics.fetched``)."""
+        metadata = self.get_topic(topic)
+        return MessageFetcher(self._tables, metadata, request or FetchRequest(), self.now_ms())
 
     def fetch(self, topic: TopicId, request: FetchRequest | None = None) -> FetchResult:
         """Read ``topic``; ``version`` is the topic's version before the read (wait on it
@@ -340,7 +353,7 @@ class MessagingService:
         metadata = self.get_topic(topic)
         version = self.version(topic)
         fetcher = MessageFetcher(
-            self.tables, metadata, request or FetchRequest(), self._clock.now_ms()
+            self._tables, metadata, request or FetchRequest(), self._clock.now_ms()
         )
         messages = list(fetcher)
         self.metrics.fetched(topic, len(messages), sum(map(len, map(itemgetter(1), messages))))
@@ -351,62 +364,87 @@ class MessagingService:
         """Where a read would start and stop (``tms.fetcher.TopicBounds``), without reading
         payloads: how a reader plans parallel reads of one consistent snapshot."""
         metadata = self.get_topic(topic)
-        return scan_bounds(self.tables, metadata, request or FetchRequest(), self.now_ms())
+        return scan_bounds(self._tables, metadata, request or FetchRequest(), self.now_ms())
+
+    def inspect(
+        self, topic: TopicId, start_ms: int = 0, end_ms: int | None = None, limit: int = 1000
+    ) -> dict[str, Any]:
+        """The raw rows of every generation of ``topic`` (``tms.inspect``)."""
+        return inspect_topic(self._tables, topic, start_ms, end_ms, limit)
+
+    def recent_messages(
+        self,
+        topic: TopicId,
+        *,
+        limit: int = 50,
+        before: MessageId | None = None,
+        snapshot: Transaction | None = None,
+    ) -> dict[str, Any]:
+        """The newest messages of ``topic`` with their status against ``snapshot``
+        (``tms.inspect.recent_messages``)."""
+        metadata = self.get_topic(topic)
+        return recent_messages(
+            self._tables, metadata, limit=limit, before=before, snapshot=snapshot
+        )
+
+    # -- maintenance (cleanup) ------------------------------------------------------------
+
+    def all_topics(self) -> list[TopicMetadata]:
+        """Every topic's metadata, deleted topics (negative generation) included."""
+        return self._tables.metadata.scan_all()
+
+    def purge_topic(self, metadata: TopicMetadata, cutoff_ms: int) -> PurgeCounts:
+        """Delete ``metadata``'s rows of older generations and those older than
+        ``cutoff_ms`` (``Tables.purge_topic``)."""
+        return self._tables.purge_topic(metadata, cutoff_ms, self.config.cleanup_batch_rows)
+
+    def negate_invalid(
+        self, metadata: TopicMetadata, invalid: Collection[int], from_ms: int
+    ) -> int:
+        """Durably negate the entries of ``invalid`` write pointers from ``from_ms`` on in
+        the topic's current generation (``Tables.negate_invalid``); how many."""
+        return self._tables.negate_invalid(
+            metadata, invalid, from_ms, self.config.cleanup_batch_rows
+        )
 
     # -- change notification --------------------------------------------------------------
 
-    def _bump(self, topic: TopicId) -> int:
-        version = self._versions.get(topic, 0) + 1
-        self._versions[topic] = version
-        self._changed.notify_all()
-        return version
-
     def version(self, topic: TopicId) -> int:
-        with self._lock:
-            return self._versions.get(topic, 0)
+        return self._changes.version(topic)
 
     def wait_for_change(self, topic: TopicId, version: int, timeout_s: float) -> int:
         """Block until ``topic``'s version differs from ``version`` or the timeout passes;
         return the version now."""
-        deadline = time.monotonic() + timeout_s
-        with self._lock:
-            while self._versions.get(topic, 0) == version and not self._closed:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._changed.wait(remaining)
-            return self._versions.get(topic, 0)
+        return self._changes.wait_for_change(topic, version, timeout_s)
 
     def add_listener(self, listener: TopicListener) -> None:
-        self._listeners.append(listener)
+        self._changes.add_listener(listener)
+
+    def remove_listener(self, listener: TopicListener) -> None:
+        self._changes.remove_listener(listener)
 
     def transactions_finished(self, topic: TopicId, write_pointers: Sequence[int]) -> None:
         """Tell the finish listeners that these transactions, which wrote to ``topic``,
         are no longer in progress (a hint: readers held behind them can read on with a
         new transaction; listeners check it where it matters)."""
-        for listener in list(self._finish_listeners):
-            try:
-                listener(topic, write_pointers)
-            except Exception:
-                log.exception("finish listener failed")
+        self._changes.finished(topic, write_pointers)
 
     def add_finish_listener(self, listener: FinishListener) -> None:
-        self._finish_listeners.append(listener)
+        self._changes.add_finish_listener(listener)
 
     def remove_finish_listener(self, listener: FinishListener) -> None:
-        self._finish_listeners.remove(listener)
-
-    def remove_listener(self, listener: TopicListener) -> None:
-        self._listeners.remove(listener)
+        self._changes.remove_finish_listener(listener)
 
     # -- lifecycle ----------------------------------------------------------------------
 
     def close(self) -> None:
+        """Refuse new writes, finish the batches under way, release waiters and the store."""
         with self._lock:
             self._closed = True
             writers = list(self._writers.values())
             self._writers.clear()
-            self._changed.notify_all()
         for writer in writers:
             writer.close()
-        self.tables.close()
+        self._executor.shutdown(wait=True)
+        self._changes.close()
+        self._tables.close()

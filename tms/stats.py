@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tms.codec import keys
-from tms.codec.values import decode_message_value, decode_payload_value
 from tms.model import TopicMetadata
-from tms.store.tables import Tables
+from tms.store.tables import MessageRow, Tables
 
 __all__ = ["COUNT_LIMIT", "RATE_WINDOW_MS", "TopicStats", "topic_stats"]
 
@@ -77,17 +76,17 @@ class TopicStats:
         }
 
 
-def _entry_size(tables: Tables, prefix: bytes, value: bytes) -> tuple[int, int]:
-    """(messages, payload bytes) of one message-table value; a commit marker counts the
-    payload rows it references."""
-    entry = decode_message_value(value)
+def _entry_size(tables: Tables, prefix: bytes, row: MessageRow) -> tuple[int, int]:
+    """(messages, payload bytes) of one message row; a commit marker counts the payload
+    rows it references."""
+    entry = row.entry
     if entry.payload is not None:
         return 1, len(entry.payload)
     assert entry.tx_write_pointer is not None  # a reference always has a pointer
     count = size = 0
-    for _key, payload_value in tables.payloads.rows(prefix, abs(entry.tx_write_pointer)):
+    for payload in tables.payloads.scan(prefix, abs(entry.tx_write_pointer)):
         count += 1
-        size += len(decode_payload_value(payload_value)[0])
+        size += len(payload.payload)
     return count, size
 
 
@@ -101,40 +100,32 @@ def topic_stats(
 ) -> TopicStats:
     """The stats of ``metadata``'s live generation (module docstring)."""
     prefix = keys.topic_prefix(metadata.topic, metadata.generation)
-    stop = keys.stop_key_for_prefix(prefix)
-    store = tables.messages.store
-    first = last = None
-    for key, _value in store.scan(prefix, stop):
-        first = keys.decode_message_key(key)[1]
-        break
-    for key, _value in store.scan(prefix, stop, reverse=True):
-        last = keys.decode_message_key(key)[1]
-        break
+    messages_table = tables.messages
+    first_position = messages_table.first_position(prefix)
+    last_position = messages_table.last_position(prefix)
+    first = first_position[0] if first_position is not None else None
+    last = last_position[0] if last_position is not None else None
 
     messages = payload_bytes = rows = 0
     exact = True
-    cut_key = b""
-    cut_ms = 0
-    for key, value in store.scan(prefix, stop):
+    cut: tuple[int, int] = (0, 0)
+    for row in messages_table.scan(prefix):
         if rows >= count_limit:
             exact = False
-            cut_key, cut_ms = key, keys.decode_message_key(key)[1]
+            cut = (row.publish_ms, row.seq)
             break
-        count, size = _entry_size(tables, prefix, value)
+        count, size = _entry_size(tables, prefix, row)
         messages += count
         payload_bytes += size
         rows += max(count, 1)
     if not exact:
-        scale = _scale(
-            tables, prefix, stop=stop, cut_key=cut_key, first=first, last=last, cut_ms=cut_ms
-        )
+        scale = _scale(tables, prefix, cut=cut, first=first, last=last)
         messages = round(messages * scale)
         payload_bytes = round(payload_bytes * scale)
 
     rate = _rate(
         tables,
         prefix,
-        stop=stop,
         now_ms=now_ms,
         count_limit=count_limit,
         window_ms=rate_window_ms,
@@ -147,7 +138,7 @@ def topic_stats(
         messages=messages,
         payload_bytes=payload_bytes,
         exact=exact,
-        disk_bytes=tables.topic_bytes(prefix),
+        disk_bytes=tables.topic_bytes(metadata),
         first_publish_ms=first,
         last_publish_ms=last,
         publish_rate=rate,
@@ -158,18 +149,17 @@ def _scale(
     tables: Tables,
     prefix: bytes,
     *,
-    stop: bytes | None,
-    cut_key: bytes,
+    cut: tuple[int, int],
     first: int | None,
     last: int | None,
-    cut_ms: int,
 ) -> float:
-    """How many times the counted part the whole generation is (at least 1)."""
-    store = tables.messages.store
-    counted = store.approximate_size(prefix, cut_key)
-    whole = store.approximate_size(prefix, stop)
+    """How many times the counted part (the rows before ``cut``) the whole generation is
+    (at least 1)."""
+    counted = tables.messages.approximate_bytes(prefix, until=cut)
+    whole = tables.messages.approximate_bytes(prefix)
     if counted > 0 and whole >= counted:
         return whole / counted
+    cut_ms = cut[0]
     if first is not None and last is not None and cut_ms > first:
         return max(1.0, (last - first + 1) / (cut_ms - first))
     return 1.0
@@ -179,7 +169,6 @@ def _rate(
     tables: Tables,
     prefix: bytes,
     *,
-    stop: bytes | None,
     now_ms: int,
     count_limit: int,
     window_ms: int,
@@ -187,15 +176,15 @@ def _rate(
     since = now_ms - window_ms
     messages = rows = 0
     oldest = None
-    for key, value in tables.messages.store.scan(prefix, stop, reverse=True):
-        publish_ms = keys.decode_message_key(key)[1]
+    for row in tables.messages.scan_back(prefix):
+        publish_ms = row.publish_ms
         if publish_ms < since:
             break
         if rows >= count_limit:
             # Too many to count in the window: the rate over what was counted.
             assert oldest is not None
             return messages * 1000 / max(1, now_ms - oldest)
-        count, _size = _entry_size(tables, prefix, value)
+        count, _size = _entry_size(tables, prefix, row)
         messages += count
         rows += max(count, 1)
         oldest = publish_ms

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tms.errors import TmsInvalidArgumentError
-from tms.fetcher import FetchRequest, MessageFetcher
+from tms.fetcher import FetchRequest
 from tms.ids import MessageId
 from tms.model import Message, TopicMetadata
 from tms.subscription import SubscriptionId, Versioned, after, after_entry
@@ -80,7 +80,7 @@ def read_subscription(
         limit=limit if flt is None else max(limit, max_scan),
         transaction=transaction if preferences.transactional else None,
     )
-    fetcher = MessageFetcher(subs.svc.tables, metadata, request, subs.svc.now_ms())
+    fetcher = subs.svc.read(sub.topic, request)
     messages: list[Message] = []
     last: Message | None = None
     exhausted = True

@@ -34,44 +34,35 @@ import builtins
 import logging
 import secrets
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from tms.codec import keys
 from tms.errors import (
     BadVersionError,
-    PositionOutOfRangeError,
     SubscriptionNotFoundError,
-    TmsError,
     TmsInvalidArgumentError,
 )
-from tms.fetcher import FetchRequest, scan_bounds
 from tms.ids import MessageId
 from tms.lag import lags
 from tms.model import TopicId, TopicMetadata
-from tms.positions import (
-    PositionRollback,
-    PositionWrite,
-    Resolved,
-    fresh_view,
-    resolve,
-    superseded_by,
-)
+from tms.operations import RollbackPosition, WritePosition
+from tms.positions import Resolved, doomed_rows, fresh_view, resolve, superseded_by
 from tms.store.subscriptions import SubscriptionStore
+from tms.store.tables import TableBatch, Tables
+from tms.subbounds import PositionBounds
 from tms.subread import DEFAULT_LIMIT, SubscriptionPoll, read_subscription
 from tms.subscription import (
     EARLIEST,
     Lag,
     Preferences,
     Start,
-    StartKind,
     Subscription,
     SubscriptionData,
     SubscriptionId,
     SubscriptionState,
     Versioned,
-    after_entry,
 )
-from txn.transaction import MAX_TX_PER_MS, Transaction
+from txn.transaction import Transaction
 
 if TYPE_CHECKING:
     from tms.service import MessagingService
@@ -91,12 +82,16 @@ class Subscriptions:
     def __init__(
         self,
         service: MessagingService,
+        tables: Tables,
         store: SubscriptionStore,
         *,
         stamps: Callable[[], int] = _random_stamp,
     ) -> None:
+        """``tables``: the service's (a part of it, as its writers are)."""
         self.svc = service
+        self._tables = tables
         self.store = store
+        self._bounds = PositionBounds(service, tables)
         self._stamps = stamps
 
     # -- records ------------------------------------------------------------------------
@@ -146,7 +141,7 @@ class Subscriptions:
         """Where ``sub``'s next read starts for ``transaction`` (None: as committed
         now, by a fresh view of the transaction manager's state)."""
         state = record.data.state
-        rows = self.svc.tables.positions.rows(self._prefix(metadata), sub.name)
+        rows = self._tables.positions.rows(self._prefix(metadata), sub.name)
         view = transaction
         if view is None:
             mine = [r.write_pointer for r in rows if r.stamp == state.stamp]
@@ -170,109 +165,6 @@ class Subscriptions:
             lag,
         )
 
-    # -- bounds -------------------------------------------------------------------------
-
-    def _tail(self, metadata: TopicMetadata) -> MessageId:
-        """The position after the topic's last entry."""
-        last = self.svc.tables.messages.last_position(self._prefix(metadata))
-        return after_entry(*last) if last is not None else EARLIEST
-
-    def first_hold(
-        self,
-        metadata: TopicMetadata,
-        tx: Transaction,
-        start: MessageId,
-        stop: MessageId | None = None,
-    ) -> MessageId | None:
-        """The position of the first entry from ``start`` (before ``stop``) that ``tx``
-        cannot see yet — where its read stops — or None."""
-        request = FetchRequest(start_id=MessageId(start.publish_ms, start.seq), transaction=tx)
-        held = scan_bounds(self.svc.tables, metadata, request, self.svc.now_ms()).held
-        if held is None:
-            return None
-        position = MessageId(*held)
-        return position if stop is None or position < stop else None
-
-    def _hold_since(
-        self, metadata: TopicMetadata, tx: Transaction, anchor_ms: int
-    ) -> MessageId | None:
-        """The first entry ``tx`` cannot see, looking only where one can be: from the
-        start of the oldest transaction it sees in progress (or ``anchor_ms``), less the
-        clock skew allowed between the manager and this service."""
-        oldest = min([wp // MAX_TX_PER_MS for wp in tx.in_progress] + [anchor_ms])
-        since = max(0, oldest - self.svc.config.tx_clock_skew_s * 1000)
-        return self.first_hold(metadata, tx, MessageId(since, 0))
-
-    def _target(
-        self,
-        metadata: TopicMetadata,
-        preferences: Preferences,
-        start: Start,
-        transaction: Transaction | None,
-    ) -> MessageId:
-        """Where ``start`` puts a subscription now (see the module docstring)."""
-        if start.kind is StartKind.EARLIEST:
-            return EARLIEST
-        tail = self._tail(metadata)
-        if start.kind is StartKind.LATEST:
-            target = tail
-        elif start.kind is StartKind.TIME:
-            assert start.time_ms is not None
-            target = min(MessageId(start.time_ms, 0), tail)
-        else:
-            assert start.message_id is not None
-            target = start.message_id
-            if target > tail:
-                raise PositionOutOfRangeError(
-                    f"message id {target.hex} is after the last entry of {metadata.topic}"
-                )
-        if preferences.transactional:
-            if transaction is not None:
-                started_ms = transaction.transaction_id // MAX_TX_PER_MS
-                held = self._hold_since(metadata, transaction, started_ms)
-            else:
-                state = self.svc.guard.state(())
-                held = (
-                    self._hold_since(metadata, fresh_view(state), self.svc.now_ms())
-                    if state is not None
-                    else None
-                )
-            if held is not None and held < target:
-                target = held
-        return target
-
-    def _check_move(
-        self,
-        metadata: TopicMetadata,
-        preferences: Preferences,
-        current: MessageId,
-        position: MessageId,
-        transaction: Transaction | None,
-    ) -> None:
-        """Refuse a commit of ``position`` over ``current`` (see the module docstring)."""
-        if position < current:
-            raise PositionOutOfRangeError(
-                f"position {position.hex} is before the subscription's {current.hex}: only "
-                "a seek moves a position backwards"
-            )
-        if position == current:
-            return
-        if position > self._tail(metadata):
-            raise PositionOutOfRangeError(
-                f"position {position.hex} is after the last entry of {metadata.topic}"
-            )
-        if preferences.transactional:
-            if transaction is None:
-                raise TmsInvalidArgumentError(
-                    "a transactional subscription's commit carries the transaction it read with"
-                )
-            held = self.first_hold(metadata, transaction, current, position)
-            if held is not None:
-                raise PositionOutOfRangeError(
-                    f"position {position.hex} is past {held.hex}, an entry of a transaction "
-                    "the reader could not see"
-                )
-
     # -- operations -----------------------------------------------------------------------
 
     def create(
@@ -282,7 +174,7 @@ class Subscriptions:
         transaction: Transaction | None = None,
     ) -> Subscription:
         metadata = self.svc.get_topic(sub.topic)
-        position = self._target(metadata, preferences, preferences.start, transaction)
+        position = self._bounds.target(metadata, preferences, preferences.start, transaction)
         data = SubscriptionData(preferences, self._state(position, metadata))
         version = self.store.create(sub, data)
         record = Versioned(data, version)
@@ -297,7 +189,7 @@ class Subscriptions:
         )
 
     def _lag(self, metadata: TopicMetadata, position: MessageId) -> Lag:
-        return lags(self.svc.tables, metadata, [position], self.svc.now_ms())[0]
+        return lags(self._tables, metadata, [position], self.svc.now_ms())[0]
 
     def list(self, topic: TopicId, *, lag: bool = True) -> list[Subscription]:
         """Every subscription of ``topic``, by name."""
@@ -311,7 +203,7 @@ class Subscriptions:
                 continue  # deleted meanwhile
         if not lag:
             return found
-        counted = lags(self.svc.tables, metadata, [s.position for s in found], self.svc.now_ms())
+        counted = lags(self._tables, metadata, [s.position for s in found], self.svc.now_ms())
         return [
             Subscription(s.id, s.data, s.version, s.position, s.committed_by, s.updated_ms, n)
             for s, n in zip(found, counted, strict=True)
@@ -337,14 +229,10 @@ class Subscriptions:
         """Remove a deleted subscription's transactional positions (a recreated one has
         another stamp, so rows left behind by a crash never count; cleanup removes them)."""
         prefix = self._prefix(metadata)
-        table = self.svc.tables.positions
-        doomed = [
-            PositionRollback(name, row.write_pointer).write_ops(table, prefix)
-            for row in table.rows(prefix, name)
-        ]
-        ops = [op for group in doomed for op in group]
-        if ops:
-            self.svc.tables.kv.write(ops, sync=False)
+        batch = TableBatch()
+        rows = self._tables.positions.rows(prefix, name)
+        batch.delete_positions(prefix, name, [row.write_pointer for row in rows])
+        self._tables.write(batch, sync=False)
 
     def seek(
         self,
@@ -357,7 +245,7 @@ class Subscriptions:
         positions written before it."""
         metadata, record = self.record(sub)
         self._check_version(sub, record, version)
-        position = self._target(metadata, record.data.preferences, start, transaction)
+        position = self._bounds.target(metadata, record.data.preferences, start, transaction)
         return self._store_position(sub, metadata, record, position)
 
     def commit(
@@ -386,7 +274,7 @@ class Subscriptions:
     ) -> Versioned:
         self._check_version(sub, record, version)
         current = self.resolved(sub, metadata, record).position
-        self._check_move(metadata, record.data.preferences, current, position, transaction)
+        self._bounds.check_move(metadata, record.data.preferences, current, position, transaction)
         return self._write_position(sub, metadata, record, position)
 
     def _store_position(
@@ -407,17 +295,18 @@ class Subscriptions:
         position: MessageId,
         version: int,
         transaction: Transaction,
-    ) -> tuple[TopicMetadata, PositionWrite]:
+    ) -> WritePosition:
         """Check a transactional commit of ``position`` and make its write operation
-        (to submit through ``MessagingService.write``, whose guard checks the transaction
+        (to submit through ``MessagingService.submit``, whose guard checks the transaction
         is in progress)."""
         metadata, record = self.record(sub)
         self._check_version(sub, record, version)
         state = record.data.state
-        rows = self.svc.tables.positions.rows(self._prefix(metadata), sub.name)
+        rows = self._tables.positions.rows(self._prefix(metadata), sub.name)
         current = resolve(state, rows, transaction).position
-        self._check_move(metadata, record.data.preferences, current, position, transaction)
-        write = PositionWrite(
+        self._bounds.check_move(metadata, record.data.preferences, current, position, transaction)
+        return WritePosition(
+            sub.topic,
             sub.name,
             transaction.write_pointer,
             state.stamp,
@@ -425,7 +314,6 @@ class Subscriptions:
             self.svc.now_ms(),
             superseded_by(state, rows, transaction),
         )
-        return metadata, write
 
     def commit_in_transaction(
         self,
@@ -436,20 +324,16 @@ class Subscriptions:
     ) -> None:
         """``prepare_position`` and write it: ``position`` becomes the subscription's
         when ``transaction`` commits, and never if it aborts or is invalidated."""
-        _metadata, write = self.prepare_position(sub, position, version, transaction)
-        self.svc.write_one(sub.topic, "position", write)
+        self.svc.submit(self.prepare_position(sub, position, version, transaction))
 
     def rollback_in_transaction(self, sub: SubscriptionId, write_pointers: Sequence[int]) -> int:
         """Remove the positions ``sub`` got under ``write_pointers`` (each in progress or
         invalid, never committed: the guard checks), in one write; how many rows were
         removed (0 on a repeat)."""
-        operations = [("unposition", PositionRollback(sub.name, wp)) for wp in write_pointers]
-        removed = 0
-        for outcome in self.svc.write(sub.topic, operations):
-            if isinstance(outcome, TmsError):
-                raise outcome
-            removed += int(outcome)
-        return removed
+        tickets = self.svc.write(
+            [RollbackPosition(sub.topic, sub.name, wp) for wp in write_pointers]
+        )
+        return sum(cast(int, ticket.result()) for ticket in tickets)
 
     def read(
         self,
@@ -496,7 +380,7 @@ class Subscriptions:
     def all_lags(self) -> builtins.list[tuple[SubscriptionId, Lag]]:
         """The lag of every subscription of every topic (the Prometheus gauge)."""
         found: builtins.list[tuple[SubscriptionId, Lag]] = []
-        for metadata in self.svc.tables.metadata.scan_all():
+        for metadata in self.svc.all_topics():
             if metadata.exists:
                 found.extend(self.topic_lags(metadata))
         return found
@@ -507,7 +391,7 @@ class Subscriptions:
         records = self.store.list(metadata.topic)
         if not records:
             return []
-        rows = self.svc.tables.positions.all_rows(self._prefix(metadata))
+        rows = self._tables.positions.all_rows(self._prefix(metadata))
         pointers = [r.write_pointer for name, _ in records for r in rows.get(name, ())]
         view = self._view(pointers) if pointers else None
         subs, positions = [], []
@@ -518,5 +402,21 @@ class Subscriptions:
             positions.append(
                 EARLIEST if stale else resolve(state, rows.get(name, ()), view).position
             )
-        counted = lags(self.svc.tables, metadata, positions, self.svc.now_ms())
+        counted = lags(self._tables, metadata, positions, self.svc.now_ms())
         return list(zip(subs, counted, strict=True))
+
+    def clean_positions(self, metadata: TopicMetadata, invalid: frozenset[int]) -> int:
+        """Delete the topic's position rows of ``invalid`` transactions (counted, durably:
+        the invalid list may be pruned after this) and those nobody reads (cleanup)."""
+        prefix = self._prefix(metadata)
+        rows = self._tables.positions.all_rows(prefix)  # before listing: see doomed_rows
+        if not rows:
+            return 0
+        stamps = {name: r.data.state.stamp for name, r in self.store.list(metadata.topic)}
+        batch = TableBatch()
+        count = 0
+        for name, doomed, dead in doomed_rows(rows, stamps, invalid):
+            batch.delete_positions(prefix, name, doomed)
+            count += dead
+        self._tables.write(batch)
+        return count

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tms.errors import TransactionServiceError
-from txn.clock import SYSTEM_CLOCK, Clock
+from txms_common.clock import SYSTEM_CLOCK, Clock
 from txn.errors import TxError
 from txn.transaction import MAX_TX_PER_MS, Transaction
 

@@ -4,7 +4,7 @@ offline inspector for state directories.
 ::
 
     txn serve [--host H] [--port P] [--data-dir D | --in-memory] [--config FILE.toml]
-              [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
+              [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]] [--engine E]
     txn serve --zookeeper H:P,... --state postgresql://... [--zk-path /txms/txn]
               [--session-timeout-s S] [--advertise HOST] [--name NAME] [...]
     txn leader --zookeeper H:P,... [--zk-path /txms/txn]
@@ -15,7 +15,9 @@ offline inspector for state directories.
     txn completion bash|zsh
 
 Every admin command also takes ``--tls-ca PEM [--tls-cert PEM --tls-key PEM]`` for a
-server behind TLS. Output, times, progress and errors follow ``txn.clikit`` (``status``,
+server behind TLS. ``--engine`` (or ``[txn] engine``) picks ``native``, ``python`` or
+``auto``; ``auto`` follows the ``TXN_ENGINE`` environment variable, then native when built
+(``txn.engine``). Output, times, progress and errors follow ``txn.clikit`` (``status``,
 ``snapshot`` and ``inspect`` take ``--output table|json`` and ``--utc``; the mutating
 commands say what they did). Exit codes: 0 success, 1 the operation failed (one line on
 stderr), 2 bad usage, 130 interrupted.
@@ -28,12 +30,16 @@ import asyncio
 import ipaddress
 import json
 import logging
+import os
 import signal
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from txms_common.loop import new_event_loop
+from txms_common.retry import RetryNTimes
+from txn import engine
 from txn.clikit import (
     Column,
     add_completion_command,
@@ -58,8 +64,7 @@ from txn.prune import PruningService, TransactionPruner
 from txn.rlimit import raise_open_file_limit
 from txn.rpc.client import ThriftTxClient, default_client_id
 from txn.rpc.handler import TephraHandler
-from txn.rpc.retry import RetryNTimes
-from txn.rpc.server import ThriftServer, new_event_loop
+from txn.rpc.server import ThriftServer, new_server
 from txn.rpc.tls import add_client_tls_arguments, client_tls
 from txn.state import TransactionSnapshot
 from txn.transaction import MAX_TX_PER_MS
@@ -88,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--data-dir", type=Path, help="state directory (snapshots and logs)")
     where.add_argument("--in-memory", action="store_true", help="keep no state on disk")
     serve.add_argument("--config", type=Path, help="TOML file: [txn] and [server] tables")
+    serve.add_argument(
+        "--engine", choices=engine.ENGINE_NAMES, help="native, python or auto ([txn] engine)"
+    )
     ha = serve.add_argument_group("highly available mode (docs/operations.md)")
     ha.add_argument("--zookeeper", help="ensemble H:P,H:P,...: serve only while elected")
     ha.add_argument("--state", help="postgresql://... URL of the shared state (with --zookeeper)")
@@ -168,6 +176,8 @@ def _serve(args: argparse.Namespace) -> int:
     for key in ("tls_cert", "tls_key", "tls_client_ca"):
         if getattr(args, key) is not None:
             server_values[key] = getattr(args, key)
+    if args.engine is not None:
+        txn_values["engine"] = args.engine
     config = TxConfig.from_mapping(txn_values)
     try:
         server_config = ServerConfig(**server_values)
@@ -208,7 +218,7 @@ async def _run_server(
     pruner: TransactionPruner | None,
     store: TransactionStateStore | None,
 ) -> int:
-    server = ThriftServer(manager, config, TephraHandler(manager, pruner))
+    server = new_server(manager, config, TephraHandler(manager, pruner))
     host, port = await server.start()
     where = store.location if store is not None else "memory only"
     if config.tls_client_ca is None and not ipaddress.ip_address(host).is_loopback:
@@ -221,7 +231,12 @@ async def _run_server(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"txn: transaction server listening on {host}:{port} (state: {where})", flush=True)
+    kind = "python" if isinstance(server, ThriftServer) else "native"
+    serving = manager.engine.name + ("" if kind == manager.engine.name else f", {kind} server")
+    print(
+        f"txn: transaction server listening on {host}:{port} (state: {where}; engine: {serving})",
+        flush=True,
+    )
     code = 0
     while not stop.is_set():
         try:
@@ -458,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     def run() -> int:
+        engine.set_default(os.environ.get("TXN_ENGINE", "auto"))
         if args.command == "serve":
             return _serve(args)
         if args.command == "inspect":

@@ -36,9 +36,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from txn.clock import SYSTEM_CLOCK, Clock
+from txms_common.clock import SYSTEM_CLOCK, Clock
+from txms_common.periodic import PeriodicTask
 from txn.errors import InvalidArgumentError
-from txn.periodic import PeriodicTask
 from txn.transaction import MAX_TX_PER_MS, Transaction
 
 __all__ = [

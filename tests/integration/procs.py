@@ -14,8 +14,8 @@ from pathlib import Path
 
 from tms.client import MessagingClient
 from tms.model import TopicId
+from txms_common.retry import RetryNTimes
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 
 _LISTENING = re.compile(r"listening on ([\d.]+):(\d+)")
 _TMS_LISTENING = re.compile(r"listening on (http://[\d.]+:\d+)")

@@ -17,6 +17,7 @@ from tms.inspect import recent_messages
 from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from tms.store.tables import Tables
 from tms.txwatch import TxWatch
 from txn import InProcessTxClient, TransactionManager, TxConfig
 
@@ -32,10 +33,13 @@ def manager() -> Iterator[TransactionManager]:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[MessagingService]:
-    svc = MessagingService(
-        LevelDBStore(tmp_path / "db"), TmsConfig(tx_max_lifetime_s=10**10), clock=FakeClock()
-    )
+def store(tmp_path: Path) -> LevelDBStore:
+    return LevelDBStore(tmp_path / "db")
+
+
+@pytest.fixture
+def service(store: LevelDBStore) -> Iterator[MessagingService]:
+    svc = MessagingService(store, TmsConfig(tx_max_lifetime_s=10**10), clock=FakeClock())
     svc.create_topic(T)
     yield svc
     svc.close()
@@ -65,9 +69,7 @@ def test_each_entry_gets_its_status(tmp_path: Path, manager: TransactionManager)
     manager.invalidate(failed.transaction_id)
     watch = TxWatch(InProcessTxClient(manager), where="in process")
     # When the newest are listed against a fresh transaction
-    listed = recent_messages(service.tables, service.get_topic(T), snapshot=watch.snapshot())[
-        "messages"
-    ]
+    listed = service.recent_messages(T, snapshot=watch.snapshot())["messages"]
     # Then newest first, each with its status
     assert [(m["payload"], m["status"]) for m in listed] == [
         (b"invalid", "invalid"),
@@ -77,7 +79,7 @@ def test_each_entry_gets_its_status(tmp_path: Path, manager: TransactionManager)
         (b"plain", "plain"),
     ]
     # And without a transaction, transactional entries are unknown
-    unjudged = recent_messages(service.tables, service.get_topic(T))["messages"]
+    unjudged = service.recent_messages(T)["messages"]
     assert [m["status"] for m in unjudged] == [
         "unknown",
         "unknown",
@@ -103,7 +105,7 @@ def test_pages_through_markers_without_losing_any(service: MessagingService) -> 
     seen: list[bytes] = []
     before = None
     while True:
-        page = recent_messages(service.tables, service.get_topic(T), limit=2, before=before)
+        page = service.recent_messages(T, limit=2, before=before)
         seen += [m["payload"] for m in page["messages"]]
         if not page["more"]:
             break
@@ -112,7 +114,7 @@ def test_pages_through_markers_without_losing_any(service: MessagingService) -> 
     assert seen == [b"m1", b"p4", b"p3", b"p2", b"p1", b"p0", b"m0"]
 
 
-def test_long_payloads_are_cut(service: MessagingService) -> None:
+def test_long_payloads_are_cut(service: MessagingService, store: LevelDBStore) -> None:
     service.publish(StoreRequest.of(T, [b"x" * 5000]))
-    [message] = recent_messages(service.tables, service.get_topic(T), preview_bytes=100)["messages"]
+    [message] = recent_messages(Tables(store), service.get_topic(T), preview_bytes=100)["messages"]
     assert (len(message["payload"]), message["size"], message["truncated"]) == (100, 5000, True)

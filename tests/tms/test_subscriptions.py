@@ -30,6 +30,7 @@ from tms.model import StoreRequest, TopicId
 from tms.positions import change_key
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from tms.store.tables import Tables
 from tms.subscription import (
     EARLIEST,
     PayloadFilter,
@@ -51,6 +52,7 @@ class Core:
     svc: MessagingService
     tx: InProcessTxClient
     manager: TransactionManager
+    tables: Tables  # the service's store, for looking at rows
 
     def publish(self, *payloads: str, wp: int | None = None) -> None:
         self.svc.publish(StoreRequest.of(T, payloads, wp))
@@ -74,11 +76,10 @@ def core(tmp_path: Path) -> Iterator[Core]:
     manager = TransactionManager(TxConfig())
     manager.start()
     client = InProcessTxClient(manager)
-    svc = MessagingService(
-        LevelDBStore(tmp_path / "db"), TmsConfig(), guard=TransactionStateGuard(client, max_age_s=0)
-    )
+    store = LevelDBStore(tmp_path / "db")
+    svc = MessagingService(store, TmsConfig(), guard=TransactionStateGuard(client, max_age_s=0))
     svc.create_topic(T)
-    yield Core(svc, client, manager)
+    yield Core(svc, client, manager, Tables(store))
     svc.close()
     manager.stop()
 
@@ -91,7 +92,7 @@ PREFIX = keys.topic_prefix(T, 1)
 
 
 def end_of_topic(core: Core) -> MessageId:
-    last = core.svc.tables.messages.last_position(PREFIX)
+    last = core.tables.messages.last_position(PREFIX)
     assert last is not None
     return after_entry(*last)
 
@@ -278,7 +279,7 @@ def test_an_invalidated_transactions_position_never_counts(core: Core) -> None:
     assert core.read(sub(), core.begin()) == [b"a", b"b"]
     # and after cleanup removed its row, still not (the invalid id may then be pruned)
     Cleaner(core.svc, core.tx).run_once()
-    assert core.svc.tables.positions.rows(PREFIX, "s") == []
+    assert core.tables.positions.rows(PREFIX, "s") == []
 
 
 def test_writes_and_rollbacks_of_positions_are_checked_against_the_manager(core: Core) -> None:
@@ -348,7 +349,7 @@ def test_rows_do_not_pile_up(core: Core) -> None:
             sub(), subs.read(sub(), transaction=t, limit=2).position, version, t
         )
         core.commit(t, change_key(sub()))
-    rows = core.svc.tables.positions.rows(PREFIX, "s")
+    rows = core.tables.positions.rows(PREFIX, "s")
     assert len(rows) <= 2
     assert core.read(sub(), core.begin()) == []
 
@@ -395,7 +396,7 @@ def test_lag_counts_what_is_left_exactly_then_by_estimate(core: Core) -> None:
     assert lag is not None and (lag.messages, lag.exact) == (30, True)
     # A window smaller than the topic: an estimate
     metadata = core.svc.get_topic(T)
-    estimated = lags(core.svc.tables, metadata, [EARLIEST], core.svc.now_ms(), count_limit=10)[0]
+    estimated = lags(core.tables, metadata, [EARLIEST], core.svc.now_ms(), count_limit=10)[0]
     assert not estimated.exact and estimated.messages >= 10
     assert [(s.id.name, s.lag) for s in subs.list(T)] == [("s", lag)]
 

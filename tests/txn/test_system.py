@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.txn.harness import TxSystem, in_process_system, thrift_system
+from txms_common.retry import RetryNTimes
 from txn.config import ServerConfig
 from txn.errors import (
     InvalidArgumentError,
@@ -17,7 +18,6 @@ from txn.errors import (
 )
 from txn.persist.snapshot_codec import decode_snapshot, unseal_snapshot
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 from txn.rpc.server import ServerThread, ThriftServer
 from txn.transaction import Transaction, TransactionType
 
@@ -311,7 +311,7 @@ def test_write_pointer_state_from_a_server_without_the_extension() -> None:
     # emulated by our server with the method taken out.
     with in_process_system() as local:
         server = ThriftServer(local.manager, ServerConfig(port=0))
-        server._methods = server._methods - {"writePointerState"}
+        server.dispatcher.methods = server.dispatcher.methods - {"writePointerState"}
         thread = ServerThread(server)
         client = ThriftTxClient(thread.start(), retry=RetryNTimes(2), timeout_s=10)
         try:

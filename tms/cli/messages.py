@@ -207,8 +207,8 @@ def tx_client_for(args: argparse.Namespace) -> Any:
     (0.1 + 0.4 + 1.6 s), not the library's half minute."""
     if not args.tx_server:
         return None
+    from txms_common.retry import RetryWithBackoff  # noqa: PLC0415
     from txn.rpc.client import ThriftTxClient  # noqa: PLC0415
-    from txn.rpc.retry import RetryWithBackoff  # noqa: PLC0415
 
     tls = client_tls(args.tx_tls_ca, args.tx_tls_cert, args.tx_tls_key)
     return ThriftTxClient(

@@ -92,10 +92,10 @@ def _serve(args: argparse.Namespace) -> int:
     from tms.service import MessagingService  # noqa: PLC0415
     from tms.store.leveldb import LevelDBStore  # noqa: PLC0415
     from tms.txwatch import TxWatch  # noqa: PLC0415
+    from txms_common.loop import new_event_loop  # noqa: PLC0415
+    from txms_common.retry import RetryNTimes  # noqa: PLC0415
     from txn.rlimit import raise_open_file_limit  # noqa: PLC0415
     from txn.rpc.client import ThriftTxClient  # noqa: PLC0415
-    from txn.rpc.retry import RetryNTimes  # noqa: PLC0415
-    from txn.rpc.server import new_event_loop  # noqa: PLC0415
 
     tms_values, http_values = _config_tables(args.config)
     for key, value in (

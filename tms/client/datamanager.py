@@ -21,12 +21,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import Any
 
 from tms.client.aware import notify_finished, outcome_unknown
 from tms.client.http import MessagingClient, RollbackToken
 from tms.errors import TmsError
 from tms.model import TopicId
+from txms_common.retry import backoff
 from txn.client import TxClient
 from txn.errors import TransientTxError
 from txn.transaction import Transaction
@@ -99,14 +101,16 @@ class MessagingDataManager:
 
     def tpc_finish(self, txn: Any) -> None:
         assert self._tx is not None
-        for attempt in range(self._finish_attempts):
+        delays = islice(backoff(0.1, 2.0), max(self._finish_attempts - 1, 0))
+        while True:
             try:
                 self.tx_client.commit_or_throw(self._tx)
                 break
             except TransientTxError:
-                if attempt == self._finish_attempts - 1:
+                delay = next(delays, None)
+                if delay is None:
                     raise
-                self._sleep(0.1 * 2**attempt)
+                self._sleep(delay)
         tokens = list(self._tokens)
         self._clear()
         notify_finished(self.client, tokens)

@@ -13,11 +13,13 @@ HTTPS: the service's certificate is always verified, against ``ca_bundle`` (a PE
 CA certificates, or a directory of them) when given, else ``REQUESTS_CA_BUNDLE`` or
 ``CURL_CA_BUNDLE`` when set, else the system's trust store.
 
-Contract: ``request`` sends one request and returns the whole answer as a ``Reply``
-(status, headers, body), whatever the status; a failure to connect, send or read raises
-``TransportError``. It never retries and never follows redirects: retrying is the
-caller's decision (a publish must not be sent twice). Thread-safe: up to ``pool_size``
-connections are kept for reuse, more are opened when more threads call at once.
+Contract (``HttpTransport``, what ``MessagingClient`` needs of a transport; tests give it
+one of their own): ``request`` sends one request and returns the whole answer as a
+``Reply`` (status, headers, body), whatever the status; a failure to connect, send or
+read raises ``TransportError``. It never retries and never follows redirects: retrying is
+the caller's decision (a publish must not be sent twice). ``Transport`` is thread-safe: up
+to ``pool_size`` connections are kept for reuse, more are opened when more threads call
+at once.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import requests.utils
 import urllib3
 from urllib3.exceptions import HTTPError
 
-__all__ = ["Reply", "Requests", "Transport", "TransportError"]
+__all__ = ["HttpTransport", "Reply", "Requests", "Transport", "TransportError"]
 
 
 class TransportError(Exception):
@@ -79,8 +81,27 @@ class Requests(Protocol):
     def request_timeout_s(self) -> float: ...
 
 
-class Transport:
+class HttpTransport(Protocol):
     """See the module docstring."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        timeout_s: float,
+    ) -> Reply:
+        """Send ``method path`` (a path under the service's URL, starting with ``/``)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Transport:
+    """``HttpTransport`` on urllib3's connection pools (see the module docstring)."""
 
     def __init__(
         self,

@@ -4,15 +4,16 @@ Bodies are ``avro/binary`` (the v1 schemas, byte-compatible with CDAP's client) 
 ``application/json`` (``tms.codec.json``). Every error is ``{"error": CODE, "message":
 TEXT}`` with the status of its ``TmsError`` class, and nothing is stored on any error.
 
-The event loop never blocks on storage: every service call (LevelDB reads, the writer's
-synced group commit) runs on a worker thread pool. Writes go through ``WriteBatcher``:
-the requests that arrive while a topic's batch is being written go out as its next one.
+The event loop never blocks on storage: reads and topic calls run on a worker thread
+pool, and writes are submitted from the loop to the topic's group commit
+(``MessagingService.submit_async``): the requests that arrive while a topic's batch is
+being written go out as its next one, with one thread hand-off per batch.
 A poll streams its messages in chunks (one Avro array block, or a slice of the JSON
 array, per chunk). ``?wait_ms=N`` makes a poll that finds nothing wait up to N ms for
-the topic to change; it answers as soon as there is something. A transactional poll that stopped
-at an uncommitted entry answers with ``X-Tms-Held: true`` (when the answer fits in one
-chunk; JSON also says ``"held": true``): the caller needs a newer transaction to get
-past it. With nothing before that entry and ``wait_ms``, it first waits for that
+the topic to change; it answers as soon as there is something. A transactional poll
+that stopped at an uncommitted entry answers with ``X-Tms-Held: true`` (when the answer
+fits in one chunk; JSON also says ``"held": true``): the caller needs a newer transaction
+to get past it. With nothing before that entry and ``wait_ms``, it first waits for that
 transaction to finish and then also says ``X-Tms-Held-Finished: true``
 (``tms.http.waiting``). Subscriptions' routes are in ``tms.http.subscriptions``.
 """
@@ -42,7 +43,6 @@ from tms.errors import (
 from tms.fetcher import FetchRequest, MessageFetcher
 from tms.history import MetricsHistory
 from tms.http.auth import Authorizer
-from tms.http.batcher import WriteBatcher
 from tms.http.config import HttpConfig
 from tms.http.console import ConsoleApi
 from tms.http.observe import ObserveApi, sample_forever
@@ -52,8 +52,8 @@ from tms.http.routes import ROUTES, Route, authorize
 from tms.http.subscriptions import SubscriptionApi
 from tms.http.waiting import LongPoll, TopicWaiters
 from tms.ids import MESSAGE_ID_SIZE, MessageId
-from tms.inspect import inspect_topic
 from tms.model import MarkersRequest, Message, StoreRequest, TopicId, validate_namespace
+from tms.operations import Markers, Publish, Rollback, Store
 from tms.service import MessagingService
 from tms.txwatch import TxWatch
 from txn.codec import decode_transaction
@@ -113,14 +113,9 @@ class Api(ObserveApi, ConsoleApi, SubscriptionApi):
         missing or False is not shown. Later features add their key here."""
         self.waiters: TopicWaiters | None = None
         self.long_poll: LongPoll | None = None
-        self.batcher: WriteBatcher | None = None
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
-
-    async def _write(self, topic: TopicId, kind: str, arg: Any) -> Any:
-        assert self.batcher is not None
-        return await self.batcher.submit(topic, kind, arg)
 
     # Access was checked before the handler ran (``tms.http.routes``).
 
@@ -194,7 +189,7 @@ class Api(ObserveApi, ConsoleApi, SubscriptionApi):
     async def publish(self, request: web.Request) -> web.Response:
         topic = self._topic(request)
         store_request, fmt = await self._store_request(request, topic)
-        detail = await self._write(topic, "publish", store_request)
+        detail = await self.svc.submit_async(Publish(store_request))
         if fmt == JSON:
             return web.Response(
                 body=jsonc.encode_publish_response(detail, len(store_request.payloads)),
@@ -207,7 +202,7 @@ class Api(ObserveApi, ConsoleApi, SubscriptionApi):
     async def store(self, request: web.Request) -> web.Response:
         topic = self._topic(request)
         store_request, _fmt = await self._store_request(request, topic)
-        await self._write(topic, "store", store_request)
+        await self.svc.submit_async(Store(store_request))
         return web.Response(status=200)
 
     async def rollback(self, request: web.Request) -> web.Response:
@@ -218,7 +213,7 @@ class Api(ObserveApi, ConsoleApi, SubscriptionApi):
             detail = jsonc.decode_publish_response(body)
         else:
             detail = avro.decode_publish_response(body)
-        count = await self._write(topic, "rollback", detail)
+        count = await self.svc.submit_async(Rollback(topic, detail))
         return (
             web.json_response({"rolledBack": count})
             if request.content_type == JSON
@@ -230,7 +225,7 @@ class Api(ObserveApi, ConsoleApi, SubscriptionApi):
         if request.content_type != JSON:
             raise TmsInvalidArgumentError(f"markers take {JSON} bodies")
         pointers, key = jsonc.decode_markers_request(await self._body(request))
-        result = await self._write(topic, "markers", MarkersRequest(topic, pointers, key))
+        result = await self.svc.submit_async(Markers(MarkersRequest(topic, pointers, key)))
         return web.Response(body=jsonc.encode_markers_response(result), content_type=JSON)
 
     # -- reading ------------------------------------------------------------------------
@@ -284,8 +279,7 @@ class Api(ObserveApi, ConsoleApi, SubscriptionApi):
         self, topic: TopicId, request: FetchRequest
     ) -> tuple[MessageFetcher, Iterator[Message], list[Message]]:
         """Start a read (on a worker thread): the fetcher, its messages, the first chunk."""
-        metadata = self.svc.get_topic(topic)
-        fetcher = MessageFetcher(self.svc.tables, metadata, request, self.svc.now_ms())
+        fetcher = self.svc.read(topic, request)
         messages = iter(fetcher)
         return fetcher, messages, _take(messages, self.config.chunk_messages)
 
@@ -381,7 +375,7 @@ class Api(ObserveApi, ConsoleApi, SubscriptionApi):
             ) from exc
         if start_ms < 0 or not 0 < limit <= 100_000:
             raise TmsInvalidArgumentError("start_ms must be >= 0 and limit in 1..100000")
-        report = await self._run(inspect_topic, self.svc.tables, topic, start_ms, end_ms, limit)
+        report = await self._run(self.svc.inspect, topic, start_ms, end_ms, limit)
         return web.json_response(report)
 
     # -- misc ---------------------------------------------------------------------------
@@ -457,7 +451,6 @@ def create_app(
         api.long_poll = LongPoll(
             api.waiters, service.guard, pool, recheck_s=config.held_recheck_ms / 1000
         )
-        api.batcher = WriteBatcher(service, pool, asyncio.get_running_loop())
         service.add_listener(api.waiters.listener)
         service.add_finish_listener(api.waiters.finish_listener)
         tasks.append(asyncio.get_running_loop().create_task(sample_forever(api, service.now_ms)))

@@ -108,7 +108,7 @@ class ConsoleApi:
         return web.json_response(await loop.run_in_executor(self.pool, self._info, request))
 
     def _info(self, request: web.Request) -> dict[str, Any]:
-        namespaces = sorted({m.topic.namespace for m in self.svc.tables.metadata.scan_all()})
+        namespaces = sorted({m.topic.namespace for m in self.svc.all_topics()})
         try:
             service_version = version("txms")
         except PackageNotFoundError:

@@ -21,7 +21,7 @@ from aiohttp import web
 from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.history import MetricsHistory
 from tms.ids import MessageId
-from tms.inspect import MAX_RECENT, recent_messages
+from tms.inspect import MAX_RECENT
 from tms.model import TopicId, validate_namespace
 from tms.service import MessagingService
 from tms.txwatch import TxWatch
@@ -65,7 +65,7 @@ class ObserveApi:
         return web.json_response(await self._call(self._recent, topic, limit, position))
 
     def _recent(self, topic: TopicId, limit: int, before: MessageId | None) -> dict[str, Any]:
-        metadata = self.svc.get_topic(topic)
+        self.svc.get_topic(topic)  # an unknown topic: 404 before asking the manager
         snapshot = None
         judged = "none"
         if self.tx_watch is not None:
@@ -75,9 +75,7 @@ class ObserveApi:
             except TmsError as exc:  # still list the messages, unjudged
                 log.warning("table debugger: %s", exc)
                 judged = "unavailable"
-        result = recent_messages(
-            self.svc.tables, metadata, limit=limit, before=before, snapshot=snapshot
-        )
+        result = self.svc.recent_messages(topic, limit=limit, before=before, snapshot=snapshot)
         for message in result["messages"]:
             message["payload"] = base64.b64encode(message["payload"]).decode()
         result["snapshot"] = (

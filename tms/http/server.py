@@ -21,7 +21,7 @@ from tms.http.config import HttpConfig
 from tms.http.protocol import Site
 from tms.service import MessagingService
 from tms.txwatch import TxWatch
-from txn.rpc.server import new_event_loop
+from txms_common.loop import new_event_loop
 
 __all__ = ["HttpServer", "HttpServerThread", "server_ssl_context"]
 

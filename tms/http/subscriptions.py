@@ -36,12 +36,11 @@ from tms.codec.subscription_bodies import (
     subscription_to_json,
 )
 from tms.errors import TmsCodecError, TmsInvalidArgumentError
-from tms.http.batcher import WriteBatcher
 from tms.http.config import HttpConfig
 from tms.http.waiting import LongPoll
 from tms.ids import MESSAGE_ID_SIZE, MessageId
 from tms.model import TopicId
-from tms.positions import PositionRollback
+from tms.operations import RollbackPosition
 from tms.service import MessagingService
 from tms.subread import DEFAULT_LIMIT, SubscriptionPoll
 from tms.subscription import SubscriptionId, after
@@ -86,7 +85,6 @@ class SubscriptionApi:
     pool: ThreadPoolExecutor
     config: HttpConfig
     long_poll: LongPoll | None
-    batcher: WriteBatcher | None
 
     async def _body(self, request: web.Request) -> bytes:
         raise NotImplementedError  # tms.http.app.Api's
@@ -161,11 +159,11 @@ class SubscriptionApi:
         if not commit.in_transaction:
             moved = await self._sub_call(subs.commit, sub, commit.position, commit.version, tx)
             return web.json_response(subscription_to_json(moved))
-        assert tx is not None and self.batcher is not None
-        _metadata, write = await self._sub_call(
+        assert tx is not None
+        write = await self._sub_call(
             subs.prepare_position, sub, commit.position, commit.version, tx
         )
-        await self.batcher.submit(sub.topic, "position", write)
+        await self.svc.submit_async(write)
         return web.json_response(
             {
                 "position": commit.position.hex,
@@ -177,12 +175,8 @@ class SubscriptionApi:
     async def rollback_subscription(self, request: web.Request) -> web.Response:
         sub = _subscription(request)
         pointers = decode_write_pointers(await self._json_body(request), "PositionsRollback")
-        assert self.batcher is not None
         removed = await asyncio.gather(
-            *(
-                self.batcher.submit(sub.topic, "unposition", PositionRollback(sub.name, wp))
-                for wp in pointers
-            )
+            *(self.svc.submit_async(RollbackPosition(sub.topic, sub.name, wp)) for wp in pointers)
         )
         return web.json_response({"rolledBack": sum(removed)})
 

@@ -41,6 +41,12 @@ class _MemoryTable:
             items.reverse()
         return iter(items)
 
+    def scan_chunks(
+        self, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[list[tuple[bytes, bytes]]]:
+        items = list(self.scan(start, stop, reverse=reverse))
+        return iter([items] if items else [])
+
     def write(
         self,
         puts: Sequence[tuple[bytes, bytes]] = (),

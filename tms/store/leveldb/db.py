@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from itertools import islice
+from itertools import chain, islice
 from typing import Any
 
 import plyvel
@@ -51,12 +51,17 @@ class _LevelDBTable:
     def scan(
         self, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
+        return chain.from_iterable(self.scan_chunks(start, stop, reverse=reverse))
+
+    def scan_chunks(
+        self, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[list[tuple[bytes, bytes]]]:
         prefix = self._prefix
 
         def open_iterator(db: plyvel.DB) -> Any:
             return db.prefixed_db(prefix).iterator(start=start, stop=stop, reverse=reverse)
 
-        return _scan(self._owner.handle, open_iterator)
+        return _scan_chunks(self._owner.handle, open_iterator)
 
     def write(
         self,
@@ -86,9 +91,9 @@ class _LevelDBTable:
             raise StorageUnavailableError(f"LevelDB size estimate failed: {exc}") from exc
 
 
-def _scan(
+def _scan_chunks(
     handle: DBHandle, open_iterator: Callable[[plyvel.DB], Any]
-) -> Iterator[tuple[bytes, bytes]]:
+) -> Iterator[list[tuple[bytes, bytes]]]:
     # Each chunk is read inside the handle (never across a yield: a slow reader must not
     # hold a reopen back); ``islice`` pulls the rows in C.
     iterator = None
@@ -102,7 +107,8 @@ def _scan(
                     chunk = list(islice(iterator, size))
             except DB_ERRORS as exc:
                 raise StorageUnavailableError(f"LevelDB scan failed: {exc}") from exc
-            yield from chunk
+            if chunk:
+                yield chunk
             if len(chunk) < size:
                 return
             size = min(size * 2, _MAX_CHUNK)

@@ -15,15 +15,15 @@ Contract:
   database is never closed while a call is inside. While the handle is down, ``use()``
   first tries to reopen it (at most once per ``retry_interval_s``, and one thread at a
   time); if that fails it raises ``StorageUnavailableError``;
-* ``write(fill, sync, epoch)`` applies one write batch. Writes are **serialized**:
-  whoever finds no write running takes every batch queued meanwhile and writes them as
-  one LevelDB batch (one log record, one sync), so concurrent writers still share a
-  sync, and a failure is known before the next write starts — no write is ever
+* ``write(fill, sync, epoch)`` applies one write batch. Writes are **serialized**
+  through a ``tms.commit.GroupCommit``: whoever finds no write running takes every batch
+  queued meanwhile and writes them as one LevelDB batch (one log record, one sync), so
+  concurrent writers (the topic writers of several topics, cleanup, topic changes) still
+  share a sync, and a failure is known before the next write starts — no write is ever
   acknowledged from a handle on which an earlier one failed (LevelDB's own write queue
   merges as well, but its callers learn of a failure only when their threads run again,
   possibly after a later write's success was acknowledged). A failure fails every batch
-  of that write. The next leader is woken before the finished writers, so it does not
-  wait for the interpreter behind them;
+  of that write;
 * ``epoch`` grows by one with every reopen: state derived from reads before it (writer
   positions, caches) must be read again. A write given ``epoch`` is refused once the
   handle has been reopened since (a write that failed may have landed after all);
@@ -38,12 +38,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import plyvel
 
-from tms.errors import StorageUnavailableError
+from tms.commit import GroupCommit
+from tms.errors import StorageUnavailableError, write_interrupted
 
 __all__ = ["DBHandle", "Fill"]
 
@@ -56,17 +57,12 @@ DB_ERRORS = (plyvel.Error, RuntimeError)
 """What plyvel raises: its own errors, and RuntimeError on a closed database or iterator."""
 
 
-_INTERRUPTED = StorageUnavailableError("the write was interrupted")
-
-
 @dataclass(slots=True)
 class _Write:
     fill: Fill
     sync: bool
     epoch: int | None
     error: StorageUnavailableError | None = None
-    done: bool = False
-    wake: threading.Lock = field(default_factory=threading.Lock)
 
 
 class DBHandle:
@@ -92,9 +88,7 @@ class DBHandle:
         self._recovering = False
         self._closed = False
         self.epoch = 0
-        self._wlock = threading.Lock()
-        self._queue: list[_Write] = []
-        self._writing = False
+        self._writes: GroupCommit[_Write] = GroupCommit(self._write_now, failed=write_interrupted)
 
     @property
     def db(self) -> plyvel.DB:
@@ -134,36 +128,7 @@ class DBHandle:
         docstring. With ``epoch``, only if the database was not reopened since (the
         caller's state is from that epoch). Raises ``StorageUnavailableError``."""
         mine = _Write(fill, sync, epoch)
-        with self._wlock:
-            if self._writing:
-                mine.wake.acquire()  # held until the write is done, or it must lead
-                self._queue.append(mine)
-                lead = False
-            else:
-                self._writing = lead = True
-        if not lead:
-            mine.wake.acquire()
-            if mine.done:
-                if mine.error is not None:
-                    raise mine.error
-                return
-        with self._wlock:
-            batch, self._queue = [mine, *self._queue], []
-        for queued in batch:
-            queued.error = _INTERRUPTED
-        try:
-            self._write_now(batch)
-        finally:
-            with self._wlock:
-                successor = self._queue.pop(0) if self._queue else None
-                if successor is None:
-                    self._writing = False
-            if successor is not None:
-                successor.wake.release()  # first: it starts the next write at once
-            for queued in batch:
-                queued.done = True
-                if queued is not mine:
-                    queued.wake.release()
+        self._writes.run([mine])
         if mine.error is not None:
             raise mine.error
 
