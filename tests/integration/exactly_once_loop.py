@@ -26,9 +26,9 @@ from tms.client.aware import TransactionalPublisher
 from tms.client.consumer import SubscriptionConsumer
 from tms.model import TopicId
 from tms.subscription import SubscriptionId
+from txms_common.retry import RetryNTimes
 from txn import TransactionExecutor
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 from txn.sqlite_table import SqliteTable
 from txn.transaction import Transaction
 

@@ -19,9 +19,9 @@ from tests.integration.exactly_once_loop import IN, OUT, SUB
 from tests.integration.procs import ServerProcess, TmsServeProcess
 from tms.client import MessagingClient
 from tms.subscription import Preferences
+from txms_common.retry import RetryNTimes
 from txn import TransactionContext
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 from txn.sqlite_table import SqliteTable
 
 INPUTS = 600
