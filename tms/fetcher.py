@@ -76,20 +76,29 @@ def _start(request: FetchRequest, smallest: int) -> tuple[tuple[int, int], bool,
 
 
 def scan_bounds(
-    tables: Tables, metadata: TopicMetadata, request: FetchRequest, now_ms: int
+    tables: Tables,
+    metadata: TopicMetadata,
+    request: FetchRequest,
+    now_ms: int,
+    *,
+    stop: tuple[int, int] | None = None,
 ) -> TopicBounds:
     """The ``TopicBounds`` of ``request`` (its ``limit`` is ignored). Reads message rows
-    only (no payloads), with the fetch's start rules and transactional filter."""
+    only (no payloads), with the fetch's start rules and transactional filter; with
+    ``stop``, only the entries before that (publish_ms, seq)."""
     prefix = keys.topic_prefix(metadata.topic, metadata.generation)
     smallest = max(0, now_ms - metadata.ttl_s * 1000)
     tx = request.transaction
     position, skip_start, _payload = _start(request, smallest)
     start = keys.pack_position(*position)
+    end = keys.pack_position(*stop) if stop is not None else None
     first = last = None
     for chunk in tables.messages.entries(prefix, position):
         for at, ptr, _bytes, _ttl in chunk:
             if skip_start and at == start:
                 continue
+            if end is not None and at >= end:
+                return TopicBounds(_decoded(first), _decoded(last), None)
             if tx is not None and ptr is not None and accept(tx, ptr) is _HOLD:
                 return TopicBounds(_decoded(first), _decoded(last), keys.decode_position(at))
             if first is None:

@@ -50,7 +50,13 @@ class PositionBounds:
         """The position of the first entry from ``start`` (before ``stop``) that ``tx``
         cannot see yet — where its read stops — or None."""
         request = FetchRequest(start_id=MessageId(start.publish_ms, start.seq), transaction=tx)
-        held = scan_bounds(self._tables, metadata, request, self.svc.now_ms()).held
+        # Entries at ``stop`` and after it are not scanned; the one at stop's (publish_ms,
+        # seq) is, when stop lies inside it (a position within a commit marker's payloads).
+        bound = None
+        if stop is not None:
+            end = after_entry(stop.publish_ms, stop.seq) if stop.is_payload_message else stop
+            bound = (end.publish_ms, end.seq)
+        held = scan_bounds(self._tables, metadata, request, self.svc.now_ms(), stop=bound).held
         if held is None:
             return None
         position = MessageId(*held)
