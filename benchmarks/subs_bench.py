@@ -16,7 +16,8 @@ this one (and publishers in others).
 * ``latency``: transactional publishes (start, publish one message, commit, tell the
   service) at a fixed rate from publisher processes; a transactional subscription's
   ``Subscriber`` and a transactional ``follow`` each hold the messages; latency from
-  just before the publish request to the consumer having the message, with the
+  just before the publish request to the consumer having the message, and from the
+  transaction's commit (when it returned) to the consumer having it, with the
   publisher's post-commit word to the service and without it (the service asks the
   transaction manager).
 
@@ -275,22 +276,63 @@ def bench_memory(stack: Launched, subscriptions: int = 10_000, topics: int = 100
 # -- transactional long-poll wake-up ----------------------------------------------------
 
 
+class _CommitClock:
+    """A participant that notes when its transaction committed (its post-commit step
+    runs before the publisher's, which tells the service)."""
+
+    def __init__(self) -> None:
+        self.at_ns = 0
+
+    def start_tx(self, tx: Any) -> None:
+        pass
+
+    def update_tx(self, tx: Any) -> None:
+        pass
+
+    def get_tx_changes(self) -> list[bytes]:
+        return []
+
+    def commit_tx(self) -> bool:
+        return True
+
+    def post_tx_commit(self) -> None:
+        self.at_ns = time.time_ns()
+
+    def rollback_tx(self) -> bool:
+        return True
+
+    def transaction_aware_name(self) -> str:
+        return "commit-clock"
+
+
 def _publisher(
-    url: str, tx_address: str, topic: TopicId, *, count: int, rate: float, notify: bool, go: Any
+    url: str,
+    tx_address: str,
+    topic: TopicId,
+    *,
+    count: int,
+    rate: float,
+    notify: bool,
+    go: Any,
+    out: Any,
 ) -> None:
     client, tx_client = MessagingClient(url), ThriftTxClient(tx_address)
     publisher = TransactionalPublisher(client, notify_finished=notify)
+    clock = _CommitClock()
+    committed: dict[int, int] = {}
     go.wait()
     interval = 1.0 / rate
     next_at = time.perf_counter()
     for _ in range(count):
         next_at += interval
-        with TransactionContext(tx_client, publisher):
-            stamp = time.time_ns().to_bytes(8, "big")
-            publisher.publish(topic, [stamp + PAYLOAD[8:]])
+        with TransactionContext(tx_client, clock, publisher):
+            stamp = time.time_ns()
+            publisher.publish(topic, [stamp.to_bytes(8, "big") + PAYLOAD[8:]])
+        committed[stamp] = clock.at_ns
         delay = next_at - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
+    out.put(committed)
     client.close()
     tx_client.close()
 
@@ -308,11 +350,18 @@ def bench_latency(
     expected = int(seconds * rate) // procs * procs
     ctx = mp.get_context("fork")
     go = ctx.Event()
+    out = ctx.Queue()
     publishers = [
         ctx.Process(
             target=_publisher,
             args=(stack.url, stack.tx_address, topic),
-            kwargs={"count": expected // procs, "rate": rate / procs, "notify": notify, "go": go},
+            kwargs={
+                "count": expected // procs,
+                "rate": rate / procs,
+                "notify": notify,
+                "go": go,
+                "out": out,
+            },
         )
         for _ in range(procs)
     ]
@@ -326,21 +375,25 @@ def bench_latency(
         messages: Any = Subscriber(client, sub, tx_client=tx_client, wait_ms=1000, stop=stop)
     else:
         messages = client.follow(topic, start=0, tx_client=tx_client, wait_ms=1000, stop=stop)
-    latencies: list[float] = []
+    received: dict[int, int] = {}
     started = time.perf_counter()
     go.set()
     for message in messages:
-        latencies.append((time.time_ns() - int.from_bytes(message.payload[:8], "big")) / 1e6)
-        if len(latencies) >= expected:
+        received[int.from_bytes(message.payload[:8], "big")] = time.time_ns()
+        if len(received) >= expected:
             break
     elapsed = time.perf_counter() - started
     if isinstance(messages, Subscriber):
         messages.close()
+    committed: dict[int, int] = {}
+    for _ in publishers:
+        committed.update(out.get(timeout=60))
     for p in publishers:
         p.join(60)
     client.close()
     tx_client.close()
-    latencies.sort()
+    latencies = sorted((got - sent) / 1e6 for sent, got in received.items())
+    after_commit = sorted((got - committed[sent]) / 1e6 for sent, got in received.items())
     return {
         "consumer": consumer,
         "publisher_tells_service": notify,
@@ -350,6 +403,8 @@ def bench_latency(
         "p50_ms": _pct(latencies, 0.5),
         "p99_ms": _pct(latencies, 0.99),
         "max_ms": round(latencies[-1], 2) if latencies else None,
+        "after_commit_p50_ms": _pct(after_commit, 0.5),
+        "after_commit_p99_ms": _pct(after_commit, 0.99),
     }
 
 
