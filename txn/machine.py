@@ -222,6 +222,13 @@ class TxStateMachine:
             ),
         )
 
+    def do_extend(self, tx_id: int, expiration_ms: int) -> None:
+        """Set the expiration of in-progress transaction ``tx_id`` (replay of an
+        extension edit; a transaction no longer in progress is left alone)."""
+        entry = self.in_progress.get(tx_id)
+        if entry is not None and entry.type is not InProgressType.CHECKPOINT:
+            self.in_progress[tx_id] = replace(entry, expiration_ms=expiration_ms)
+
     def do_truncate_invalid(self, ids: frozenset[int]) -> bool:
         return self.invalid.remove_all(ids)
 
@@ -296,5 +303,7 @@ class TxStateMachine:
                 self.do_truncate_invalid(edit.truncate_invalid_tx)
         elif state is EditState.CHECKPOINT:
             self.do_checkpoint(wp, edit.parent_write_pointer)
+        elif state is EditState.TIMEOUT_EXTENDED:
+            self.do_extend(wp, edit.expiration_ms)
         else:
             raise CorruptStateError(f"Invalid state for WAL entry: {state.name}")

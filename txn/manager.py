@@ -50,7 +50,7 @@ from txn.persist.edit import TransactionEdit
 from txn.persist.edit_codec import encode_changes
 from txn.persist.store import TransactionStateStore
 from txn.persist.wal import SyncListener, UnsyncedWrite, WriteAheadLog
-from txn.state import TransactionSnapshot
+from txn.state import InProgressType, TransactionSnapshot, expiration_from_write_pointer
 from txn.transaction import Transaction, TransactionType
 
 __all__ = ["DEFAULT_CLIENT_ID", "Durable", "ManagerState", "TransactionManager"]
@@ -318,6 +318,14 @@ class TransactionManager:
         """A new write pointer for ``tx``, keeping its read snapshot."""
         return self._call(lambda: self._checkpoint(tx))
 
+    def extend_timeout(self, tx_id: int, timeout_s: int) -> int:
+        """Let short transaction ``tx_id`` run ``timeout_s`` seconds from now (never
+        shorter than before, never past ``max_lifetime_s`` after its start); returns its
+        expiration (ms, this manager's clock). A lease: its holder calls it again before
+        the expiration, and the transaction times out soon after the holder is gone. Not
+        Tephra's (an extension method)."""
+        return self._call(lambda: self._extend_timeout(tx_id, timeout_s))
+
     def truncate_invalid_tx(self, tx_ids: Iterable[int]) -> bool:
         """Remove ids from the invalid list; True if it changed."""
         return self._call(lambda: self._truncate_invalid_tx(tx_ids))
@@ -489,6 +497,32 @@ class TransactionManager:
             ticket = self._log(TransactionEdit.invalid(tx_id))
         return Durable(changed, ticket)
 
+    def _extend_timeout(self, tx_id: int, timeout_s: int) -> Durable[int]:
+        if not 0 < timeout_s <= self.config.max_timeout_s:
+            raise InvalidArgumentError(
+                f"timeout must be in 1..{self.config.max_timeout_s} seconds, got {timeout_s}"
+            )
+        m = self._m
+        with self._lock:
+            self._ensure_running()
+            entry = m.in_progress.get(tx_id)
+            if entry is None:
+                reason = " because it was invalidated" if tx_id in m.invalid else ""
+                raise TransactionNotInProgressError(
+                    f"Transaction {tx_id} is not in progress{reason}"
+                )
+            if entry.type is InProgressType.CHECKPOINT:
+                raise InvalidArgumentError(f"{tx_id} is a checkpoint, not a transaction id")
+            if entry.is_long_running:
+                raise InvalidArgumentError("a long transaction has no timeout to extend")
+            lifetime_end = expiration_from_write_pointer(tx_id, self.config.max_lifetime_s)
+            wanted = min(self._clock.now_ms() + timeout_s * 1000, lifetime_end)
+            if wanted <= entry.expiration_ms:
+                return Durable(entry.expiration_ms, self._barrier())
+            m.do_extend(tx_id, wanted)
+            ticket = self._log(TransactionEdit.timeout_extended(tx_id, wanted))
+        return Durable(wanted, ticket)
+
     def _checkpoint(self, tx: Transaction) -> Durable[Transaction]:
         m = self._m
         tx_id = tx.transaction_id
@@ -651,6 +685,9 @@ class Pipeline:
 
     def checkpoint(self, tx: Transaction) -> Durable[Transaction]:
         return self._mgr._checkpoint(tx)
+
+    def extend_timeout(self, tx_id: int, timeout_s: int) -> Durable[int]:
+        return self._mgr._extend_timeout(tx_id, timeout_s)
 
     def truncate_invalid_tx(self, tx_ids: Iterable[int]) -> Durable[bool]:
         return self._mgr._truncate_invalid_tx(tx_ids)

@@ -117,6 +117,14 @@ def _report_failure(exc: TxError) -> Any:
     return None
 
 
+def _extend_failure(exc: TxError) -> Any:
+    if isinstance(exc, TransactionNotInProgressError):
+        return S.extendTimeout_result(e=_not_in_progress(exc))
+    if isinstance(exc, InvalidArgumentError):
+        return S.extendTimeout_result(g=generic_exception(exc))
+    return None
+
+
 def _truncate_failure(exc: TxError) -> Any:
     if isinstance(exc, InvalidTruncateTimeError):
         return S.truncateInvalidTxBefore_result(
@@ -142,6 +150,7 @@ _DECLARED: dict[str, Callable[[TxError], Any]] = {
     "commitOrThrow": _commit_failure("commitOrThrow", throws=True),
     "commitTx": _commit_failure("commitTx", throws=False),
     "checkpoint": _checkpoint_failure,
+    "extendTimeout": _extend_failure,
     "truncateInvalidTxBefore": _truncate_failure,
     "reportPruneUpperBound": _report_failure,
 }
@@ -285,6 +294,13 @@ class TephraHandler:
         except TransactionNotInProgressError as exc:
             return self.failure("checkpoint", exc)
         return self._ok(S.checkpoint_result, d, to_thrift(d.value))
+
+    def extendTimeout(self, a: Any) -> Reply:
+        try:
+            d = self._p.extend_timeout(a.tx or 0, a.timeout or 0)
+        except (TransactionNotInProgressError, InvalidArgumentError) as exc:
+            return self.failure("extendTimeout", exc)
+        return self._ok(S.extendTimeout_result, d, d.value)
 
     # -- invalid list -----------------------------------------------------------------
 

@@ -96,4 +96,10 @@ service TTransactionServer {
   // A name the server is not configured with: TGenericException (IllegalArgumentException).
   void reportPruneUpperBound(1: string participant, 2: i64 bound)
       throws (1: TGenericException g),
+
+  // txms's extension (not Tephra's): a lease on a short transaction. It expires `timeout`
+  // seconds from now (never sooner than before, never past the manager's maximum
+  // lifetime); returns the new expiration in ms of the server's clock.
+  i64 extendTimeout(1: i64 tx, 2: i32 timeout)
+      throws (1: TTransactionNotInProgressException e, 2: TGenericException g),
 }
