@@ -78,26 +78,70 @@ def _start(request: FetchRequest, smallest: int) -> tuple[tuple[int, int], bool,
 def scan_bounds(
     tables: Tables, metadata: TopicMetadata, request: FetchRequest, now_ms: int
 ) -> TopicBounds:
-    """The ``TopicBounds`` of ``request`` (its ``limit`` is ignored). Reads message rows
-    only (no payloads), with the fetch's start rules and transactional filter."""
+    """The ``TopicBounds`` of ``request``. Reads message rows only (no payloads), with the
+    fetch's start rules and transactional filter; with a ``limit`` (anything below the
+    maximum) it also counts the messages such a read would return (a commit marker counts
+    its payload rows; per-message TTLs are not applied) and stops at the limit, where
+    ``after_limit`` is the id of the entry or payload row right after the last message
+    counted."""
     prefix = keys.topic_prefix(metadata.topic, metadata.generation)
     smallest = max(0, now_ms - metadata.ttl_s * 1000)
     tx = request.transaction
-    position, skip_start, _payload = _start(request, smallest)
+    position, skip_start, payload_start = _start(request, smallest)
     start_key = keys.message_key(prefix, *position)
+    counting = request.limit < _MAX_LIMIT
+    budget = request.limit
     first = last_key = None
     for key, value in tables.messages.rows(prefix, position):
         if skip_start and key == start_key:
             continue
-        if tx is not None and value[0] != 0:
+        head = value[0]
+        if head == 0:
+            ptr = None
+        elif head <= 2:  # the common kinds, decoded inline as the fetcher does
+            ptr = int.from_bytes(value[1:9], "big", signed=True)
+        else:
             ptr = decode_message_value(value).tx_write_pointer
-            if ptr is not None and ptr > 0 and not tx.is_visible(ptr) and not tx.is_invalid(ptr):
+        skipped = False
+        if tx is not None and ptr is not None:
+            if ptr > 0 and not tx.is_visible(ptr) and not tx.is_invalid(ptr):
                 held = keys.decode_message_key(key)[1:]
-                return TopicBounds(first, _position(last_key), held)
+                return _bounds(first, last_key, held, request.limit - budget if counting else None)
+            skipped = ptr < 0 or not tx.is_visible(ptr)
+        if counting and not skipped and budget == 0:
+            after = MessageId(*keys.decode_message_key(key)[1:])
+            return _bounds(first, last_key, None, request.limit, after)
         if first is None:
             first = keys.decode_message_key(key)[1:]
+        if counting and not skipped:
+            if head == 2 or (head > 2 and decode_message_value(value).payload is None):
+                assert ptr is not None
+                resume = payload_start if key == start_key else None
+                p_from = (resume.write_ms, resume.p_seq) if resume is not None else (0, 0)
+                p_inclusive = request.inclusive or resume is None
+                p_start = keys.payload_key(prefix, abs(ptr), *p_from)
+                for p_key, _ in tables.payloads.rows(prefix, abs(ptr), p_from):
+                    if not p_inclusive and p_key == p_start:
+                        continue
+                    if budget == 0:
+                        p_position = keys.decode_payload_key(p_key)[2:]
+                        after = MessageId(*keys.decode_message_key(key)[1:], *p_position)
+                        return _bounds(first, key, None, request.limit, after)
+                    budget -= 1
+            else:
+                budget -= 1
         last_key = key
-    return TopicBounds(first, _position(last_key), None)
+    return _bounds(first, last_key, None, request.limit - budget if counting else None)
+
+
+def _bounds(
+    first: tuple[int, int] | None,
+    last_key: bytes | None,
+    held: tuple[int, int] | None,
+    counted: int | None,
+    after_limit: MessageId | None = None,
+) -> TopicBounds:
+    return TopicBounds(first, _position(last_key), held, counted, after_limit)
 
 
 def _position(key: bytes | None) -> tuple[int, int] | None:
