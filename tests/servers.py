@@ -39,10 +39,11 @@ class Stack:
 
 
 @contextlib.contextmanager
-def running_stack(root: Path) -> Iterator[Stack]:
-    """Both servers with their state under ``root``; clients that retry once."""
+def running_stack(root: Path, tx_config: TxConfig | None = None) -> Iterator[Stack]:
+    """Both servers with their state under ``root``; clients that retry once. Timed-out
+    transactions are not invalidated unless ``tx_config`` sets a cleanup interval."""
     manager = TransactionManager(
-        TxConfig(cleanup_interval_s=0, snapshot_interval_s=0),
+        tx_config or TxConfig(cleanup_interval_s=0, snapshot_interval_s=0),
         TransactionStateStore(LocalDirStorage(root / "txn")),
     )
     manager.start()
