@@ -54,9 +54,12 @@ def local_session(app: str, master: str | None = None, **conf: str) -> Any:
     format registered, on ``master`` or where Spark was told to run (see
     ``resolve_master``). Local executors run this interpreter unless ``PYSPARK_PYTHON``
     says otherwise."""
-    from pyspark import SparkConf  # noqa: PLC0415 - Spark starts a JVM; load it late
+    from pyspark import SparkConf, SparkContext  # noqa: PLC0415 - loads Spark: late
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
+    # Under spark-submit the JVM is already there and holds --master as a system
+    # property; SparkConf reads those only once the gateway to it is open.
+    SparkContext._ensure_initialized()
     chosen = resolve_master(master, SparkConf().get("spark.master", None))
     if chosen is not None and chosen.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
