@@ -187,9 +187,14 @@ class LocalCluster:
             **popen,
         )
 
+    @property
+    def sessions(self) -> set[int]:
+        """The process sessions of the Master and the Workers (executors included)."""
+        return {p.pid for p in self._procs}
+
     def executors(self) -> list[int]:
         """Pids of the executor processes the Workers run now."""
-        sessions = {p.pid for p in self._procs}
+        sessions = self.sessions
         return [
             int(entry.name)
             for entry in Path("/proc").iterdir()

@@ -33,8 +33,8 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql import Row
-from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from tms.client.http import MessagingClient
@@ -44,10 +44,10 @@ from tms.spark.options import SourceOptions
 from tms.spark.write import (
     Columns,
     StagedRows,
+    arrow_rows,
     check_topic,
     end_transaction,
     markers_by_topic,
-    plain_rows,
     stage_rows,
     staged,
     start_held,
@@ -66,7 +66,7 @@ QUERY_ID = "sql.streaming.queryId"
 _MAX_ATTEMPTS = 1000
 
 
-class TmsStreamWriter(DataSourceStreamWriter):
+class TmsStreamWriter(DataSourceStreamArrowWriter):
     """See the module docstring. Spark makes one on the driver per micro-batch for the
     tasks (pickled: the batch's transaction starts then) and another to commit or abort
     it (never pickled: it learns the transaction from the tasks' messages)."""
@@ -89,7 +89,7 @@ class TmsStreamWriter(DataSourceStreamWriter):
             self.transaction = start_held(self.options, self._tag)
         return self.__dict__.copy()
 
-    def write(self, iterator: Iterator[Row]) -> StagedRows:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRows:
         partition, attempt, ctx = task_context()
         query = ctx.getLocalProperty(QUERY_ID) if ctx is not None else None
         if not query:
@@ -100,7 +100,7 @@ class TmsStreamWriter(DataSourceStreamWriter):
         try:
             wp, counts = stage_rows(
                 self.options,
-                plain_rows(iterator, self.columns),
+                arrow_rows(iterator, self.columns),
                 lambda: client.checkpoint(tx).write_pointer,
             )
         finally:

@@ -137,15 +137,6 @@ def arrow_rows(batches: Iterator[pa.RecordBatch], columns: Columns) -> Iterator[
         yield from zip(payloads, ttls, topics, strict=True)
 
 
-def plain_rows(rows: Iterator[Any], columns: Columns) -> Iterator[Row3]:
-    for row in rows:
-        yield (
-            row[columns.payload],
-            row[columns.ttl] if columns.ttl is not None else None,
-            row[columns.topic] if columns.topic is not None else columns.default_topic,
-        )
-
-
 def stage_rows(
     options: SourceOptions, rows: Iterator[Row3], pointer: Callable[[], int]
 ) -> tuple[int | None, dict[str, int]]:
