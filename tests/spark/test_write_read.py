@@ -107,6 +107,10 @@ def test_string_payloads_and_ttl_column(spark: Any, stack: Stack) -> None:
     assert sorted(p for _, p in committed(stack, topic)) == [b"a", b"b"]
     with pytest.raises(Exception, match="append-only"):
         df.write.format("tms").mode("overwrite").options(**stack.options("strings")).save()
+    with pytest.raises(Exception, match="binary or string, not int"):
+        spark.createDataFrame([(1,)], "payload int").write.format("tms").mode("append").options(
+            **stack.options("strings")
+        ).save()
 
 
 def test_a_retried_task_publishes_once(

@@ -44,11 +44,10 @@ from tms.spark.options import SourceOptions
 from tms.spark.write import (
     Columns,
     StagedRows,
-    arrow_rows,
     check_topic,
     end_transaction,
     markers_by_topic,
-    stage_rows,
+    stage_batches,
     staged,
     start_held,
     task_context,
@@ -98,10 +97,8 @@ class TmsStreamWriter(DataSourceStreamArrowWriter):
         tx = decode_transaction(self.transaction)
         client = ThriftTxClient(self.options.require_tx_server())
         try:
-            wp, counts = stage_rows(
-                self.options,
-                arrow_rows(iterator, self.columns),
-                lambda: client.checkpoint(tx).write_pointer,
+            wp, counts = stage_batches(
+                self.options, iterator, self.columns, lambda: client.checkpoint(tx).write_pointer
             )
         finally:
             client.close()

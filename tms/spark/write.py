@@ -35,7 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BinaryType, StringType, StructType
 
 from tms.client.http import MessagingClient
 from tms.errors import TmsError, TmsInvalidArgumentError
@@ -45,7 +45,7 @@ from txn.codec import decode_transaction, encode_transaction
 from txn.rpc.client import ThriftTxClient
 from txn.transaction import Transaction, TransactionType
 
-__all__ = ["Columns", "StagedRows", "TmsWriter", "end_transaction", "stage_rows"]
+__all__ = ["Columns", "StagedRows", "TmsWriter", "end_transaction", "stage_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,11 @@ class Columns:
         names = [f.name.lower() for f in schema.fields]
         if "payload" not in names:
             raise TmsInvalidArgumentError("the DataFrame needs a payload column (binary or string)")
+        kind = schema.fields[names.index("payload")].dataType
+        if not isinstance(kind, BinaryType | StringType):
+            raise TmsInvalidArgumentError(
+                f"the payload column must be binary or string, not {kind.simpleString()}"
+            )
         topic_at = names.index("topic") if "topic" in names else None
         if options.topic is None and topic_at is None:
             raise TmsInvalidArgumentError("writing to tms needs the topic option or a topic column")
@@ -120,35 +125,24 @@ def task_context() -> tuple[int, int, Any]:
     return (ctx.partitionId(), ctx.attemptNumber(), ctx) if ctx is not None else (0, 0, None)
 
 
-Row3 = tuple[Any, Any, Any]
-
-
-def arrow_rows(batches: Iterator[pa.RecordBatch], columns: Columns) -> Iterator[Row3]:
-    """(payload, ttl, topic) of every row, converted a column at a time."""
-    for batch in batches:
-        payloads = batch.column(columns.payload).to_pylist()
-        n = len(payloads)
-        ttls = batch.column(columns.ttl).to_pylist() if columns.ttl is not None else [None] * n
-        topics = (
-            batch.column(columns.topic).to_pylist()
-            if columns.topic is not None
-            else [columns.default_topic] * n
-        )
-        yield from zip(payloads, ttls, topics, strict=True)
-
-
-def stage_rows(
-    options: SourceOptions, rows: Iterator[Row3], pointer: Callable[[], int]
+def stage_batches(
+    options: SourceOptions,
+    batches: Iterator[pa.RecordBatch],
+    columns: Columns,
+    pointer: Callable[[], int],
 ) -> tuple[int | None, dict[str, int]]:
     """Store the rows under the write pointer ``pointer()`` gives on first use, in
-    requests of ``batchSize`` per topic; (write pointer, rows per topic)."""
+    requests of ``batchSize`` per topic; (write pointer, rows per topic). Converted a
+    column at a time; rows are looked at one by one only to route them by topic."""
     wp: int | None = None
     counts: dict[str, int] = {}
     pending: dict[str, tuple[list[bytes], list[int | None]]] = {}
     with MessagingClient(options.url, token=options.token) as client:
 
-        def flush(topic: str) -> None:
-            payloads, ttls = pending.pop(topic)
+        def flush(topic: str, size: int) -> None:
+            kept, kept_ttls = pending[topic]
+            payloads, ttls = kept[:size], kept_ttls[:size]
+            del kept[:size], kept_ttls[:size]
             assert wp is not None
             client.store(
                 options.topic_id(topic),
@@ -157,21 +151,48 @@ def stage_rows(
                 ttls=ttls if any(t is not None for t in ttls) else None,
             )
 
-        for value, ttl, topic in rows:
-            if value is None:
-                raise TmsInvalidArgumentError("payload must not be null")
+        def add(topic: Any, payloads: list[bytes], ttls: list[int | None]) -> None:
+            nonlocal wp
             if not topic:
                 raise TmsInvalidArgumentError("a row's topic must not be null or empty")
             if wp is None:
                 wp = pointer()
-            payloads, ttls = pending.setdefault(topic, ([], []))
-            payloads.append(value.encode() if isinstance(value, str) else bytes(value))
-            ttls.append(int(ttl) if ttl else None)
-            counts[topic] = counts.get(topic, 0) + 1
-            if len(payloads) >= options.batch_size:
-                flush(topic)
-        for topic in list(pending):
-            flush(topic)
+            kept, kept_ttls = pending.setdefault(topic, ([], []))
+            kept.extend(payloads)
+            kept_ttls.extend(ttls)
+            counts[topic] = counts.get(topic, 0) + len(payloads)
+            while len(kept) >= options.batch_size:
+                flush(topic, options.batch_size)
+
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            column = batch.column(columns.payload)
+            if column.null_count:
+                raise TmsInvalidArgumentError("payload must not be null")
+            if not pa.types.is_binary(column.type):
+                column = column.cast(pa.binary())  # strings: their UTF-8 bytes
+            payloads: list[bytes] = column.to_pylist()
+            ttls: list[int | None] = (
+                [int(t) if t else None for t in batch.column(columns.ttl).to_pylist()]
+                if columns.ttl is not None
+                else [None] * len(payloads)
+            )
+            if columns.topic is None:
+                add(columns.default_topic, payloads, ttls)
+                continue
+            routed: dict[Any, tuple[list[bytes], list[int | None]]] = {}
+            for topic, payload, ttl in zip(
+                batch.column(columns.topic).to_pylist(), payloads, ttls, strict=True
+            ):
+                rows, row_ttls = routed.setdefault(topic, ([], []))
+                rows.append(payload)
+                row_ttls.append(ttl)
+            for topic, (rows, row_ttls) in routed.items():
+                add(topic, rows, row_ttls)
+        for topic, (kept, _) in pending.items():
+            if kept:
+                flush(topic, len(kept))
     return wp, counts
 
 
@@ -281,10 +302,8 @@ class TmsWriter(DataSourceArrowWriter):
         tx = self._tx()
         client = ThriftTxClient(self.options.require_tx_server())
         try:
-            wp, counts = stage_rows(
-                self.options,
-                arrow_rows(iterator, self.columns),
-                lambda: client.checkpoint(tx).write_pointer,
+            wp, counts = stage_batches(
+                self.options, iterator, self.columns, lambda: client.checkpoint(tx).write_pointer
             )
         finally:
             client.close()
