@@ -70,11 +70,13 @@ class LocalCluster:
         memory: str = "1g",
         startup_timeout_s: float = 240,
         java_options: str = "",
+        master_port: int = 0,
     ) -> None:
         """``java_options``: for every JVM of the cluster and of its drivers (tests use
         ``QUICK_START``)."""
         self.root = root
         self.java_options = java_options
+        self.master_port = master_port
         self.workers = workers
         self.cores = cores
         self.memory = memory
@@ -132,7 +134,8 @@ class LocalCluster:
         registered."""
         self.root.mkdir(parents=True, exist_ok=True)
         common = ["--host", "127.0.0.1", "--port", "0", "--webui-port", "0"]
-        log = self._start("master", ["org.apache.spark.deploy.master.Master", *common])
+        master = ["--host", "127.0.0.1", "--port", str(self.master_port), "--webui-port", "0"]
+        log = self._start("master", ["org.apache.spark.deploy.master.Master", *master])
         self.master_url = self._wait_for(log, _MASTER_URL)
         logs = [
             self._start(
@@ -233,3 +236,34 @@ class LocalCluster:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tms.spark.cluster [--dir D] [--workers N] [--cores C] [--port P]``:
+    start a cluster, print its master URL, run until Ctrl-C."""
+    import argparse  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(description="A Spark standalone cluster on loopback.")
+    parser.add_argument("--dir", type=Path, default=None, help="state and logs (a temp dir)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cores", type=int, default=1)
+    parser.add_argument("--port", type=int, default=0, help="the master's (0: any free one)")
+    args = parser.parse_args(argv)
+    root = args.dir or Path(tempfile.mkdtemp(prefix="spark-cluster-"))
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)  # the cluster's processes run in sessions of their own
+    with LocalCluster(
+        root, workers=args.workers, cores=args.cores, master_port=args.port
+    ) as cluster:
+        print(f"Spark master at {cluster.master_url} (logs in {root}); Ctrl-C stops it", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.pause()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
