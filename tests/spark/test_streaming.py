@@ -5,6 +5,7 @@ replayed batch; a transaction still open holds the stream back until it commits.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +154,31 @@ def test_unknown_and_misplaced_options_are_refused(spark: Any, stack: Stack) -> 
         spark.read.format("tms").options(
             **stack.options("src", maxOffsetsPerTrigger="10")
         ).load().collect()
+
+
+def test_available_now_reads_what_was_there_in_limited_batches(
+    spark: Any, stack: Stack, tmp_path: Path
+) -> None:
+    stack.messaging.create_topic(SRC)
+    stack.messaging.create_topic(DST)
+    stack.messaging.publish(SRC, [f"m{i}" for i in range(25)])
+    source = (
+        spark.readStream.format("tms")
+        .options(**stack.options("src", maxOffsetsPerTrigger="10"))
+        .load()
+        .select("payload")
+    )
+    query = (
+        source.writeStream.format("tms")
+        .options(**stack.options("dst"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    while not query.recentProgress and query.isActive:
+        time.sleep(0.05)
+    stack.messaging.publish(SRC, ["late"])  # after a batch ran: not for this run
+    assert query.awaitTermination(180)
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sizes == [10, 10, 5]
+    assert dst(stack) == [f"m{i}" for i in range(25)]
