@@ -66,17 +66,27 @@ def _processes() -> dict[int, list[str]]:
     return out
 
 
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def _cpu(stat: list[str]) -> float:
     return (int(stat[11]) + int(stat[12])) / _TICK  # utime + stime
 
 
 class CpuMeter:
     """CPU seconds of the server process, and of the processes of one side: this
-    process's descendants (minus the server) and the given sessions (a cluster's)."""
+    process's descendants (minus the server) and the given sessions (a cluster's), the
+    JVMs among them apart; and the machine's load (it is shared: the figures are only
+    comparable at similar loads)."""
 
     def __init__(self, server_pid: int, sessions: set[int] | None = None) -> None:
         self.server_pid = server_pid
         self.sessions = sessions or set()
+        self._jvms: set[int] = set()
 
     def sample(self) -> tuple[float, dict[int, float]]:
         procs = _processes()
@@ -91,6 +101,7 @@ class CpuMeter:
                 todo.extend(children.get(pid, []))
         side |= {pid for pid, stat in procs.items() if int(stat[3]) in self.sessions}
         server = _cpu(procs[self.server_pid]) if self.server_pid in procs else 0.0
+        self._jvms = {pid for pid in side if pid in procs and _comm(pid) == "java"}
         return server, {pid: _cpu(procs[pid]) for pid in side if pid in procs}
 
     @contextmanager
@@ -102,7 +113,10 @@ class CpuMeter:
         out["seconds"] = time.perf_counter() - started
         server1, side1 = self.sample()
         out["server_cpu_s"] = server1 - server0
-        out["side_cpu_s"] = sum(v - side0.get(pid, 0.0) for pid, v in side1.items())
+        used = {pid: v - side0.get(pid, 0.0) for pid, v in side1.items()}
+        out["side_cpu_s"] = sum(used.values())
+        out["jvm_cpu_s"] = sum(v for pid, v in used.items() if pid in self._jvms)
+        out["load"] = os.getloadavg()[0]
 
 
 def _figures(rows: int, m: dict[str, float]) -> dict[str, float]:
@@ -112,7 +126,9 @@ def _figures(rows: int, m: dict[str, float]) -> dict[str, float]:
         "seconds": round(m["seconds"], 2),
         "server_cpu_s": round(m["server_cpu_s"], 2),
         "side_cpu_s": round(m["side_cpu_s"], 2),
+        "of_which_jvm_cpu_s": round(m["jvm_cpu_s"], 2),
         "rows_per_cpu_s": round(rows / cpu) if cpu else 0,
+        "load_1min": round(m["load"], 1),
     }
 
 
