@@ -21,7 +21,7 @@ from examples import program_states as example
 from tests.servers import Stack
 from tests.spark.test_write_read import committed
 from tms.model import TopicId
-from tms.spark.cluster import QUICK_START, LocalCluster
+from tms.spark.cluster import QUICK_START, LocalCluster, kill_session
 
 JOBS = Path(__file__).with_name("cluster_jobs.py")
 EXAMPLE = Path(__file__).parents[2] / "examples" / "program_states.py"
@@ -54,16 +54,7 @@ def finish(driver: subprocess.Popen[bytes], log: Path, timeout_s: float = 300) -
 def kill(driver: subprocess.Popen[bytes]) -> None:
     """SIGKILL the driver's whole session: its Python, its JVM, Spark's Python daemon
     and workers."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[3]) == driver.pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry.name), signal.SIGKILL)
+    kill_session(driver.pid)
     with contextlib.suppress(subprocess.TimeoutExpired):
         driver.wait(timeout=30)
 

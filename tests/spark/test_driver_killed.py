@@ -9,9 +9,7 @@ every process of the driver's session is killed with SIGKILL before the answer g
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +20,7 @@ import pytest
 
 from tests.servers import Stack
 from tms.model import TopicId
+from tms.spark.cluster import kill_session
 
 DRIVER = """
 import sys
@@ -34,23 +33,6 @@ df.write.format("tms").mode("append").options(
 ).save()
 print("SAVED", flush=True)
 """
-
-
-def session_of(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[3])
-
-
-def kill_session(sid: int) -> None:
-    """SIGKILL every process of session ``sid`` (the driver, its JVM, Spark's Python
-    daemon and workers; the lease keeper runs in a session of its own)."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and session_of(int(entry.name)) == sid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry.name), signal.SIGKILL)
 
 
 def test_a_driver_killed_between_markers_and_commit_releases_consumers(

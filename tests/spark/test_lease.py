@@ -17,6 +17,7 @@ from tests.servers import Stack, running_stack
 from tms.spark.lease import Keeper, Lease, LeaseRegistry, holder_alive, process_start
 from txn.config import TxConfig
 from txn.errors import TransactionNotInProgressError
+from txn.transaction import Transaction
 
 TIMEOUT_S = 2
 
@@ -36,6 +37,27 @@ def holder() -> Iterator[subprocess.Popen[bytes]]:
     proc.wait()
 
 
+@pytest.fixture
+def keeper(tmp_path: Path) -> Iterator[Keeper]:
+    """A keeper driven by the test (``step``), over a registry that starts no process."""
+    running = Keeper(LeaseRegistry(tmp_path / "leases", spawn=lambda _d: None))
+    yield running
+    running.close()
+
+
+def lease(stack: Stack, tx_id: int, proc: subprocess.Popen[bytes]) -> Lease:
+    return Lease(tx_id, stack.tx_address, TIMEOUT_S, proc.pid, process_start(proc.pid))
+
+
+def held(
+    stack: Stack, keeper: Keeper, holder: subprocess.Popen[bytes], timeout_s: int
+) -> Transaction:
+    """A short transaction held for ``holder``."""
+    tx = stack.tx.start_short(timeout_s)
+    keeper.registry.hold(lease(stack, tx.transaction_id, holder))
+    return tx
+
+
 def eventually(check: Callable[[], bool], deadline_s: float = 60) -> None:
     end = time.monotonic() + deadline_s
     while not check():
@@ -49,17 +71,10 @@ def invalid(stack: Stack, tx_id: int) -> bool:
     return probe.is_invalid(tx_id)
 
 
-def lease(stack: Stack, tx_id: int, proc: subprocess.Popen[bytes]) -> Lease:
-    return Lease(tx_id, stack.tx_address, TIMEOUT_S, proc.pid, process_start(proc.pid))
-
-
 def test_renewed_past_its_timeout_while_the_holder_lives(
-    stack: Stack, holder: subprocess.Popen[bytes], tmp_path: Path
+    stack: Stack, holder: subprocess.Popen[bytes], keeper: Keeper
 ) -> None:
-    registry = LeaseRegistry(tmp_path / "leases", spawn=lambda _d: None)
-    keeper = Keeper(registry)
-    tx = stack.tx.start_short(TIMEOUT_S)
-    registry.hold(lease(stack, tx.transaction_id, holder))
+    tx = held(stack, keeper, holder, TIMEOUT_S)
     # Given three timeouts' worth of time with the keeper looking every 0.2 s
     end = time.monotonic() + 3 * TIMEOUT_S
     while time.monotonic() < end:
@@ -68,41 +83,32 @@ def test_renewed_past_its_timeout_while_the_holder_lives(
     # Then the transaction is still in progress: it takes a checkpoint and commits
     stack.tx.commit_or_throw(stack.tx.checkpoint(tx))
     keeper.step()
-    assert registry.leases() == []  # no longer in progress: forgotten
-    keeper.close()
+    assert keeper.registry.leases() == []  # no longer in progress: forgotten
 
 
 def test_invalidated_at_once_when_the_holder_dies(
-    stack: Stack, holder: subprocess.Popen[bytes], tmp_path: Path
+    stack: Stack, holder: subprocess.Popen[bytes], keeper: Keeper
 ) -> None:
-    registry = LeaseRegistry(tmp_path / "leases", spawn=lambda _d: None)
-    keeper = Keeper(registry)
-    tx = stack.tx.start_short(600)  # a timeout far away: only the keeper can end it soon
-    registry.hold(lease(stack, tx.transaction_id, holder))
+    tx_id = held(stack, keeper, holder, 600).transaction_id  # only the keeper ends it soon
     assert keeper.step() == 1
     holder.kill()
     holder.wait()
     assert not holder_alive(holder.pid, process_start(holder.pid))
     assert keeper.step() == 0
-    assert invalid(stack, tx.transaction_id)
-    assert registry.leases() == []
-    keeper.close()
+    assert invalid(stack, tx_id)
+    assert keeper.registry.leases() == []
 
 
 def test_a_released_lease_times_out(
-    stack: Stack, holder: subprocess.Popen[bytes], tmp_path: Path
+    stack: Stack, holder: subprocess.Popen[bytes], keeper: Keeper
 ) -> None:
-    registry = LeaseRegistry(tmp_path / "leases", spawn=lambda _d: None)
-    keeper = Keeper(registry)
-    tx = stack.tx.start_short(TIMEOUT_S)
-    registry.hold(lease(stack, tx.transaction_id, holder))
+    tx_id = held(stack, keeper, holder, TIMEOUT_S).transaction_id
     keeper.step()
-    registry.release(tx.transaction_id)
+    keeper.registry.release(tx_id)
     assert keeper.step() == 0
-    eventually(lambda: invalid(stack, tx.transaction_id))
+    eventually(lambda: invalid(stack, tx_id))
     with pytest.raises(TransactionNotInProgressError):
-        stack.tx.commit_or_throw(tx)
-    keeper.close()
+        stack.tx.extend_timeout(tx_id, TIMEOUT_S)
 
 
 def test_the_keeper_process_starts_once_and_exits_when_idle(

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["QUICK_START", "LocalCluster", "spark_home"]
+__all__ = ["QUICK_START", "LocalCluster", "kill_session", "session_processes", "spark_home"]
 
 QUICK_START = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """JVM options that start Spark's JVMs about twice as fast on a small machine (no C2
@@ -43,12 +43,27 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
-def _session_of(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[3])
+def session_processes(sessions: set[int]) -> list[int]:
+    """Pids of the processes that run in any of ``sessions`` (from ``/proc``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[3]) in sessions:
+            found.append(int(entry.name))
+    return found
+
+
+def kill_session(session: int) -> None:
+    """SIGKILL every process of ``session`` (a process that set up a session of its own,
+    and everything it started that did not leave it)."""
+    for pid in session_processes({session}):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _cmdline(pid: int) -> str:
@@ -197,14 +212,7 @@ class LocalCluster:
 
     def executors(self) -> list[int]:
         """Pids of the executor processes the Workers run now."""
-        sessions = self.sessions
-        return [
-            int(entry.name)
-            for entry in Path("/proc").iterdir()
-            if entry.name.isdigit()
-            and _session_of(int(entry.name)) in sessions
-            and _EXECUTOR in _cmdline(int(entry.name))
-        ]
+        return [pid for pid in session_processes(self.sessions) if _EXECUTOR in _cmdline(pid)]
 
     def stop(self) -> None:
         """End every process of the cluster (and their executors). Idempotent."""
@@ -215,11 +223,8 @@ class LocalCluster:
         for proc in self._procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        sessions = {p.pid for p in self._procs}
-        for entry in Path("/proc").iterdir():  # whatever is left, executors included
-            if entry.name.isdigit() and _session_of(int(entry.name)) in sessions:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(entry.name), signal.SIGKILL)
+        for session in self.sessions:  # whatever is left, executors included
+            kill_session(session)
         for proc in self._procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)

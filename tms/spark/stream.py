@@ -110,7 +110,7 @@ class TmsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if spec == EARLIEST:
             return _ORIGIN
         if spec == LATEST:
-            end = self._end(client, topic, _ORIGIN, tx, None)
+            _, end = self._end_counted(client, topic, _ORIGIN, tx, None)
             return StreamPosition(end.position)
         if isinstance(spec, str):
             return StreamPosition(position_of(MessageId.from_hex(spec)))
@@ -194,7 +194,7 @@ class TmsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ) -> Positions:
         """Each topic's end: everything committed, or a fair share of ``max_rows``."""
         if max_rows is None:
-            return {t: self._end(client, t, p, tx, None) for t, p in begin.items()}
+            return {t: self._end_counted(client, t, p, tx, None)[1] for t, p in begin.items()}
         ends: Positions = {}
         left = max_rows
         share = max(1, max_rows // max(1, len(begin)))
@@ -229,16 +229,6 @@ class TmsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         except TopicNotFoundError:
             self._lost_topic(topic, pos)
             raise _TopicGoneError from None
-
-    def _end(
-        self,
-        client: MessagingClient,
-        topic: str,
-        pos: StreamPosition,
-        tx: Transaction | None,
-        limit: int | None,
-    ) -> StreamPosition:
-        return self._end_counted(client, topic, pos, tx, limit)[1]
 
     def _end_counted(
         self,

@@ -47,7 +47,7 @@ from tms.spark.write import (
     check_topic,
     end_transaction,
     markers_by_topic,
-    stage_batches,
+    stage_attempt,
     staged,
     start_held,
     task_context,
@@ -89,20 +89,12 @@ class TmsStreamWriter(DataSourceStreamArrowWriter):
         return self.__dict__.copy()
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRows:
-        partition, attempt, ctx = task_context()
+        _partition, _attempt, ctx = task_context()
         query = ctx.getLocalProperty(QUERY_ID) if ctx is not None else None
         if not query:
             raise TmsError("a streaming write to tms runs in a streaming query only")
         assert self.transaction is not None
-        tx = decode_transaction(self.transaction)
-        client = ThriftTxClient(self.options.require_tx_server())
-        try:
-            wp, counts = stage_batches(
-                self.options, iterator, self.columns, lambda: client.checkpoint(tx).write_pointer
-            )
-        finally:
-            client.close()
-        return StagedRows(partition, attempt, wp, self.transaction, counts, query)
+        return stage_attempt(self.options, self.transaction, iterator, self.columns, query)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         done = staged(messages)

@@ -45,7 +45,14 @@ from txn.codec import decode_transaction, encode_transaction
 from txn.rpc.client import ThriftTxClient
 from txn.transaction import Transaction, TransactionType
 
-__all__ = ["Columns", "StagedRows", "TmsWriter", "end_transaction", "stage_batches"]
+__all__ = [
+    "Columns",
+    "StagedRows",
+    "TmsWriter",
+    "end_transaction",
+    "stage_attempt",
+    "stage_batches",
+]
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +203,27 @@ def stage_batches(
     return wp, counts
 
 
+def stage_attempt(
+    options: SourceOptions,
+    transaction: bytes,
+    batches: Iterator[pa.RecordBatch],
+    columns: Columns,
+    query: str | None = None,
+) -> StagedRows:
+    """A task attempt's work: its rows staged under a checkpoint of ``transaction``,
+    taken on the first row; the commit message that names it."""
+    partition, attempt, _ctx = task_context()
+    tx = decode_transaction(transaction)
+    client = ThriftTxClient(options.require_tx_server())
+    try:
+        wp, counts = stage_batches(
+            options, batches, columns, lambda: client.checkpoint(tx).write_pointer
+        )
+    finally:
+        client.close()
+    return StagedRows(partition, attempt, wp, transaction, counts, query)
+
+
 def start_held(options: SourceOptions, tag: str | None = None) -> bytes:
     """Start a short transaction with timeout ``txTimeoutS`` and hold it for this driver
     (``tms.spark.lease``); its codec bytes."""
@@ -298,17 +326,8 @@ class TmsWriter(DataSourceArrowWriter):
         return decode_transaction(self.transaction)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRows:
-        partition, attempt, _ctx = task_context()
-        tx = self._tx()
-        client = ThriftTxClient(self.options.require_tx_server())
-        try:
-            wp, counts = stage_batches(
-                self.options, iterator, self.columns, lambda: client.checkpoint(tx).write_pointer
-            )
-        finally:
-            client.close()
         assert self.transaction is not None
-        return StagedRows(partition, attempt, wp, self.transaction, counts)
+        return stage_attempt(self.options, self.transaction, iterator, self.columns)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         tx = self._tx()
