@@ -13,6 +13,7 @@ import pytest
 
 from tests.servers import Stack
 from tests.spark.test_write_read import committed
+from tms.errors import StorageUnavailableError
 from tms.model import MarkersResult, TopicId
 
 SRC = TopicId("default", "src")
@@ -127,6 +128,36 @@ def test_a_fresh_checkpoint_at_the_same_place_drops_nothing(
     finally:
         query.stop()
     assert dst(stack)[15:] == [f"third{r}-{i}!" for r in range(3) for i in range(5)]
+
+
+def test_a_lost_answer_to_the_batch_markers_loses_nothing(
+    spark: Any, stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack.messaging.create_topic(SRC)
+    stack.messaging.create_topic(DST)
+    real_write = stack.service.write
+    lost: list[Any] = []
+
+    def answer_lost(topic: TopicId, operations: Any) -> list[Any]:
+        outcomes = real_write(topic, operations)
+        if topic == DST and not lost and any(kind == "markers" for kind, _ in operations):
+            lost.append(outcomes)  # the batch's markers are written; the answer is lost
+            return [StorageUnavailableError("injected: the answer is lost")] * len(operations)
+        return outcomes
+
+    monkeypatch.setattr(stack.service, "write", answer_lost)
+    # When the sink's client retries the keyed markers write and is told "duplicate",
+    # the duplicate is its own first try: the batch is published, and committed
+    stack.messaging.publish(SRC, [f"m{i}" for i in range(10)])
+    query = start_query(spark, stack, tmp_path / "checkpoint")
+    try:
+        query.processAllAvailable()
+        stack.messaging.publish(SRC, ["n"])
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert lost, "the fault was not injected"
+    assert dst(stack) == [f"m{i}!" for i in range(10)] + ["n!"]
 
 
 def test_max_offsets_per_trigger_bounds_every_batch(

@@ -23,6 +23,8 @@ key; its transaction (named by the first marker) decides:
   timed out yet): it is invalidated now, and this attempt takes the next key.
 
 The other topics of the batch are then published with the key chosen for the first.
+A "duplicate" that names this attempt's own transaction (or pointers) is this attempt's
+own request, retried by the client after its answer was lost: it is published.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from tms.client.http import MessagingClient
 from tms.errors import TmsError
 from tms.spark.lease import LeaseRegistry
 from tms.spark.options import SourceOptions
@@ -126,7 +127,7 @@ class TmsStreamWriter(DataSourceStreamArrowWriter):
 
     def _abort_unpublished(self, tx: Transaction) -> None:
         """End a transaction under which no marker was published: a plain abort."""
-        client = ThriftTxClient(self.options.require_tx_server())
+        client = self.options.tx_client()
         try:
             client.abort(tx)
         finally:
@@ -139,7 +140,7 @@ class TmsStreamWriter(DataSourceStreamArrowWriter):
         if tag is None:
             return  # held until the driver is gone (no checkpointLocation to find it by)
         for lease in LeaseRegistry().take_tagged(tag):
-            client = ThriftTxClient(lease.tx_server)
+            client = self.options.tx_client(lease.tx_server)
             try:
                 client.invalidate(lease.tx_id)
             except Exception:
@@ -152,8 +153,8 @@ class TmsStreamWriter(DataSourceStreamArrowWriter):
         attempt of this batch committed it."""
         names = sorted(pointers)
         lead = self.options.topic_id(names[0])
-        with MessagingClient(self.options.url, token=self.options.token) as messaging:
-            tx_client = ThriftTxClient(self.options.require_tx_server())
+        with self.options.messaging() as messaging:
+            tx_client = self.options.tx_client()
             try:
                 for attempt in itertools.count():
                     if attempt >= _MAX_ATTEMPTS:
@@ -162,9 +163,9 @@ class TmsStreamWriter(DataSourceStreamArrowWriter):
                     outcome = messaging.publish_markers(
                         lead, [tx.transaction_id, *pointers[names[0]]], idempotency_key=chosen
                     )
-                    if not outcome.duplicate:
-                        break
                     earlier = outcome.tokens[0].detail.tx_write_pointer
+                    if not outcome.duplicate or earlier == tx.transaction_id:
+                        break  # published; or by this very request, its answer lost
                     if _committed_or_invalidated(tx_client, earlier):
                         return False
             finally:
@@ -173,7 +174,10 @@ class TmsStreamWriter(DataSourceStreamArrowWriter):
                 other = messaging.publish_markers(
                     self.options.topic_id(name), pointers[name], idempotency_key=chosen
                 )
-                if other.duplicate:
+                if (
+                    other.duplicate
+                    and other.tokens[0].detail.tx_write_pointer not in pointers[name]
+                ):
                     raise TmsError(
                         f"batch {key}: topic {name} was published by an attempt that did not "
                         "publish the same topics first (a query that is not deterministic)"
