@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tms.client import MessagingClient
 from tms.config import TmsConfig
@@ -21,6 +22,10 @@ from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
 from txn.rpc.retry import RetryNTimes
 from txn.rpc.server import ServerThread, ThriftServer
+from txn.rpc.tls import ClientTls
+
+if TYPE_CHECKING:
+    from tests.tls import Pki
 
 
 @dataclass
@@ -39,21 +44,41 @@ class Stack:
 
 
 @contextlib.contextmanager
-def running_stack(root: Path, tx_config: TxConfig | None = None) -> Iterator[Stack]:
+def running_stack(
+    root: Path, tx_config: TxConfig | None = None, tls: Pki | None = None
+) -> Iterator[Stack]:
     """Both servers with their state under ``root``; clients that retry once. Timed-out
-    transactions are not invalidated unless ``tx_config`` sets a cleanup interval."""
+    transactions are not invalidated unless ``tx_config`` sets a cleanup interval. With
+    ``tls``, both servers speak TLS with its certificate (clients check it against its
+    CA), and the transaction server requires a client certificate its CA signed (the
+    clients present that same certificate)."""
     manager = TransactionManager(
         tx_config or TxConfig(cleanup_interval_s=0, snapshot_interval_s=0),
         TransactionStateStore(LocalDirStorage(root / "txn")),
     )
     manager.start()
-    tx_server = ServerThread(ThriftServer(manager, ServerConfig(port=0)))
+    cert = str(tls.cert_file) if tls else None
+    key = str(tls.key_file) if tls else None
+    ca = str(tls.ca_file) if tls else None
+    tx_server = ServerThread(
+        ThriftServer(
+            manager,
+            ServerConfig(port=0, tls_cert=cert, tls_key=key, tls_client_ca=ca),
+        )
+    )
     host, port = tx_server.start()
     service = MessagingService(LevelDBStore(root / "tms"), TmsConfig())
-    http = HttpServerThread(HttpServer(service, HttpConfig(port=0)))
+    http = HttpServerThread(
+        HttpServer(service, HttpConfig(port=0, tls_cert_file=cert, tls_key_file=key))
+    )
     url = http.start()
-    messaging = MessagingClient(url, retries=1, backoff_s=0.01)
-    tx = ThriftTxClient((host, port), retry=RetryNTimes(1), timeout_s=5)
+    messaging = MessagingClient(url, retries=1, backoff_s=0.01, ca_bundle=ca)
+    tx = ThriftTxClient(
+        (host, port),
+        retry=RetryNTimes(1),
+        timeout_s=5,
+        tls=ClientTls(ca, cert, key) if tls else None,
+    )
     try:
         yield Stack(url, f"{host}:{port}", messaging, tx, tx_server, manager, service)
     finally:

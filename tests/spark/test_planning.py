@@ -158,6 +158,7 @@ def test_options() -> None:
         (Use.WRITE, {"url": "u", "txServer": "h:1", "checkpointLocation": "/c"}, "streaming"),
         (Use.STREAM_WRITE, {"url": "u", "txServer": "h:1", "transaction": "AAE="}, "batch"),
         (Use.WRITE, {"url": "u", "txServer": "h:1", "partitions": "2"}, "reads"),
+        (Use.WRITE, {"url": "u", "txServer": "h:1", "txTlsKey": "k.pem"}, "needs its key"),
     ],
 )
 def test_bad_options(use: Use, options: dict[str, str], message: str) -> None:

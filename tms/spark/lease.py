@@ -41,11 +41,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from typing import Any
 
 from txn.errors import InvalidArgumentError, TransactionNotInProgressError, TxError
 from txn.rpc.client import ThriftTxClient
 from txn.rpc.retry import RetryNTimes
+from txn.rpc.tls import ClientTls
 
 __all__ = ["Keeper", "Lease", "LeaseRegistry", "holder_alive", "process_start"]
 
@@ -94,15 +94,22 @@ class Lease:
     holder_pid: int
     holder_start: str | None
     tag: str | None = None
+    tls: dict[str, str | None] | None = None
+    """How to reach the transaction server with TLS (``txn.rpc.tls.ClientTls`` fields)."""
 
     @classmethod
     def for_this_driver(
-        cls, tx_id: int, tx_server: str, timeout_s: int, tag: str | None = None
+        cls,
+        tx_id: int,
+        tx_server: str,
+        timeout_s: int,
+        tag: str | None = None,
+        tls: dict[str, str | None] | None = None,
     ) -> Lease:
         """A lease held by this process's parent: Spark runs the data source's driver
         side in Python workers forked from a daemon that lives as long as the driver."""
         parent = os.getppid()
-        return cls(tx_id, tx_server, timeout_s, parent, process_start(parent), tag)
+        return cls(tx_id, tx_server, timeout_s, parent, process_start(parent), tag, tls)
 
 
 def default_directory() -> Path:
@@ -184,23 +191,21 @@ class Keeper:
     """The keeper's loop (see the module docstring); ``step`` is one look at the leases."""
 
     def __init__(
-        self,
-        registry: LeaseRegistry,
-        connect: Callable[[str], Any] | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
+        self, registry: LeaseRegistry, monotonic: Callable[[], float] = time.monotonic
     ) -> None:
         self.registry = registry
-        self._connect = connect or (
-            lambda address: ThriftTxClient(address, retry=RetryNTimes(1), timeout_s=5)
-        )
         self._monotonic = monotonic
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[str, ThriftTxClient] = {}
         self._renewed: dict[int, float] = {}
 
-    def _client(self, address: str) -> Any:
-        if address not in self._clients:
-            self._clients[address] = self._connect(address)
-        return self._clients[address]
+    def _client(self, lease: Lease) -> ThriftTxClient:
+        key = json.dumps([lease.tx_server, lease.tls])
+        if key not in self._clients:
+            tls = ClientTls(**lease.tls) if lease.tls else None
+            self._clients[key] = ThriftTxClient(
+                lease.tx_server, retry=RetryNTimes(1), timeout_s=5, tls=tls
+            )
+        return self._clients[key]
 
     def step(self) -> int:
         """Renew, invalidate or forget each lease once; the number still held."""
@@ -211,12 +216,12 @@ class Keeper:
             last = self._renewed.setdefault(lease.tx_id, now)
             try:
                 if not holder_alive(lease.holder_pid, lease.holder_start):
-                    self._client(lease.tx_server).invalidate(lease.tx_id)
+                    self._client(lease).invalidate(lease.tx_id)
                     log.info("driver %d is gone: invalidated %d", lease.holder_pid, lease.tx_id)
                     self._forget(lease)
                     continue
                 if now - last >= max(lease.timeout_s / 4, 0.5):
-                    self._client(lease.tx_server).extend_timeout(lease.tx_id, lease.timeout_s)
+                    self._client(lease).extend_timeout(lease.tx_id, lease.timeout_s)
                     self._renewed[lease.tx_id] = now
             except (TransactionNotInProgressError, InvalidArgumentError):
                 self._forget(lease)  # finished (or not ours to renew)

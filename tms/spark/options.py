@@ -11,6 +11,12 @@ option                     uses     meaning
 ``token``                  all      bearer token for the messaging service
 ``txServer``               all      ``HOST:PORT`` of the transaction server (needed to
                                     write, and to read transactionally)
+``caBundle``               all      CA certificates (PEM file) to check an ``https``
+                                    ``url`` against (default: the system's)
+``txTlsCa``                all      TLS to the transaction server, checked against this
+                                    CA (PEM file) ...
+``txTlsCert``              all      ... presenting this client certificate (PEM file) ...
+``txTlsKey``               all      ... and its key, when the server requires one
 ``topic``                  all      the topic; for writes optional when the DataFrame has a
                                     ``topic`` column (the option wins over the column)
 ``topics``                 reads    comma-separated topics
@@ -55,8 +61,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from tms.client.http import MessagingClient
 from tms.errors import TmsInvalidArgumentError
 from tms.model import TopicId, validate_namespace
+from txn.errors import TxError
+from txn.rpc.client import ThriftTxClient
+from txn.rpc.tls import ClientTls, client_tls
 
 __all__ = ["EARLIEST", "LATEST", "SourceOptions", "Use", "parse_duration_ms", "parse_time_ms"]
 
@@ -72,7 +82,10 @@ class Use(enum.Enum):
     STREAM_WRITE = "streaming writes"
 
 
-_COMMON = frozenset({"url", "namespace", "token", "txserver", "topic"})
+_COMMON = frozenset(
+    {"url", "namespace", "token", "txserver", "topic", "cabundle", "txtlsca", "txtlscert"}
+    | {"txtlskey"}
+)
 _READS = _COMMON | {"topics", "topicpattern", "transactional", "partitions"}
 _WRITES = _COMMON | {"batchsize", "txtimeouts"}
 _ALLOWED: dict[Use, frozenset[str]] = {
@@ -93,7 +106,7 @@ _OPTION_NAMES = (
     "url namespace token txServer topic topics topicPattern transactional partitions "
     "startTime endTime startId pushFilters startingOffsets startingTimestamp "
     "maxOffsetsPerTrigger minOffsetsPerTrigger maxTriggerDelay failOnDataLoss "
-    "batchSize txTimeoutS transaction checkpointLocation"
+    "batchSize txTimeoutS transaction checkpointLocation caBundle txTlsCa txTlsCert txTlsKey"
 )
 _NAMES = {name.lower(): name for name in _OPTION_NAMES.split(" ")}
 
@@ -203,6 +216,8 @@ class SourceOptions:
     tx_timeout_s: int = 60
     transaction: bytes | None = None
     checkpoint_location: str | None = None
+    ca_bundle: str | None = None
+    tx_tls: ClientTls | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], use: Use) -> SourceOptions:
@@ -259,6 +274,8 @@ class SourceOptions:
             tx_timeout_s=_positive(opts.get("txtimeouts", "60"), "txTimeoutS"),
             transaction=_transaction(opts),
             checkpoint_location=opts.get("checkpointlocation") or None,
+            ca_bundle=opts.get("cabundle") or None,
+            tx_tls=_tx_tls(opts),
         )
 
     @property
@@ -273,6 +290,14 @@ class SourceOptions:
         if self.tx_server is None:
             raise TmsInvalidArgumentError("this needs the txServer option")
         return self.tx_server
+
+    def messaging(self) -> MessagingClient:
+        """A client of the messaging service these options name."""
+        return MessagingClient(self.url, token=self.token, ca_bundle=self.ca_bundle)
+
+    def tx_client(self, address: str | None = None) -> ThriftTxClient:
+        """A client of the transaction server (``txServer``, or ``address``)."""
+        return ThriftTxClient(address or self.require_tx_server(), tls=self.tx_tls)
 
 
 def _topics(opts: Mapping[str, str], use: Use, namespace: str) -> tuple[str, ...]:
@@ -312,6 +337,13 @@ def _start_id(opts: Mapping[str, str]) -> bytes | None:
     if len(start_id) != 20:
         raise TmsInvalidArgumentError("startId must be a 20-byte message id")
     return start_id
+
+
+def _tx_tls(opts: Mapping[str, str]) -> ClientTls | None:
+    try:
+        return client_tls(*(opts.get(k) or None for k in ("txtlsca", "txtlscert", "txtlskey")))
+    except TxError as exc:
+        raise TmsInvalidArgumentError(f"txTlsCa/txTlsCert/txTlsKey: {exc}") from exc
 
 
 def _transaction(opts: Mapping[str, str]) -> bytes | None:

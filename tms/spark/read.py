@@ -40,7 +40,6 @@ from tms.model import TopicBounds
 from tms.spark.options import SourceOptions
 from tms.spark.positions import Position, entry, next_entry, plan_ranges
 from txn.codec import decode_transaction, encode_transaction
-from txn.rpc.client import ThriftTxClient
 from txn.transaction import Transaction
 
 __all__ = [
@@ -86,7 +85,7 @@ def read_range(options: SourceOptions, part: ReadRange) -> Iterator[pa.RecordBat
     tx = decode_transaction(part.transaction) if part.transaction is not None else None
     topic = options.topic_id(part.topic)
     stop = MessageId(*part.stop).to_bytes()
-    with MessagingClient(options.url, token=options.token) as client:
+    with options.messaging() as client:
         start: bytes = MessageId(*part.start).to_bytes()
         inclusive = True
         while True:
@@ -124,7 +123,7 @@ def snapshot(options: SourceOptions) -> Transaction | None:
     transactional)."""
     if not options.transactional:
         return None
-    client = ThriftTxClient(options.require_tx_server())
+    client = options.tx_client()
     try:
         tx = client.start_short()
         client.abort(tx)
@@ -169,7 +168,7 @@ class TmsReader(DataSourceReader):
         tx_bytes = encode_transaction(tx) if tx is not None else None
         start: bytes | int | None = opts.start_id if opts.start_id is not None else self.start_ms
         out: list[ReadRange] = []
-        with MessagingClient(opts.url, token=opts.token) as client:
+        with opts.messaging() as client:
             topics = resolve_topics(opts, client)
             for name in topics:
                 bounds = client.bounds(

@@ -83,7 +83,7 @@ class TmsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict[str, Any] | None = None
 
     def _client(self) -> MessagingClient:
-        return MessagingClient(self.options.url, token=self.options.token)
+        return self.options.messaging()
 
     # -- where to start ---------------------------------------------------------------
 

@@ -28,6 +28,7 @@ new checkpoint never collides with an old one. See ``tms.spark.stream_write``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,7 +38,6 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from tms.client.http import MessagingClient
 from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.spark.lease import Lease, LeaseRegistry
 from tms.spark.options import SourceOptions
@@ -120,7 +120,7 @@ class Columns:
 def check_topic(options: SourceOptions) -> None:
     """Fail on the driver, before any task runs, when the named topic is missing."""
     if options.topic is not None:
-        with MessagingClient(options.url, token=options.token) as client:
+        with options.messaging() as client:
             client.get_topic(options.topic_id(options.topic))
 
 
@@ -144,7 +144,7 @@ def stage_batches(
     wp: int | None = None
     counts: dict[str, int] = {}
     pending: dict[str, tuple[list[bytes], list[int | None]]] = {}
-    with MessagingClient(options.url, token=options.token) as client:
+    with options.messaging() as client:
 
         def flush(topic: str, size: int) -> None:
             kept, kept_ttls = pending[topic]
@@ -214,7 +214,7 @@ def stage_attempt(
     taken on the first row; the commit message that names it."""
     partition, attempt, _ctx = task_context()
     tx = decode_transaction(transaction)
-    client = ThriftTxClient(options.require_tx_server())
+    client = options.tx_client()
     try:
         wp, counts = stage_batches(
             options, batches, columns, lambda: client.checkpoint(tx).write_pointer
@@ -227,23 +227,24 @@ def stage_attempt(
 def start_held(options: SourceOptions, tag: str | None = None) -> bytes:
     """Start a short transaction with timeout ``txTimeoutS`` and hold it for this driver
     (``tms.spark.lease``); its codec bytes."""
-    client = ThriftTxClient(options.require_tx_server())
+    client = options.tx_client()
     try:
         tx = client.start_short(options.tx_timeout_s)
     finally:
         client.close()
+    tls = dataclasses.asdict(options.tx_tls) if options.tx_tls is not None else None
     LeaseRegistry().hold(
         Lease.for_this_driver(
-            tx.transaction_id, options.require_tx_server(), options.tx_timeout_s, tag
+            tx.transaction_id, options.require_tx_server(), options.tx_timeout_s, tag, tls
         )
     )
     return encode_transaction(tx)
 
 
-def invalidate(tx_server: str, tx: Transaction) -> None:
+def invalidate(options: SourceOptions, tx: Transaction) -> None:
     """Invalidate ``tx``, best effort: if the transaction server cannot be reached, the
     transaction times out (its lease is released) and is invalidated by the manager."""
-    client = ThriftTxClient(tx_server)
+    client = options.tx_client()
     try:
         client.invalidate(tx.transaction_id)
     except Exception:
@@ -252,11 +253,11 @@ def invalidate(tx_server: str, tx: Transaction) -> None:
         client.close()
 
 
-def commit_resolved(tx_server: str, tx: Transaction) -> None:
+def commit_resolved(options: SourceOptions, tx: Transaction) -> None:
     """Commit ``tx``. When the commit fails without saying for sure that it failed (no
     answer, or an answer to a retry), find out: invalidate it (then it had not happened,
     and the error is raised) or see it committed (then it had)."""
-    client = ThriftTxClient(tx_server)
+    client = options.tx_client()
     try:
         try:
             client.can_commit_or_throw(tx, [])
@@ -289,9 +290,9 @@ def end_transaction(options: SourceOptions, tx: Transaction, *, commit: bool) ->
     """Commit (resolved) or invalidate a held transaction, then release its lease."""
     try:
         if commit:
-            commit_resolved(options.require_tx_server(), tx)
+            commit_resolved(options, tx)
         else:
-            invalidate(options.require_tx_server(), tx)
+            invalidate(options, tx)
     finally:
         LeaseRegistry().release(tx.transaction_id)
 
@@ -333,7 +334,7 @@ class TmsWriter(DataSourceArrowWriter):
         tx = self._tx()
         done = staged(messages)
         try:
-            with MessagingClient(self.options.url, token=self.options.token) as messaging:
+            with self.options.messaging() as messaging:
                 for topic, pointers in sorted(markers_by_topic(done).items()):
                     messaging.publish_markers(self.options.topic_id(topic), pointers)
         except BaseException:
