@@ -88,9 +88,9 @@ def _holder(url: str) -> str:
 
 
 def _failover(zk: ZooKeeperEnsemble, pg: PostgresCluster, kills: int) -> dict[str, Any]:
+    from txms_common.retry import RetryWithBackoff
     from txn.errors import TxError
     from txn.rpc.client import ThriftTxClient
-    from txn.rpc.retry import RetryWithBackoff
 
     session_s = 2.0
     url = pg.create_database("failover")

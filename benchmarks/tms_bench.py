@@ -8,10 +8,15 @@ Measured in one run:
 * fetch: reading 100-byte messages cold (a whole topic from the start) and at the tail
   (the newest 1000, from an id), with and without a transaction — beside a raw plyvel
   iterator over the same rows;
+* publish to 4 and 16 topics at once, one publisher each, one message per request;
+* transactional publish cycles (start, publish, commit; in-memory transaction manager in
+  this process) with the write-pointer guard asking the manager, and with the clock
+  check only: rate and CPU per cycle, alternately;
 * fetch cost as the topic grows (10^4, 10^6, 10^7 messages): reading 1000 messages at the
   tail and in the middle (by time).
 
     python -m benchmarks.tms_bench [--quick] [--seconds S] [--sizes 10000,1000000,...]
+                                   [--parts publish,topics,guard,fetch,growth]
 
 Results: ``benchmarks/results/tms.json``; figures in docs/benchmarks.md.
 """
@@ -36,6 +41,9 @@ from tms.fetcher import FetchRequest
 from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from txn.config import TxConfig
+from txn.inmemory import InProcessTxClient
+from txn.manager import TransactionManager
 from txn.transaction import Transaction
 
 RESULTS = Path(__file__).with_name("results")
@@ -78,6 +86,55 @@ def bench_publish(root: Path, batch: int, threads: int, seconds: float) -> float
     return rate
 
 
+def bench_publish_topics(root: Path, topics: int, seconds: float) -> float:
+    """One publisher per topic, one message per request: every topic's writer syncs on
+    its own, and the store merges what they write at the same time into shared syncs."""
+    svc = MessagingService(LevelDBStore(root / f"pub-topics-{topics}"))
+    requests = []
+    for i in range(topics):
+        topic = TopicId("bench", f"t{i}")
+        svc.create_topic(topic)
+        requests.append(StoreRequest(topic, [PAYLOAD]))
+
+    def work(i: int) -> int:
+        svc.publish(requests[i])
+        return 1
+
+    rate = run_threads(topics, seconds, work).per_second
+    svc.close()
+    return rate
+
+
+def bench_tx_publish(
+    root: Path, batch: int, guarded: bool, seconds: float, run: int = 0
+) -> dict[str, float]:
+    """One thread: start a transaction (in-memory manager, in this process), publish
+    ``batch`` messages under its write pointer, commit. ``guarded``: the service checks
+    the pointer with the manager (``TransactionStateGuard``: a refresh for every new
+    transaction), else only against the clock (``ClockGuard``). Rate and CPU per cycle."""
+    # imported here: the other parts also run on checkouts from before tms.guard
+    from tms.guard import TransactionStateGuard
+
+    manager = TransactionManager(TxConfig())
+    manager.start()
+    client = InProcessTxClient(manager)
+    guard = TransactionStateGuard(client) if guarded else None
+    name = f"txpub-{batch}-{'guard' if guarded else 'clock'}-{run}"
+    svc = MessagingService(LevelDBStore(root / name), guard=guard)
+    svc.create_topic(T)
+    payloads = [PAYLOAD] * batch
+    cycles, begun, cpu = 0, time.perf_counter(), time.process_time()
+    while time.perf_counter() - begun < seconds:
+        tx = client.start_short()
+        svc.publish(StoreRequest(T, payloads, tx.write_pointer))
+        client.commit_or_throw(tx)
+        cycles += 1
+    elapsed, cpu = time.perf_counter() - begun, time.process_time() - cpu
+    svc.close()
+    manager.stop()
+    return {"cycles_per_s": cycles / elapsed, "cpu_us_per_cycle": cpu / cycles * 1e6}
+
+
 def _fill(svc: MessagingService, count: int) -> None:
     chunk = StoreRequest(T, [PAYLOAD] * 1000)
     for _ in range(count // 1000):
@@ -96,13 +153,14 @@ def _timed(fn: Callable[[], int], min_seconds: float = 0.3) -> float:
 
 def bench_fetch(root: Path, count: int) -> dict[str, float]:
     path = root / "fetch"
-    svc = MessagingService(LevelDBStore(path))
+    store = LevelDBStore(path)
+    svc = MessagingService(store)
     svc.create_topic(T)
     _fill(svc, count)
     reader = Transaction(transaction_id=2**62, read_pointer=2**62, write_pointer=2**62)
     all_ids = svc.fetch(T, FetchRequest(limit=count)).messages
     tail_start = all_ids[-1000].id
-    db: Any = svc.tables.kv.db  # type: ignore[attr-defined]
+    db = store.db
 
     def raw_scan() -> int:
         n = 0
@@ -180,7 +238,14 @@ def main(argv: list[str] | None = None) -> int:
         "--sizes", default=None, help="comma-separated topic sizes for the growth test"
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "tms.json")
+    parser.add_argument(
+        "--parts",
+        default="publish,topics,guard,fetch,growth",
+        help="comma-separated: publish (one topic), topics (16 topics at once), guard "
+        "(transactional publish with and without the write-pointer guard), fetch, growth",
+    )
     args = parser.parse_args(argv)
+    parts = set(args.parts.split(","))
     seconds = args.seconds or (1.0 if args.quick else 4.0)
     sizes = (
         [int(s) for s in args.sizes.split(",")]
@@ -194,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         root = Path(tmp)
-        for batch in (1, 10, 100):
+        for batch in (1, 10, 100) if "publish" in parts else ():
             for threads in (1, 4, 16):
                 raw = bench_raw_put(root, batch, threads, seconds)
                 pub = bench_publish(root, batch, threads, seconds)
@@ -207,19 +272,41 @@ def main(argv: list[str] | None = None) -> int:
                     f"batch {batch:>3} x {threads:>2} threads: tms {pub:>9.0f}/s raw {raw:>9.0f}/s"
                 )
                 print(f"publish {line} = {pub / raw:.0%}", flush=True)
-        count = 20_000 if args.quick else 200_000
-        fetch = bench_fetch(root, count)
-        report["fetch"] = {k: round(v) for k, v in fetch.items()}
-        report["fetch"]["topic_messages"] = count
-        report["fetch"]["cold_ratio"] = round(fetch["fetch_cold"] / fetch["raw_scan"], 3)
-        report["fetch"]["cold_ratio_to_list"] = round(
-            fetch["fetch_cold"] / fetch["raw_scan_list"], 3
-        )
-        report["fetch"]["tail_ratio"] = round(fetch["fetch_tail_1000"] / fetch["raw_tail_1000"], 3)
-        print(f"fetch: {json.dumps(report['fetch'])}", flush=True)
-        report["growth"] = bench_growth(root, sizes)
+        if "topics" in parts:
+            for topics in (4, 16):
+                rate = bench_publish_topics(root, topics, seconds)
+                report["publish"][f"topics{topics}_batch1"] = {"tms_per_s": round(rate)}
+                print(f"publish to {topics} topics at once, 1 per request: {rate:.0f}/s")
+        if "guard" in parts:
+            report["tx_publish"] = {}
+            for batch in (1, 100):
+                for run, guarded in enumerate((False, True) * 3):  # alternately, 3 times
+                    r = bench_tx_publish(root, batch, guarded, seconds, run)
+                    key = f"batch{batch}_{'guard' if guarded else 'clock'}"
+                    report["tx_publish"].setdefault(key, []).append(
+                        {k: round(v, 1) for k, v in r.items()}
+                    )
+                    print(
+                        f"tx publish {key}: {r['cycles_per_s']:.0f}/s, "
+                        f"{r['cpu_us_per_cycle']:.1f} us CPU per cycle",
+                        flush=True,
+                    )
+        if "fetch" in parts:
+            _fetch_report(root, report, 20_000 if args.quick else 200_000)
+        if "growth" in parts:
+            report["growth"] = bench_growth(root, sizes)
     write_report(args.out, report)
     return 0
+
+
+def _fetch_report(root: Path, report: dict[str, Any], count: int) -> None:
+    fetch = bench_fetch(root, count)
+    report["fetch"] = {k: round(v) for k, v in fetch.items()}
+    report["fetch"]["topic_messages"] = count
+    report["fetch"]["cold_ratio"] = round(fetch["fetch_cold"] / fetch["raw_scan"], 3)
+    report["fetch"]["cold_ratio_to_list"] = round(fetch["fetch_cold"] / fetch["raw_scan_list"], 3)
+    report["fetch"]["tail_ratio"] = round(fetch["fetch_tail_1000"] / fetch["raw_tail_1000"], 3)
+    print(f"fetch: {json.dumps(report['fetch'])}", flush=True)
 
 
 if __name__ == "__main__":

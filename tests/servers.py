@@ -11,17 +11,19 @@ from typing import TYPE_CHECKING
 
 from tms.client import MessagingClient
 from tms.config import TmsConfig
+from tms.guard import TransactionStateGuard
 from tms.http.app import HttpConfig
 from tms.http.server import HttpServer, HttpServerThread
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from tms.store.tables import Tables
+from txms_common.retry import RetryNTimes
 from txn.config import ServerConfig, TxConfig
 from txn.manager import TransactionManager
 from txn.persist.local import LocalDirStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
-from txn.rpc.server import ServerThread, ThriftServer
+from txn.rpc.server import ServerThread, new_server
 from txn.rpc.tls import ClientTls
 
 if TYPE_CHECKING:
@@ -37,6 +39,8 @@ class Stack:
     tx_server: ServerThread
     manager: TransactionManager
     service: MessagingService
+    tables: Tables
+    """A view of the service's store, to check its rows."""
 
     def options(self, topic: str, **extra: str) -> dict[str, str]:
         """Options of the Spark data source for ``topic`` on this stack."""
@@ -60,14 +64,15 @@ def running_stack(
     cert = str(tls.cert_file) if tls else None
     key = str(tls.key_file) if tls else None
     ca = str(tls.ca_file) if tls else None
+    client_tls = ClientTls(ca, cert, key) if tls else None
     tx_server = ServerThread(
-        ThriftServer(
-            manager,
-            ServerConfig(port=0, tls_cert=cert, tls_key=key, tls_client_ca=ca),
-        )
+        new_server(manager, ServerConfig(port=0, tls_cert=cert, tls_key=key, tls_client_ca=ca))
     )
     host, port = tx_server.start()
-    service = MessagingService(LevelDBStore(root / "tms"), TmsConfig())
+    # As deployed: transactional writes are checked against the transaction server.
+    guard_client = ThriftTxClient((host, port), retry=RetryNTimes(2), timeout_s=5, tls=client_tls)
+    store = LevelDBStore(root / "tms")
+    service = MessagingService(store, TmsConfig(), guard=TransactionStateGuard(guard_client))
     http = HttpServerThread(
         HttpServer(service, HttpConfig(port=0, tls_cert_file=cert, tls_key_file=key))
     )
@@ -77,14 +82,16 @@ def running_stack(
         (host, port),
         retry=RetryNTimes(1),
         timeout_s=5,
-        tls=ClientTls(ca, cert, key) if tls else None,
+        tls=client_tls,
     )
     try:
-        yield Stack(url, f"{host}:{port}", messaging, tx, tx_server, manager, service)
+        tables = Tables(store)
+        yield Stack(url, f"{host}:{port}", messaging, tx, tx_server, manager, service, tables)
     finally:
         messaging.close()
         tx.close()
         http.stop()
         service.close()
+        guard_client.close()
         tx_server.stop()
         manager.stop()

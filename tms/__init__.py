@@ -1,3 +1,152 @@
-"""txms messaging: topics, transactional publishing and consumption (in progress)."""
+"""txms messaging: topics, transactional publishing and consumption.
 
-__all__: list[str] = []
+The public API, importable from ``tms`` itself::
+
+    from tms import MessagingService, LevelDBStore, TopicId, StoreRequest, FetchRequest
+
+* the service and its stores: ``MessagingService`` (``FetchResult``), ``TmsConfig``,
+  ``LevelDBStore``, ``MemoryStore``;
+* values: ``TopicId``, ``TopicMetadata``, ``StoreRequest``, ``MarkersRequest``,
+  ``MarkersResult``, ``RollbackDetail``, ``TopicBounds``, ``FetchRequest``, ``Message``,
+  ``MessageId``;
+* write operations (``MessagingService.submit``): ``Publish``, ``Store``, ``Rollback``,
+  ``Markers``, and ``Operation``, ``Ticket``;
+* the client: ``MessagingClient`` (more in ``tms.client``);
+* the error tree rooted at ``TmsError`` (``tms.errors``).
+
+Names load on first use, so ``import tms.errors`` (or the command line) does not pay
+for the service or the client.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tms.client import MessagingClient as MessagingClient
+    from tms.config import TmsConfig as TmsConfig
+    from tms.errors import ForbiddenError as ForbiddenError
+    from tms.errors import RequestTooLargeError as RequestTooLargeError
+    from tms.errors import ServiceUnavailableError as ServiceUnavailableError
+    from tms.errors import StorageUnavailableError as StorageUnavailableError
+    from tms.errors import TmsCodecError as TmsCodecError
+    from tms.errors import TmsError as TmsError
+    from tms.errors import TmsInvalidArgumentError as TmsInvalidArgumentError
+    from tms.errors import TmsTransientError as TmsTransientError
+    from tms.errors import TopicAlreadyExistsError as TopicAlreadyExistsError
+    from tms.errors import TopicNotFoundError as TopicNotFoundError
+    from tms.errors import TransactionNotInProgressError as TransactionNotInProgressError
+    from tms.errors import TransactionServiceError as TransactionServiceError
+    from tms.errors import TransactionTooOldError as TransactionTooOldError
+    from tms.errors import UnauthenticatedError as UnauthenticatedError
+    from tms.fetcher import FetchRequest as FetchRequest
+    from tms.ids import MessageId as MessageId
+    from tms.model import MarkersRequest as MarkersRequest
+    from tms.model import MarkersResult as MarkersResult
+    from tms.model import Message as Message
+    from tms.model import RollbackDetail as RollbackDetail
+    from tms.model import StoreRequest as StoreRequest
+    from tms.model import TopicBounds as TopicBounds
+    from tms.model import TopicId as TopicId
+    from tms.model import TopicMetadata as TopicMetadata
+    from tms.operations import Markers as Markers
+    from tms.operations import Operation as Operation
+    from tms.operations import Publish as Publish
+    from tms.operations import Rollback as Rollback
+    from tms.operations import Store as Store
+    from tms.operations import Ticket as Ticket
+    from tms.service import FetchResult as FetchResult
+    from tms.service import MessagingService as MessagingService
+    from tms.store.leveldb import LevelDBStore as LevelDBStore
+    from tms.store.memory import MemoryStore as MemoryStore
+
+__all__ = [
+    "FetchRequest",
+    "FetchResult",
+    "ForbiddenError",
+    "LevelDBStore",
+    "Markers",
+    "MarkersRequest",
+    "MarkersResult",
+    "MemoryStore",
+    "Message",
+    "MessageId",
+    "MessagingClient",
+    "MessagingService",
+    "Operation",
+    "Publish",
+    "RequestTooLargeError",
+    "Rollback",
+    "RollbackDetail",
+    "ServiceUnavailableError",
+    "StorageUnavailableError",
+    "Store",
+    "StoreRequest",
+    "Ticket",
+    "TmsCodecError",
+    "TmsConfig",
+    "TmsError",
+    "TmsInvalidArgumentError",
+    "TmsTransientError",
+    "TopicAlreadyExistsError",
+    "TopicBounds",
+    "TopicId",
+    "TopicMetadata",
+    "TopicNotFoundError",
+    "TransactionNotInProgressError",
+    "TransactionServiceError",
+    "TransactionTooOldError",
+    "UnauthenticatedError",
+]
+
+_HOMES = {
+    "tms.client": ("MessagingClient",),
+    "tms.config": ("TmsConfig",),
+    "tms.errors": (
+        "ForbiddenError",
+        "RequestTooLargeError",
+        "ServiceUnavailableError",
+        "StorageUnavailableError",
+        "TmsCodecError",
+        "TmsError",
+        "TmsInvalidArgumentError",
+        "TmsTransientError",
+        "TopicAlreadyExistsError",
+        "TopicNotFoundError",
+        "TransactionNotInProgressError",
+        "TransactionServiceError",
+        "TransactionTooOldError",
+        "UnauthenticatedError",
+    ),
+    "tms.fetcher": ("FetchRequest",),
+    "tms.ids": ("MessageId",),
+    "tms.model": (
+        "MarkersRequest",
+        "MarkersResult",
+        "Message",
+        "RollbackDetail",
+        "StoreRequest",
+        "TopicBounds",
+        "TopicId",
+        "TopicMetadata",
+    ),
+    "tms.operations": ("Markers", "Operation", "Publish", "Rollback", "Store", "Ticket"),
+    "tms.service": ("FetchResult", "MessagingService"),
+    "tms.store.leveldb": ("LevelDBStore",),
+    "tms.store.memory": ("MemoryStore",),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> object:
+    module = _HOME_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tms' has no attribute {name!r}")
+    value: object = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # loaded once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

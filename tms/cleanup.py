@@ -32,21 +32,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from tms.codec import keys
-from tms.codec.values import decode_message_value, negate_message_value
 from tms.errors import TmsError, TransactionServiceError
-from tms.model import TopicMetadata
 from tms.service import MessagingService
-from tms.store.kv import WriteOp
-from tms.store.tables import IDEMPOTENCY_TABLE, MESSAGE_TABLE, PAYLOAD_TABLE, SEAL_POSITION
+from txms_common.periodic import PeriodicTask
 from txn.errors import TxError
 from txn.transaction import MAX_TX_PER_MS, Transaction
 
-__all__ = ["Cleaner", "CleanupLoop", "CleanupReport", "CleanupTxClient", "is_older_generation"]
+__all__ = ["Cleaner", "CleanupLoop", "CleanupReport", "CleanupTxClient"]
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +57,6 @@ class CleanupTxClient(Protocol):
     def report_prune_upper_bound(self, participant: str, bound: int) -> None: ...
 
 
-def is_older_generation(data_generation: int, current: int) -> bool:
-    """CDAP's rule: data of a generation below the current one, or of the deleted one."""
-    return data_generation < abs(current) or (current < 0 and data_generation == abs(current))
-
-
 @dataclass
 class CleanupReport:
     deleted_expired: int = 0
@@ -78,7 +68,7 @@ class CleanupReport:
 
 
 class Cleaner:
-    """Runs cleanup over a service's tables (see the module docstring). Thread-safe."""
+    """Runs cleanup through a service (see the module docstring). Thread-safe."""
 
     def __init__(
         self,
@@ -103,8 +93,10 @@ class Cleaner:
         with self._lock:
             report = CleanupReport()
             now = self._svc.now_ms()
-            for metadata in self._svc.tables.metadata.scan_all():
-                self._clean_topic(metadata, now, report)
+            for metadata in self._svc.all_topics():
+                purged = self._svc.purge_topic(metadata, now - metadata.ttl_s * 1000)
+                report.deleted_expired += purged.expired
+                report.deleted_old_generation += purged.old_generation
             if self._tx is not None:
                 self._clean_invalid(now, report)
             m = self._svc.metrics
@@ -123,59 +115,6 @@ class Cleaner:
             )
             return report
 
-    def _write(self, ops: list[WriteOp], *, sync: bool) -> None:
-        if ops:
-            self._svc.tables.kv.write(ops, sync=sync)
-            ops.clear()
-
-    def _clean_topic(self, metadata: TopicMetadata, now: int, report: CleanupReport) -> None:
-        current = metadata.generation
-        name_prefix = keys.topic_name_prefix(metadata.topic)
-        n = len(name_prefix)
-        cutoff = now - metadata.ttl_s * 1000
-        batch = self._svc.config.cleanup_batch_rows
-        ops: list[WriteOp] = []
-        tables = self._svc.tables
-        stop = keys.stop_key_for_prefix(name_prefix)
-        for key, _value in tables.messages.store.scan(name_prefix, stop):
-            generation = keys.generation_of(key, n)
-            if is_older_generation(generation, current):
-                report.deleted_old_generation += 1
-            elif keys.decode_message_key(key)[1] < cutoff:
-                report.deleted_expired += 1
-            else:
-                break  # current generation, time-ordered: the rest is live
-            ops.append((MESSAGE_TABLE, key, None))
-            if len(ops) >= batch:
-                self._write(ops, sync=False)
-        for key, value in tables.payloads.store.scan(name_prefix, stop):
-            generation, _wp, write_ms, _seq = keys.decode_payload_key(key)
-            if is_older_generation(generation, current):
-                report.deleted_old_generation += 1
-            elif write_ms == SEAL_POSITION[0]:
-                marker_ms = int.from_bytes(value[1:9], "big", signed=True)
-                if marker_ms >= cutoff:
-                    continue
-                report.deleted_expired += 1
-            elif write_ms < cutoff:
-                report.deleted_expired += 1
-            else:
-                continue  # payload rows are ordered by write pointer, not time
-            ops.append((PAYLOAD_TABLE, key, None))
-            if len(ops) >= batch:
-                self._write(ops, sync=False)
-        for key, value in tables.idempotency.store.scan(name_prefix, stop):
-            if is_older_generation(keys.generation_of(key, n), current):
-                report.deleted_old_generation += 1
-            elif int.from_bytes(value[:8], "big", signed=True) < cutoff:
-                report.deleted_expired += 1
-            else:
-                continue  # keyed by name, not time
-            ops.append((IDEMPOTENCY_TABLE, key, None))
-            if len(ops) >= batch:
-                self._write(ops, sync=False)
-        self._write(ops, sync=False)
-
     def _clean_invalid(self, now: int, report: CleanupReport) -> None:
         assert self._tx is not None
         try:
@@ -187,9 +126,10 @@ class Cleaner:
         if invalid:
             skew_ms = self._svc.config.cleanup_clock_skew_s * 1000
             from_ms = max(0, min(invalid) // MAX_TX_PER_MS - skew_ms)
-            for metadata in self._svc.tables.metadata.scan_all():
+            for metadata in self._svc.all_topics():
                 if metadata.exists:
-                    report.negated_invalid += self._negate(metadata, invalid, from_ms)
+                    # Durable before any truncation may rely on it.
+                    report.negated_invalid += self._svc.negate_invalid(metadata, invalid, from_ms)
         lifetime_ms = (self._svc.config.tx_max_lifetime_s + self._grace_s) * 1000
         inactive = (now - lifetime_ms) * MAX_TX_PER_MS - 1
         bound = min(inactive, snapshot.read_pointer, snapshot.first_in_progress - 1)
@@ -203,28 +143,6 @@ class Cleaner:
                     f"cleanup cannot report its prune bound as {self._participant!r}: {exc}"
                 ) from exc
             report.reported = True
-
-    def _negate(self, metadata: TopicMetadata, invalid: frozenset[int], from_ms: int) -> int:
-        prefix = keys.topic_prefix(metadata.topic, metadata.generation)
-        ops: list[WriteOp] = []
-        count = 0
-        for key, value in self._entries(prefix, from_ms):
-            ptr = decode_message_value(value).tx_write_pointer
-            if ptr is not None and ptr > 0 and ptr in invalid:
-                negated = negate_message_value(value)
-                assert negated is not None
-                ops.append((MESSAGE_TABLE, key, negated))
-                count += 1
-                if len(ops) >= self._svc.config.cleanup_batch_rows:
-                    # Durable before any truncation may rely on it.
-                    self._write(ops, sync=True)
-        self._write(ops, sync=True)
-        return count
-
-    def _entries(self, prefix: bytes, from_ms: int) -> Iterator[tuple[bytes, bytes]]:
-        return self._svc.tables.messages.store.scan(
-            keys.message_key(prefix, from_ms, 0), keys.stop_key_for_prefix(prefix)
-        )
 
     # -- txn.prune.PrunePlugin --------------------------------------------------------------
 
@@ -240,8 +158,6 @@ class CleanupLoop:
     """Runs a ``Cleaner`` every ``interval_s`` on a daemon thread, and on demand."""
 
     def __init__(self, cleaner: Cleaner, interval_s: float) -> None:
-        from txn.periodic import PeriodicTask  # noqa: PLC0415 - only when looping
-
         self.cleaner = cleaner
         self._task = PeriodicTask("tms-cleanup", interval_s, self._run)
         self.last_report: CleanupReport | None = None

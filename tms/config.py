@@ -31,6 +31,12 @@ class TmsConfig:
     """The name cleanup reports its prune bound under to a transaction server in another
     process (``txn.prune``; it must be in the server's ``prune_participants``); empty:
     do not report."""
+    tx_clock_skew_s: int = 60
+    """Without a transaction service, transactional writes under a write pointer from
+    later than the service's clock plus this are refused (``tms.guard.ClockGuard``)."""
+    tx_state_cache_s: float = 1.0
+    """With a transaction service, how long a read of its in-progress write pointers
+    answers checks before it is read again (``tms.guard.TransactionStateGuard``)."""
 
     def __post_init__(self) -> None:
         if self.default_ttl_s <= 0 or self.tx_max_lifetime_s <= 0:
@@ -41,3 +47,5 @@ class TmsConfig:
             or self.cleanup_grace_s < 0
         ):
             raise TmsInvalidArgumentError("bad cleanup settings")
+        if self.tx_clock_skew_s < 0 or self.tx_state_cache_s < 0:
+            raise TmsInvalidArgumentError("tx_clock_skew_s and tx_state_cache_s must be >= 0")

@@ -7,6 +7,9 @@
      │    └── TransactionTooOldError  a write past the transaction max lifetime
      ├── TopicNotFoundError                                  HTTP 404
      ├── TopicAlreadyExistsError                             HTTP 409
+     ├── TransactionNotInProgressError                       HTTP 409
+     │       a transactional write (or rollback) under a write pointer the transaction
+     │       manager does not know as in progress (or, for rollback, invalid)
      ├── TmsCodecError                (also ValueError)      bytes that do not decode
      ├── UnauthenticatedError                                HTTP 401
      ├── ForbiddenError                                      HTTP 403
@@ -17,12 +20,16 @@
      └── TransactionServiceError      the transaction service failed (cleanup, fetches)
 
 ``status`` on each class is the HTTP status the REST layer answers with; ``code`` is the
-machine-readable error code of the JSON error body.
+machine-readable error code of the JSON error body. Every class registers its code in
+``ERROR_CODES`` when it is defined (a second class with a code already taken is a
+``TypeError``), and ``error_for`` turns a code back into its class: the two directions of
+the wire mapping, kept beside the classes.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "ERROR_CODES",
     "ForbiddenError",
     "RequestTooLargeError",
     "ServiceUnavailableError",
@@ -33,10 +40,16 @@ __all__ = [
     "TmsTransientError",
     "TopicAlreadyExistsError",
     "TopicNotFoundError",
+    "TransactionNotInProgressError",
     "TransactionServiceError",
     "TransactionTooOldError",
     "UnauthenticatedError",
+    "error_for",
+    "write_interrupted",
 ]
+
+ERROR_CODES: dict[str, type[TmsError]] = {}
+"""Error code -> the class with that code: every class of the tree (see the docstring)."""
 
 
 class TmsError(Exception):
@@ -44,6 +57,19 @@ class TmsError(Exception):
 
     status = 500
     code = "internal_error"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        _register(cls)
+
+
+def _register(cls: type[TmsError]) -> None:
+    taken = ERROR_CODES.setdefault(cls.code, cls)
+    if taken is not cls:
+        raise TypeError(f"{cls.__name__}: error code {cls.code!r} is {taken.__name__}'s")
+
+
+_register(TmsError)
 
 
 class TmsInvalidArgumentError(TmsError, ValueError):
@@ -75,6 +101,14 @@ class TopicAlreadyExistsError(TmsError):
     def __init__(self, topic: object, message: str | None = None) -> None:
         super().__init__(message or f"Topic {topic} already exists.")
         self.topic = topic
+
+
+class TransactionNotInProgressError(TmsError):
+    """A write pointer the transaction manager did not issue, or whose transaction is
+    no longer in progress (for rollback: committed); nothing was stored."""
+
+    status = 409
+    code = "transaction_not_in_progress"
 
 
 class TmsCodecError(TmsError, ValueError):
@@ -109,9 +143,6 @@ class TmsTransientError(TmsError):
     status = 503
     code = "unavailable"
 
-    # Subclasses set their own codes; every class has a distinct one (clients map codes
-    # back to classes).
-
 
 class StorageUnavailableError(TmsTransientError):
     """The store failed, or is closed."""
@@ -130,3 +161,26 @@ class TransactionServiceError(TmsError):
 
     status = 503
     code = "transaction_service_unavailable"
+
+
+_BY_STATUS: dict[int, type[TmsError]] = {
+    400: TmsInvalidArgumentError,
+    404: TopicNotFoundError,
+    409: TopicAlreadyExistsError,
+}
+
+
+def error_for(code: str | None, message: str, *, status: int, topic: object = None) -> TmsError:
+    """The error an answer with ``code`` (None: the body had none) and HTTP ``status``
+    stands for: the class registered under the code, else one by the status alone;
+    ``topic`` for the errors that name one."""
+    cls = ERROR_CODES.get(code or "") or _BY_STATUS.get(status, TmsError)
+    if issubclass(cls, (TopicNotFoundError, TopicAlreadyExistsError)):
+        return cls(topic, message)
+    return cls(message)
+
+
+def write_interrupted(cause: BaseException) -> StorageUnavailableError:
+    """The error of a write whose batch failed on its way for a reason of another
+    caller's (``cause``): nothing says whether it was stored."""
+    return StorageUnavailableError(f"the write was interrupted: {cause!r}")

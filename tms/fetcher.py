@@ -9,8 +9,8 @@ Start position, in order of precedence:
   bound;
 * otherwise the oldest live message.
 
-Rows pass through the transactional filter (the rules of ``tms.filter``, inlined here):
-ACCEPT, SKIP, or HOLD, which ends the read there (``held`` becomes True). Payload-table
+Transactional entries pass through the reader's filter (``tms.filter.accept``): ACCEPT,
+SKIP, or HOLD, which ends the read there (``held`` becomes True). Payload-table
 references expand, in order, to the rows stored under the reference's write pointer,
 using the pointer's absolute value, so a non-transactional reader expands rolled-back
 references too. ``limit`` counts messages returned. Expired messages are skipped: older
@@ -28,9 +28,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tms.codec import keys
-from tms.codec.values import decode_message_value, decode_payload_value
 from tms.errors import TmsInvalidArgumentError
-from tms.ids import MessageId
+from tms.filter import FilterResult, accept
+from tms.ids import INLINE_PAYLOAD_POSITION, MessageId
 from tms.model import Message, TopicBounds, TopicMetadata
 from tms.store.tables import Tables
 from txn.transaction import Transaction
@@ -38,7 +38,7 @@ from txn.transaction import Transaction
 __all__ = ["FetchRequest", "MessageFetcher", "scan_bounds"]
 
 _MAX_LIMIT = 2**31 - 1
-_NO_PAYLOAD_POSITION = bytes(10)  # write_ms = 0, p_seq = 0: an inline message
+_SKIP, _HOLD = FilterResult.SKIP, FilterResult.HOLD
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,74 +78,71 @@ def _start(request: FetchRequest, smallest: int) -> tuple[tuple[int, int], bool,
 def scan_bounds(
     tables: Tables, metadata: TopicMetadata, request: FetchRequest, now_ms: int
 ) -> TopicBounds:
-    """The ``TopicBounds`` of ``request``. Reads message rows only (no payloads), with the
-    fetch's start rules and transactional filter; with a ``limit`` (anything below the
-    maximum) it also counts the messages such a read would return (a commit marker counts
-    its payload rows; per-message TTLs are not applied) and stops at the limit, where
+    """The ``TopicBounds`` of ``request``. Reads message rows (payload rows only to count
+    them), with the fetch's start rules and transactional filter; with a ``limit``
+    (anything below the maximum) it also counts the messages such a read would return (a
+    commit marker counts its payload rows; per-message TTLs are not applied) and stops at
+    the limit, where
     ``after_limit`` is the id of the entry or payload row right after the last message
     counted."""
     prefix = keys.topic_prefix(metadata.topic, metadata.generation)
     smallest = max(0, now_ms - metadata.ttl_s * 1000)
     tx = request.transaction
     position, skip_start, payload_start = _start(request, smallest)
-    start_key = keys.message_key(prefix, *position)
+    start = keys.pack_position(*position)
     counting = request.limit < _MAX_LIMIT
     budget = request.limit
-    first = last_key = None
-    for key, value in tables.messages.rows(prefix, position):
-        if skip_start and key == start_key:
-            continue
-        head = value[0]
-        if head == 0:
-            ptr = None
-        elif head <= 2:  # the common kinds, decoded inline as the fetcher does
-            ptr = int.from_bytes(value[1:9], "big", signed=True)
-        else:
-            ptr = decode_message_value(value).tx_write_pointer
-        skipped = False
-        if tx is not None and ptr is not None:
-            if ptr > 0 and not tx.is_visible(ptr) and not tx.is_invalid(ptr):
-                held = keys.decode_message_key(key)[1:]
-                return _bounds(first, last_key, held, request.limit - budget if counting else None)
-            skipped = ptr < 0 or not tx.is_visible(ptr)
-        if counting and not skipped and budget == 0:
-            after = MessageId(*keys.decode_message_key(key)[1:])
-            return _bounds(first, last_key, None, request.limit, after)
-        if first is None:
-            first = keys.decode_message_key(key)[1:]
-        if counting and not skipped:
-            if head == 2 or (head > 2 and decode_message_value(value).payload is None):
-                assert ptr is not None
-                resume = payload_start if key == start_key else None
-                p_from = (resume.write_ms, resume.p_seq) if resume is not None else (0, 0)
-                p_inclusive = request.inclusive or resume is None
-                p_start = keys.payload_key(prefix, abs(ptr), *p_from)
-                for p_key, _ in tables.payloads.rows(prefix, abs(ptr), p_from):
-                    if not p_inclusive and p_key == p_start:
-                        continue
-                    if budget == 0:
-                        p_position = keys.decode_payload_key(p_key)[2:]
-                        after = MessageId(*keys.decode_message_key(key)[1:], *p_position)
-                        return _bounds(first, key, None, request.limit, after)
+    first = last = None
+    for chunk in tables.messages.entries(prefix, position):
+        for at, ptr, payload, _ttl in chunk:
+            at_start = at == start
+            if skip_start and at_start:
+                continue
+            skipped = False
+            if tx is not None and ptr is not None:
+                verdict = accept(tx, ptr)
+                if verdict is _HOLD:
+                    counted = request.limit - budget if counting else None
+                    return _bounds(first, last, keys.decode_position(at), counted)
+                skipped = verdict is _SKIP
+            if counting and not skipped and budget == 0:
+                after = MessageId(*keys.decode_position(at))
+                return _bounds(first, last, None, request.limit, after)
+            if first is None:
+                first = at
+            if counting and not skipped:
+                if payload is not None:
                     budget -= 1
-            else:
-                budget -= 1
-        last_key = key
-    return _bounds(first, last_key, None, request.limit - budget if counting else None)
+                else:
+                    assert ptr is not None
+                    resume = payload_start if at_start else None
+                    p_from = (resume.write_ms, resume.p_seq) if resume is not None else (0, 0)
+                    p_inclusive = request.inclusive or resume is None
+                    p_start = keys.pack_position(*p_from)
+                    for p_chunk in tables.payloads.entries(prefix, abs(ptr), p_from):
+                        for p_at, _write_ms, _p_payload, _p_ttl in p_chunk:
+                            if not p_inclusive and p_at == p_start:
+                                continue
+                            if budget == 0:
+                                after = MessageId.from_bytes(at + p_at)
+                                return _bounds(first, at, None, request.limit, after)
+                            budget -= 1
+            last = at
+    return _bounds(first, last, None, request.limit - budget if counting else None)
 
 
 def _bounds(
-    first: tuple[int, int] | None,
-    last_key: bytes | None,
+    first: bytes | None,
+    last: bytes | None,
     held: tuple[int, int] | None,
     counted: int | None,
     after_limit: MessageId | None = None,
 ) -> TopicBounds:
-    return TopicBounds(first, _position(last_key), held, counted, after_limit)
+    return TopicBounds(_decoded(first), _decoded(last), held, counted, after_limit)
 
 
-def _position(key: bytes | None) -> tuple[int, int] | None:
-    return keys.decode_message_key(key)[1:] if key is not None else None
+def _decoded(position: bytes | None) -> tuple[int, int] | None:
+    return keys.decode_position(position) if position is not None else None
 
 
 class MessageFetcher:
@@ -160,78 +157,57 @@ class MessageFetcher:
         self._request = request
         self._now = now_ms
         self.held = False
-        self.scanned = 0
 
     def __iter__(self) -> Iterator[Message]:
-        # The hot loop of every read: rows are decoded inline from the raw scan (the common
-        # value kinds without a TTL take a few byte operations); ids are built as bytes.
+        # The hot loop of every read: rows come decoded in bulk from the codec (the common
+        # kinds inline there); ids are built as bytes from the rows' positions.
         tables, request, now = self._tables, self._request, self._now
         prefix = keys.topic_prefix(self._metadata.topic, self._metadata.generation)
         topic_ttl_ms = self._metadata.ttl_s * 1000
         smallest = max(0, now - topic_ttl_ms)
         tx = request.transaction
         position, skip_start, payload_start = _start(request, smallest)
-        start_key = keys.message_key(prefix, *position)
+        start = keys.pack_position(*position)
 
         remaining = request.limit
-        for key, value in tables.messages.rows(prefix, position):
-            self.scanned += 1
-            at_start = key == start_key
-            if at_start and skip_start:
-                continue
-            head = value[0]
-            ttl: int | None = None
-            if head == 0:
-                ptr, payload = None, value[1:]
-            elif head == 1:
-                ptr, payload = int.from_bytes(value[1:9], "big", signed=True), value[9:]
-            elif head == 2:
-                ptr, payload = int.from_bytes(value[1:9], "big", signed=True), None
-            else:
-                entry = decode_message_value(value)
-                ptr, payload, ttl = entry.tx_write_pointer, entry.payload, entry.ttl_s
-            if tx is not None and ptr is not None:
-                if ptr < 0:
-                    continue  # rolled back (or negated by cleanup): SKIP
-                if not tx.is_visible(ptr):
-                    if tx.is_invalid(ptr):
-                        continue  # SKIP
-                    self.held = True  # in progress or newer: HOLD ends the read
-                    return
-            position_bytes = key[-10:]
-            if ttl is not None:
-                publish_ms = int.from_bytes(position_bytes[:8], "big")
-                if publish_ms + min(ttl * 1000, topic_ttl_ms) <= now:
+        for chunk in tables.messages.entries(prefix, position):
+            for at, ptr, payload, ttl in chunk:
+                at_start = at == start
+                if at_start and skip_start:
                     continue
-            if payload is not None:
-                yield Message((position_bytes + _NO_PAYLOAD_POSITION, payload))
-                remaining -= 1
-                if remaining == 0:
-                    return
-                continue
-            assert ptr is not None
-            if at_start and payload_start is not None:
-                p_from, p_inclusive = (
-                    (payload_start.write_ms, payload_start.p_seq),
-                    request.inclusive,
-                )
-            else:
-                p_from, p_inclusive = (0, 0), True
-            p_start = keys.payload_key(prefix, abs(ptr), *p_from)
-            for p_key, p_value in tables.payloads.rows(prefix, abs(ptr), p_from):
-                if not p_inclusive and p_key == p_start:
-                    continue
-                p_position = p_key[-10:]
-                write_ms = int.from_bytes(p_position[:8], "big")
-                if write_ms < smallest:
-                    continue
-                if p_value[0] == 0:
-                    p_payload = p_value[1:]
-                else:
-                    p_payload, p_ttl = decode_payload_value(p_value)
-                    if p_ttl is not None and write_ms + min(p_ttl * 1000, topic_ttl_ms) <= now:
+                if tx is not None and ptr is not None:  # else ACCEPT, without a call
+                    verdict = accept(tx, ptr)
+                    if verdict is _SKIP:
                         continue
-                yield Message((position_bytes + p_position, p_payload))
-                remaining -= 1
-                if remaining == 0:
-                    return
+                    if verdict is _HOLD:
+                        self.held = True  # ends the read
+                        return
+                if ttl is not None:
+                    publish_ms = keys.decode_position(at)[0]
+                    if publish_ms + min(ttl * 1000, topic_ttl_ms) <= now:
+                        continue
+                if payload is not None:
+                    yield Message((at + INLINE_PAYLOAD_POSITION, payload))
+                    remaining -= 1
+                    if remaining == 0:
+                        return
+                    continue
+                assert ptr is not None
+                if at_start and payload_start is not None:
+                    p_from = (payload_start.write_ms, payload_start.p_seq)
+                    p_inclusive = request.inclusive
+                else:
+                    p_from, p_inclusive = (0, 0), True
+                p_start = keys.pack_position(*p_from)
+                for p_chunk in tables.payloads.entries(prefix, abs(ptr), p_from):
+                    for p_at, write_ms, p_payload, p_ttl in p_chunk:
+                        if not p_inclusive and p_at == p_start:
+                            continue
+                        if write_ms < smallest:
+                            continue
+                        if p_ttl is not None and write_ms + min(p_ttl * 1000, topic_ttl_ms) <= now:
+                            continue
+                        yield Message((at + p_at, p_payload))
+                        remaining -= 1
+                        if remaining == 0:
+                            return

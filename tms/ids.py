@@ -12,9 +12,11 @@ from dataclasses import dataclass
 
 from tms.errors import TmsInvalidArgumentError
 
-__all__ = ["MESSAGE_ID_SIZE", "MessageId"]
+__all__ = ["INLINE_PAYLOAD_POSITION", "MESSAGE_ID_SIZE", "MessageId"]
 
 MESSAGE_ID_SIZE = 20
+INLINE_PAYLOAD_POSITION = bytes(10)
+"""The last 10 bytes of an inline message's id (``write_ms = p_seq = 0``)."""
 _LAYOUT = struct.Struct(">qHqH")
 _MAX_SEQ = 0xFFFF
 

@@ -1,40 +1,54 @@
-"""``MessagingService``: topics, publishing, rollback and consumption over the tables.
+"""``MessagingService``: topics, writes, reads and maintenance over the tables — the one
+door to the messaging core for the REST service, cleanup, inspection and the tools.
 
-Contract (every method thread-safe; errors from ``tms.errors``):
+Contract (every method thread-safe unless marked; errors from ``tms.errors``):
 
 * topics: ``create_topic`` (409 if it exists), ``update_topic`` (replaces the properties,
   keeps the generation), ``get_topic``, ``list_topics``, ``delete_topic`` (the generation
   is negated at once: the old data is invisible from then on and cleaned up later; a new
   create starts the next generation). Unknown or deleted topics raise
   ``TopicNotFoundError``.
-* ``publish`` returns only once the messages are durable; the ``RollbackDetail`` of a
-  transactional publish is what ``rollback`` takes. ``store`` stages payloads under a write
-  pointer; an empty transactional ``publish`` is the commit marker that makes them
-  visible. ``write`` takes many of these for one topic at once (one group commit), each
-  with its own outcome. Transactional publish and store are refused
-  (``TransactionTooOldError``) once the transaction is older than ``tx_max_lifetime_s``:
-  its id may already have been truncated from the invalid list.
-* ``fetch`` reads with ``tms.fetcher`` semantics and returns a ``FetchResult``;
-  ``bounds`` says where such a read would start and stop, reading no payloads.
+* writes are operations (``tms.operations``: publish, store, rollback, markers), each
+  group-committed by its topic's writer (``tms.writer``) and answered only once durable:
+  ``submit`` from a thread, ``await submit_async`` from an event loop (never blocking
+  it: the batch is written on the service's writer threads), ``write`` for several at
+  once, each with its own outcome. ``publish``, ``store``, ``rollback`` and
+  ``publish_markers`` are ``submit`` of one operation. Transactional writes are refused
+  once the transaction is older than ``tx_max_lifetime_s`` (``TransactionTooOldError``),
+  and checked by the ``guard`` (``tms.guard``): only pointers the transaction manager
+  issued and holds in progress (``TransactionNotInProgressError``, or
+  ``TransactionServiceError`` when it cannot be asked); without a transaction service
+  only pointers from the future are refused (``ClockGuard``).
+* reads: ``read`` starts a read (``tms.fetcher`` semantics) to iterate, ``fetch`` reads
+  into a ``FetchResult``, ``bounds`` says where a read would start and stop without
+  reading payloads, ``inspect`` shows the raw rows and ``recent_messages`` the newest
+  messages with their status (``tms.inspect``).
+* ``topic_stats`` / ``namespace_stats``: what topics hold (``tms.stats``; bounded cost,
+  estimates beyond a size).
 * long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
   entries; ``wait_for_change`` blocks until it moves past a version or a timeout, and
-  ``add_listener`` tells event loops without blocking a thread.
+  ``add_listener`` tells event loops without blocking a thread (``tms.changes``).
+* maintenance, for cleanup: ``all_topics``, ``purge_topic``, ``negate_invalid``.
 """
 
 from __future__ import annotations
 
-import logging
+import asyncio
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar
 
-from tms.codec import keys
+from tms.changes import TopicChanges, TopicListener
 from tms.config import TmsConfig
-from tms.errors import TmsError, TransactionTooOldError
+from tms.errors import TmsError, TopicNotFoundError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
+from tms.guard import ClockGuard, WritePointerGuard
+from tms.ids import MessageId
+from tms.inspect import inspect_topic, recent_messages
 from tms.metrics import TmsMetrics
 from tms.model import (
     MarkersRequest,
@@ -47,22 +61,19 @@ from tms.model import (
     TopicMetadata,
     validate_namespace,
 )
+from tms.operations import Markers, Operation, Publish, Rollback, Store, Ticket
+from tms.stats import TopicStats, topic_stats
 from tms.store.kv import KeyValueStore
-from tms.store.tables import Tables
+from tms.store.tables import PurgeCounts, Tables
 from tms.writer import BatchStats, TopicWriter
-from txn.clock import SYSTEM_CLOCK, Clock
-from txn.transaction import MAX_TX_PER_MS
+from txms_common.clock import SYSTEM_CLOCK, Clock
+from txn.transaction import Transaction
 
-__all__ = ["FetchResult", "MessagingService", "TopicListener", "WriteOperation"]
+__all__ = ["FetchResult", "MessagingService", "TopicListener"]
 
-log = logging.getLogger(__name__)
+R = TypeVar("R")
 
-WriteOperation = tuple[str, Any]
-"""``("publish" | "store", StoreRequest)``, ``("rollback", RollbackDetail)`` or
-``("markers", MarkersRequest)``."""
-
-TopicListener = Callable[[TopicId, int], None]
-"""Called with (topic, new version) after new entries landed; on the writer's thread."""
+_WRITER_THREADS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,17 +96,25 @@ class MessagingService:
         *,
         clock: Clock = SYSTEM_CLOCK,
         metrics: TmsMetrics | None = None,
+        guard: WritePointerGuard | None = None,
     ) -> None:
         self.config = config or TmsConfig()
-        self.tables = Tables(store)
+        self.guard = guard or ClockGuard(clock, self.config.tx_clock_skew_s)
         self.metrics = metrics or TmsMetrics()
+        self._tables = Tables(store)
         self._clock = clock
         self._lock = threading.Lock()
         self._topics: dict[TopicId, TopicMetadata] = {}
+        self._epoch = self._tables.epoch
         self._writers: dict[tuple[TopicId, int], TopicWriter] = {}
-        self._versions: dict[TopicId, int] = {}
-        self._changed = threading.Condition(self._lock)
-        self._listeners: list[TopicListener] = []
+        self._changes = TopicChanges()
+        self._opening: dict[
+            tuple[asyncio.AbstractEventLoop, TopicId], asyncio.Future[TopicWriter]
+        ] = {}
+        # Leads write batches for event-loop callers, a batch at a time (as many topics
+        # as have one under way at once; threads start only as needed), and opens their
+        # writers.
+        self._executor = ThreadPoolExecutor(_WRITER_THREADS, thread_name_prefix="tms-writer")
         self._closed = False
         self.metrics.watch_topic_sizes(self.topic_sizes)
 
@@ -110,7 +129,7 @@ class MessagingService:
     ) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **(properties or {})}
         props.pop("generation", None)
-        metadata = self.tables.metadata.create(topic, props)
+        metadata = self._tables.metadata.create(topic, props)
         with self._lock:
             self._topics[topic] = metadata
         return metadata
@@ -118,7 +137,7 @@ class MessagingService:
     def update_topic(self, topic: TopicId, properties: Mapping[str, str]) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **properties}
         props.pop("generation", None)
-        metadata = self.tables.metadata.update(topic, props)
+        metadata = self._tables.metadata.update(topic, props)
         with self._lock:
             self._topics[topic] = metadata
             writer = self._writers.get((topic, metadata.generation))
@@ -127,20 +146,25 @@ class MessagingService:
         return metadata
 
     def delete_topic(self, topic: TopicId) -> None:
-        deleted = self.tables.metadata.delete(topic)
+        deleted = self._tables.metadata.delete(topic)
         with self._lock:
             self._topics.pop(topic, None)
             writer = self._writers.pop((topic, -deleted.generation), None)
-            self._bump(topic)
+        self._changes.bump(topic)
         if writer is not None:
             writer.close()
 
     def get_topic(self, topic: TopicId) -> TopicMetadata:
         with self._lock:
+            if self._epoch != self._tables.epoch:
+                # The store recovered from a failed write, which may have landed after
+                # all (a topic deleted after all): read every topic again.
+                self._epoch = self._tables.epoch
+                self._topics.clear()
             cached = self._topics.get(topic)
         if cached is not None:
             return cached
-        metadata = self.tables.metadata.get(topic)
+        metadata = self._tables.metadata.get(topic)
         with self._lock:
             self._topics[topic] = metadata
         return metadata
@@ -148,92 +172,137 @@ class MessagingService:
     def topic_sizes(self) -> list[tuple[TopicId, int]]:
         """Approximate bytes stored per live topic (``KeyValueStore.approximate_size``)."""
         return [
-            (m.topic, self.tables.topic_bytes(keys.topic_prefix(m.topic, m.generation)))
-            for m in self.tables.metadata.scan_all()
+            (m.topic, self._tables.topic_bytes(m))
+            for m in self._tables.metadata.scan_all()
             if m.exists
         ]
 
     def list_topics(self, namespace: str) -> list[TopicId]:
-        return self.tables.metadata.list_topics(validate_namespace(namespace))
+        return self._tables.metadata.list_topics(validate_namespace(namespace))
+
+    def topic_stats(self, topic: TopicId) -> TopicStats:
+        """Messages, bytes, first/last publish and rate of a topic (``tms.stats``)."""
+        return topic_stats(self._tables, self.get_topic(topic), self.now_ms())
+
+    def namespace_stats(self, namespace: str) -> list[TopicStats]:
+        """``topic_stats`` of every topic of a namespace, in name order (a topic deleted
+        meanwhile is left out)."""
+        stats = []
+        for topic in self.list_topics(namespace):
+            try:
+                stats.append(self.topic_stats(topic))
+            except TopicNotFoundError:
+                continue
+        return stats
 
     # -- writing ------------------------------------------------------------------------
 
+    def submit(self, op: Operation[R]) -> R:
+        """Write ``op`` (see the module docstring); its result once durable."""
+        started = time.perf_counter()
+        ticket = Ticket(op)
+        try:
+            self._writer(op.topic).submit([ticket])
+        except TmsError as exc:
+            ticket.fail(exc)
+        self._finished(ticket, started)
+        return ticket.result()
+
+    async def submit_async(self, op: Operation[R]) -> R:
+        """``submit`` from an event loop, without blocking it."""
+        started = time.perf_counter()
+        ticket = Ticket(op)
+        loop = asyncio.get_running_loop()
+        try:
+            # Behind an opening under way, so calls of one loop keep their order.
+            writer = None if (loop, op.topic) in self._opening else self._open_writer(op.topic)
+            if writer is None:
+                writer = await self._opened(op.topic, loop)
+            await writer.submit_async([ticket], loop)
+        except TmsError as exc:
+            ticket.fail(exc)
+        self._finished(ticket, started)
+        return ticket.result()
+
+    def write(self, operations: Sequence[Operation[object]]) -> list[Ticket[object]]:
+        """Several operations, each topic's in one group commit: a ticket per operation,
+        in order, with its result or the ``TmsError`` it failed with; one failing does
+        not fail the others."""
+        started = time.perf_counter()
+        tickets = [Ticket(op) for op in operations]
+        by_topic: dict[TopicId, list[Ticket[object]]] = {}
+        for ticket in tickets:
+            by_topic.setdefault(ticket.op.topic, []).append(ticket)
+        for topic, group in by_topic.items():
+            try:
+                self._writer(topic).submit(group)
+            except TmsError as exc:
+                for ticket in group:
+                    ticket.fail(exc)
+        for ticket in tickets:
+            self._finished(ticket, started)
+        return tickets
+
     def publish(self, request: StoreRequest) -> RollbackDetail | None:
-        result: RollbackDetail | None = self._one(request.topic, "publish", request)
-        return result
+        return self.submit(Publish(request))
 
     def store(self, request: StoreRequest) -> None:
-        self._one(request.topic, "store", request)
+        self.submit(Store(request))
 
     def rollback(self, topic: TopicId, detail: RollbackDetail) -> int:
         """Roll back a transactional publish in the topic's current generation; the
         number of entries negated."""
-        count: int = self._one(topic, "rollback", detail)
-        return count
+        return self.submit(Rollback(topic, detail))
 
     def publish_markers(self, request: MarkersRequest) -> MarkersResult:
         """Commit markers for several write pointers at once (see ``MarkersRequest``)."""
-        result: MarkersResult = self._one(request.topic, "markers", request)
-        return result
+        return self.submit(Markers(request))
 
-    def write(self, topic: TopicId, operations: Sequence[WriteOperation]) -> list[Any]:
-        """Several publishes, stores and rollbacks of ``topic`` in one group commit: for
-        each, in order, its result (as the methods above return) or the ``TmsError`` it
-        failed with; one failing does not fail the others."""
-        started = time.perf_counter()
-        outcomes: list[Any] = [None] * len(operations)
-        accepted: list[int] = []
-        for i, (kind, arg) in enumerate(operations):
-            try:
-                if kind in ("publish", "store"):
-                    self._check_lifetime(arg.tx_write_pointer)
-                elif kind == "markers":
-                    for wp in arg.write_pointers:
-                        self._check_lifetime(wp)
-            except TmsError as exc:
-                outcomes[i] = exc
-            else:
-                accepted.append(i)
-        if accepted:
-            try:
-                results = self._writer(topic).submit([operations[i] for i in accepted])
-            except TmsError as exc:
-                results = [exc] * len(accepted)
-            for i, result in zip(accepted, results, strict=True):
-                outcomes[i] = result
-        elapsed = time.perf_counter() - started
-        m = self.metrics
-        for (kind, _arg), outcome in zip(operations, outcomes, strict=True):
-            m.operation(kind, None if isinstance(outcome, TmsError) else elapsed)
-        return outcomes
+    def _finished(self, ticket: Ticket[object], started: float) -> None:
+        seconds = None if ticket.error is not None else time.perf_counter() - started
+        self.metrics.operation(ticket.op.kind, seconds)
 
-    def _one(
-        self, topic: TopicId, kind: str, arg: StoreRequest | RollbackDetail | MarkersRequest
-    ) -> Any:
-        outcome = self.write(topic, [(kind, arg)])[0]
-        if isinstance(outcome, TmsError):
-            raise outcome
-        return outcome
+    def _open_writer(self, topic: TopicId) -> TopicWriter | None:
+        """The topic's writer if it is at hand (nothing to read from the store)."""
+        with self._lock:
+            metadata = self._topics.get(topic)
+            if metadata is None or self._closed or self._epoch != self._tables.epoch:
+                return None
+            writer = self._writers.get((topic, metadata.generation))
+        return writer if writer is not None and not writer.stale else None
 
-    def _check_lifetime(self, wp: int | None) -> None:
-        if wp is None:
-            return
-        started_ms = wp // MAX_TX_PER_MS
-        lifetime_ms = self.config.tx_max_lifetime_s * 1000
-        if started_ms + lifetime_ms <= self._clock.now_ms():
-            raise TransactionTooOldError(
-                f"Transaction {wp} has exceeded max lifetime {lifetime_ms} ms"
-            )
+    async def _opened(self, topic: TopicId, loop: asyncio.AbstractEventLoop) -> TopicWriter:
+        """The topic's writer, opened on a thread (it reads the store): one opening for
+        every call of ``loop`` waiting for it, which resume in the order they came."""
+        key = (loop, topic)
+        opening = self._opening.get(key)
+        if opening is None:
+            if self._closed:  # its threads may be gone
+                raise TmsError("the messaging service is closed")
+            opening = loop.run_in_executor(self._executor, self._writer, topic)
+            self._opening[key] = opening
+            opening.add_done_callback(lambda _: self._opening.pop(key, None))
+        return await asyncio.shield(opening)  # one caller going away cancels nothing
 
     def _writer(self, topic: TopicId) -> TopicWriter:
+        epoch = self._tables.epoch  # before the metadata is read: see TopicWriter.epoch
         metadata = self.get_topic(topic)
         key = (topic, metadata.generation)
         with self._lock:
             if self._closed:
                 raise TmsError("the messaging service is closed")
             writer = self._writers.get(key)
-            if writer is None:
-                writer = TopicWriter(self.tables, metadata, self._clock, on_batch=self._on_batch)
+            if writer is None or writer.stale:
+                writer = TopicWriter(
+                    self._tables,
+                    metadata,
+                    self._clock,
+                    self.guard,
+                    max_lifetime_ms=self.config.tx_max_lifetime_s * 1000,
+                    executor=self._executor,
+                    on_batch=self._on_batch,
+                    epoch=epoch,
+                )
                 self._writers[key] = writer
             return writer
 
@@ -247,15 +316,16 @@ class MessagingService:
         if stats.rolled_back:
             m.rolled_back.inc(stats.rolled_back)
         if stats.published:
-            with self._lock:
-                version = self._bump(metadata.topic)
-            for listener in list(self._listeners):
-                try:
-                    listener(metadata.topic, version)
-                except Exception:
-                    log.exception("topic listener failed")
+            self._changes.bump(metadata.topic)
 
     # -- reading ------------------------------------------------------------------------
+
+    def read(self, topic: TopicId, request: FetchRequest | None = None) -> MessageFetcher:
+        """A read of ``topic`` to iterate (lazily, in chunks if the caller likes; its
+        ``held`` tells where it stopped). Counts nothing in the metrics: ``fetch`` does,
+        and so must a caller of this (``metrics.fetched``)."""
+        metadata = self.get_topic(topic)
+        return MessageFetcher(self._tables, metadata, request or FetchRequest(), self.now_ms())
 
     def fetch(self, topic: TopicId, request: FetchRequest | None = None) -> FetchResult:
         """Read ``topic``; ``version`` is the topic's version before the read (wait on it
@@ -264,7 +334,7 @@ class MessagingService:
         metadata = self.get_topic(topic)
         version = self.version(topic)
         fetcher = MessageFetcher(
-            self.tables, metadata, request or FetchRequest(), self._clock.now_ms()
+            self._tables, metadata, request or FetchRequest(), self._clock.now_ms()
         )
         messages = list(fetcher)
         self.metrics.fetched(topic, len(messages), sum(map(len, map(itemgetter(1), messages))))
@@ -275,46 +345,75 @@ class MessagingService:
         """Where a read would start and stop (``tms.fetcher.TopicBounds``), without reading
         payloads: how a reader plans parallel reads of one consistent snapshot."""
         metadata = self.get_topic(topic)
-        return scan_bounds(self.tables, metadata, request or FetchRequest(), self.now_ms())
+        return scan_bounds(self._tables, metadata, request or FetchRequest(), self.now_ms())
+
+    def inspect(
+        self, topic: TopicId, start_ms: int = 0, end_ms: int | None = None, limit: int = 1000
+    ) -> dict[str, Any]:
+        """The raw rows of every generation of ``topic`` (``tms.inspect``)."""
+        return inspect_topic(self._tables, topic, start_ms, end_ms, limit)
+
+    def recent_messages(
+        self,
+        topic: TopicId,
+        *,
+        limit: int = 50,
+        before: MessageId | None = None,
+        snapshot: Transaction | None = None,
+    ) -> dict[str, Any]:
+        """The newest messages of ``topic`` with their status against ``snapshot``
+        (``tms.inspect.recent_messages``)."""
+        metadata = self.get_topic(topic)
+        return recent_messages(
+            self._tables, metadata, limit=limit, before=before, snapshot=snapshot
+        )
+
+    # -- maintenance (cleanup) ------------------------------------------------------------
+
+    def all_topics(self) -> list[TopicMetadata]:
+        """Every topic's metadata, deleted topics (negative generation) included."""
+        return self._tables.metadata.scan_all()
+
+    def purge_topic(self, metadata: TopicMetadata, cutoff_ms: int) -> PurgeCounts:
+        """Delete ``metadata``'s rows of older generations and those older than
+        ``cutoff_ms`` (``Tables.purge_topic``)."""
+        return self._tables.purge_topic(metadata, cutoff_ms, self.config.cleanup_batch_rows)
+
+    def negate_invalid(
+        self, metadata: TopicMetadata, invalid: Collection[int], from_ms: int
+    ) -> int:
+        """Durably negate the entries of ``invalid`` write pointers from ``from_ms`` on in
+        the topic's current generation (``Tables.negate_invalid``); how many."""
+        return self._tables.negate_invalid(
+            metadata, invalid, from_ms, self.config.cleanup_batch_rows
+        )
 
     # -- change notification --------------------------------------------------------------
 
-    def _bump(self, topic: TopicId) -> int:
-        version = self._versions.get(topic, 0) + 1
-        self._versions[topic] = version
-        self._changed.notify_all()
-        return version
-
     def version(self, topic: TopicId) -> int:
-        with self._lock:
-            return self._versions.get(topic, 0)
+        return self._changes.version(topic)
 
     def wait_for_change(self, topic: TopicId, version: int, timeout_s: float) -> int:
         """Block until ``topic``'s version differs from ``version`` or the timeout passes;
         return the version now."""
-        deadline = time.monotonic() + timeout_s
-        with self._lock:
-            while self._versions.get(topic, 0) == version and not self._closed:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._changed.wait(remaining)
-            return self._versions.get(topic, 0)
+        return self._changes.wait_for_change(topic, version, timeout_s)
 
     def add_listener(self, listener: TopicListener) -> None:
-        self._listeners.append(listener)
+        self._changes.add_listener(listener)
 
     def remove_listener(self, listener: TopicListener) -> None:
-        self._listeners.remove(listener)
+        self._changes.remove_listener(listener)
 
     # -- lifecycle ----------------------------------------------------------------------
 
     def close(self) -> None:
+        """Refuse new writes, finish the batches under way, release waiters and the store."""
         with self._lock:
             self._closed = True
             writers = list(self._writers.values())
             self._writers.clear()
-            self._changed.notify_all()
         for writer in writers:
             writer.close()
-        self.tables.close()
+        self._executor.shutdown(wait=True)
+        self._changes.close()
+        self._tables.close()

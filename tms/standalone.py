@@ -4,6 +4,7 @@ in one process, on one event loop, with their state under one directory.
 * transaction manager: ``<data>/txn`` (Tephra's layout), Thrift on ``--tx-port``;
 * messaging service: LevelDB in ``<data>/tms``, REST on ``--http-port`` (HTTPS with
   ``--tls-cert``/``--tls-key``; bearer tokens and grants with ``--auth``);
+* transactional writes are checked against the in-process manager (``tms.guard``);
 * cleanup runs in the background against the in-process manager; it is a pruning
   participant of the manager (``txn.prune``), whose pruning runs every
   ``prune_interval_s`` and truncates what every participant has cleaned (the invalid
@@ -47,11 +48,15 @@ from typing import Any, TypeVar
 from tms.cleanup import Cleaner, CleanupLoop
 from tms.config import TmsConfig
 from tms.errors import TmsError
+from tms.guard import TransactionStateGuard
 from tms.http.auth import Authorizer
 from tms.http.config import HttpConfig
 from tms.http.server import HttpServer, server_ssl_context
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from tms.txwatch import TxWatch
+from txms_common.loop import new_event_loop
+from txn import engine
 from txn.config import DEFAULT_PORT, ServerConfig, TxConfig
 from txn.errors import TxError
 from txn.inmemory import InProcessTxClient, manager_pruner
@@ -61,7 +66,7 @@ from txn.persist.store import TransactionStateStore
 from txn.prune import PruningService
 from txn.rlimit import raise_open_file_limit
 from txn.rpc.handler import TephraHandler
-from txn.rpc.server import ThriftServer, new_event_loop
+from txn.rpc.server import new_server
 
 __all__ = ["Launched", "main", "try_commands"]
 
@@ -95,6 +100,7 @@ def _banner(url: str, tx: str, args: argparse.Namespace, limits: str) -> str:
         "txms is running.",
         f"  transaction server (Tephra Thrift protocol): {tx}",
         f"  messaging service (REST, OpenAPI at {url}/v1/openapi.json): {url}",
+        f"  operations console: {url}/ui/",
     ]
     if args.auth is not None:
         lines.append(f"  bearer tokens and grants: {args.auth}")
@@ -151,18 +157,25 @@ async def _run(args: argparse.Namespace) -> None:
     authorizer = Authorizer.from_file(args.auth) if args.auth is not None else None
     manager = TransactionManager(tx_config, TransactionStateStore(LocalDirStorage(data / "txn")))
     manager.start()
+    tx_client = InProcessTxClient(manager)
+    guard = TransactionStateGuard(tx_client, max_age_s=tms_config.tx_state_cache_s)
     try:
-        service = MessagingService(LevelDBStore(data / "tms"), tms_config)
+        service = MessagingService(LevelDBStore(data / "tms"), tms_config, guard=guard)
     except BaseException:
         manager.stop()
         raise
-    cleaner = Cleaner(service, InProcessTxClient(manager))
+    cleaner = Cleaner(service, tx_client)
     cleanup = CleanupLoop(cleaner, service.config.cleanup_interval_s)
     # Cleanup never truncates: the manager's pruning does, below every participant's bound.
     pruner = manager_pruner(manager, [cleaner]) if tx_config.prune_enable else None
     pruning = None if pruner is None else PruningService(pruner, tx_config.prune_interval_s)
-    tx_server = ThriftServer(manager, server_config, TephraHandler(manager, pruner))
-    http_server = HttpServer(service, http_config, authorizer)
+    tx_server = new_server(manager, server_config, TephraHandler(manager, pruner))
+    watch = TxWatch(
+        InProcessTxClient(manager),
+        where="in process",
+        last_prune=(lambda: pruner.last_run) if pruner is not None else None,
+    )
+    http_server = HttpServer(service, http_config, authorizer, watch)
     try:
         tx_host, tx_port = await _listen("transaction server", tx_server.start(), server_config)
         await _listen("messaging service", http_server.start(), http_config)
@@ -293,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
+        engine.set_default(os.environ.get("TXN_ENGINE", "auto"))  # see txn.engine
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(_run(args))
     except (StartError, TmsError, TxError, OSError, ValueError) as exc:

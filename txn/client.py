@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Protocol
 
+from txn.state import WritePointerState
 from txn.transaction import Transaction
 
 __all__ = ["TxClient"]
@@ -78,6 +79,13 @@ class TxClient(Protocol):
 
     def prune_now(self) -> None:
         """Run invalid-list pruning now (a no-op where pruning is disabled)."""
+
+    def write_pointer_state(self, pointers: Iterable[int] = ()) -> WritePointerState:
+        """The newest write pointer issued, the pointers in progress and which of
+        ``pointers`` are invalid (``txn.state.WritePointerState``); read-only. Against a
+        server without this txms extension (Tephra's), computed from a short
+        transaction that is started and aborted."""
+        ...
 
     def close(self) -> None:
         """Release connections. Idempotent."""

@@ -8,6 +8,7 @@ from txn.errors import InvalidArgumentError
 from txn.manager import DEFAULT_CLIENT_ID, TransactionManager
 from txn.persist.snapshot_codec import encode_snapshot
 from txn.prune import PrunePlugin, ReportedBounds, TransactionPruner
+from txn.state import WritePointerState
 from txn.transaction import Transaction
 
 __all__ = ["InProcessTxClient", "manager_pruner"]
@@ -97,6 +98,9 @@ class InProcessTxClient:
         if self._pruner is None:
             raise InvalidArgumentError("invalid-list pruning is not enabled on this server")
         self._pruner.report(participant, bound)
+
+    def write_pointer_state(self, pointers: Iterable[int] = ()) -> WritePointerState:
+        return self.manager.write_pointer_state(pointers)
 
     def close(self) -> None:
         pass

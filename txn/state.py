@@ -17,6 +17,7 @@ __all__ = [
     "InProgressTx",
     "InProgressType",
     "TransactionSnapshot",
+    "WritePointerState",
     "expiration_from_write_pointer",
     "resolve_legacy_types",
 ]
@@ -86,6 +87,20 @@ class TransactionSnapshot:
         for entry in self.in_progress.values():
             return entry.visibility_upper_bound
         return self.read_pointer
+
+
+@dataclass(frozen=True, slots=True)
+class WritePointerState:
+    """What a service checking the write pointers it is given needs to know, read at one
+    instant (``TxClient.write_pointer_state``): ``write_pointer``, the newest pointer
+    issued so far (later ones do not exist yet); ``in_progress``, every pointer in
+    progress, checkpoint pointers included; ``invalid``, those of the pointers asked
+    about that are in the invalid list. A pointer at or below ``write_pointer`` that is
+    in neither was committed, aborted, or never issued."""
+
+    write_pointer: int
+    in_progress: frozenset[int]
+    invalid: frozenset[int]
 
 
 def expiration_from_write_pointer(write_pointer: int, timeout_s: int) -> int:

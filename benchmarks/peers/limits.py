@@ -249,7 +249,7 @@ class _EchoProtocol(asyncio.Protocol):
 
 
 def _serve_echo(port_out: Any) -> None:
-    from txn.rpc.server import new_event_loop
+    from txms_common.loop import new_event_loop
 
     loop = new_event_loop()
     server = loop.run_until_complete(

@@ -38,8 +38,8 @@ def _topic(name: str) -> TopicId:
 
 
 def _tx_client(address: str, name: str) -> Any:
+    from txms_common.retry import RetryNTimes
     from txn.rpc.client import ThriftTxClient
-    from txn.rpc.retry import RetryNTimes
 
     return ThriftTxClient(address, client_id=name, pool_size=1, retry=RetryNTimes(1))
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 import psycopg
 import pytest
 
+from txms_common.retry import RetryNTimes, RetryWithBackoff
 from txms_testing import ServiceProcess, ZooKeeperEnsemble, txn_command
 from txn.cli import main as txn_main
 from txn.errors import TxError
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes, RetryWithBackoff
 from txn.transaction import Transaction
 
 SESSION_S = 2.0

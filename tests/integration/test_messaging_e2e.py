@@ -12,6 +12,7 @@ service (HTTP, loopback, LevelDB), driven through the Python clients.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -25,8 +26,8 @@ from tests.servers import Stack, running_stack
 from tms.client import MessagingClient
 from tms.client.aware import TransactionalFetcher, TransactionalPublisher
 from tms.client.datamanager import MessagingDataManager
-from tms.client.http import ERROR_CLASSES
 from tms.errors import (
+    ERROR_CODES,
     ServiceUnavailableError,
     TmsError,
     TmsInvalidArgumentError,
@@ -137,6 +138,77 @@ def test_data_manager_joins_the_transaction_package(stack: Stack) -> None:
     assert committed_view(stack) == [b"via 2pc"]
 
 
+def nothing_listening() -> MessagingClient:
+    """A client of a loopback port nobody listens on: every request gets no answer."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return MessagingClient(f"http://127.0.0.1:{port}", retries=0)
+
+
+def finished_how(stack: Stack, tx: Transaction) -> str:
+    state = stack.tx.write_pointer_state([tx.write_pointer])
+    if tx.write_pointer in state.in_progress:
+        return "in progress"
+    return "invalidated" if tx.write_pointer in state.invalid else "aborted or committed"
+
+
+def test_a_refused_publish_aborts_and_an_unanswered_one_invalidates(stack: Stack) -> None:
+    # A 4xx answer: the service stored nothing, the rollback is proven, the tx aborts
+    publisher = TransactionalPublisher(stack.messaging)
+    ctx = TransactionContext(stack.tx, publisher)
+    tx = ctx.start()
+    publisher.publish(TopicId("app", "missing"), ["x"])
+    with pytest.raises(TransactionFailureError):
+        ctx.finish()
+    assert finished_how(stack, tx) == "aborted or committed"
+    # No answer: it may be stored, so the transaction is invalidated (buffered and staged)
+    for staged in (False, True):
+        publisher = TransactionalPublisher(nothing_listening(), staged=staged)
+        ctx = TransactionContext(stack.tx, publisher)
+        tx = ctx.start()
+        with pytest.raises((TransactionFailureError, ServiceUnavailableError)):
+            publisher.publish(T, ["maybe"])
+            ctx.finish()
+        ctx.abort()
+        assert finished_how(stack, tx) == "invalidated"
+
+
+def test_a_staged_store_without_an_answer_prevents_the_commit(stack: Stack) -> None:
+    publisher = TransactionalPublisher(stack.messaging, staged=True)
+    ctx = TransactionContext(stack.tx, publisher)
+    tx = ctx.start()
+    publisher.publish(T, ["first"])
+    publisher.client = nothing_listening()
+    with pytest.raises(ServiceUnavailableError):
+        publisher.publish(T, ["second"])  # stored or not: nobody knows
+    publisher.client = stack.messaging
+    # Even when the application goes on, the transaction must not commit
+    with pytest.raises(TransactionFailureError):
+        ctx.finish()
+    assert finished_how(stack, tx) == "invalidated"
+    assert committed_view(stack) == []
+
+
+def test_staged_payloads_of_an_aborted_transaction_are_invalidated(stack: Stack) -> None:
+    publisher = TransactionalPublisher(stack.messaging, staged=True)
+    with pytest.raises(KeyError), TransactionContext(stack.tx, publisher) as ctx:
+        tx = ctx.current_transaction
+        publisher.publish(T, ["staged"])
+        raise KeyError("no")
+    assert tx is not None and finished_how(stack, tx) == "invalidated"
+
+
+def test_data_manager_invalidates_when_a_publish_is_unanswered(stack: Stack) -> None:
+    manager = zope_transaction.TransactionManager()
+    dm = MessagingDataManager(nothing_listening(), stack.tx, manager)
+    before = stack.tx.invalid_size()
+    with pytest.raises(ServiceUnavailableError), manager:
+        dm.publish(T, ["maybe"])
+    assert stack.tx.invalid_size() == before + 1
+    assert stack.manager.write_pointer_state().in_progress == frozenset()
+
+
 class FailingVote:
     transaction_manager = None
 
@@ -168,8 +240,8 @@ def test_errors_map_back_to_the_tree(stack: Stack) -> None:
     with pytest.raises(TmsInvalidArgumentError):
         stack.messaging.publish(T, [])
     codes = {cls.code for cls in _all_subclasses(TmsError)} | {TmsError.code}
-    assert codes <= set(ERROR_CLASSES), "every error class must be mapped back"
-    assert len(codes) == len({c for c in codes}), "codes must be distinct"
+    assert codes <= set(ERROR_CODES), "every error class must be mapped back"
+    assert len(codes) == len(_all_subclasses(TmsError)) + 1, "codes must be distinct"
 
 
 def _all_subclasses(cls: type) -> set[type]:

@@ -21,8 +21,8 @@ from tests.integration.procs import ServerProcess
 from tms.client import MessagingClient
 from tms.model import TopicId
 from tms.standalone import Launched
+from txms_common.retry import RetryNTimes
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 
 T = TopicId("ns", "orders")
 LIFETIME_S = 1

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.procs import ServerProcess
+from txms_common.retry import RetryNTimes
 from txn.errors import TxError
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 
 
 @pytest.fixture

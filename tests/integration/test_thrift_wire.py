@@ -17,10 +17,10 @@ from thrift.Thrift import TMessageType, TType
 from thrift.transport import TSocket, TTransport
 
 from tests.txn.harness import TxSystem, thrift_system
+from txms_common.retry import RetryNTimes
 from txn.codec import encode_transaction
 from txn.errors import TxServiceUnavailableError
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 from txn.transaction import NO_TX_IN_PROGRESS, Transaction
 
 
@@ -374,7 +374,7 @@ def test_prune_now_reaches_the_pruner_once() -> None:
     from txn.config import ServerConfig
     from txn.prune import TransactionPruner
     from txn.rpc.handler import TephraHandler
-    from txn.rpc.server import ServerThread, ThriftServer
+    from txn.rpc.server import ServerThread, new_server
 
     with in_process_system() as s:
         tx = s.manager.start_short()
@@ -383,7 +383,7 @@ def test_prune_now_reaches_the_pruner_once() -> None:
         plugin = RecordingPlugin(tx.transaction_id)
         pruner = TransactionPruner(s.client, [plugin], max_lifetime_s=1, grace_s=0, clock=s.clock)
         server = ServerThread(
-            ThriftServer(s.manager, ServerConfig(port=0), TephraHandler(s.manager, pruner))
+            new_server(s.manager, ServerConfig(port=0), TephraHandler(s.manager, pruner))
         )
         address = server.start()
         try:

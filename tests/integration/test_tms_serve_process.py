@@ -4,58 +4,21 @@ acknowledged message is there after a restart, no request half-written; SIGTERM 
 from __future__ import annotations
 
 import contextlib
-import os
 import random
-import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
+from tests.integration.procs import TmsServeProcess
 from tms.client import MessagingClient
 from tms.errors import TmsError, TopicAlreadyExistsError
 from tms.model import TopicId
 
 T = TopicId("ns", "load")
-_LISTENING = re.compile(r"listening on (http://[\d.]+:\d+)")
 
 
-class Serve:
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.proc: subprocess.Popen[str] | None = None
-
-    def start(self) -> str:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tms.cli", "--log-level", "WARNING", "serve",
-             "--data-dir", str(self.data_dir), "--port", "0"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            match = _LISTENING.search(line)
-            if match:
-                return match.group(1)
-        raise RuntimeError("tms serve did not start")
-
-    def kill_if_running(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-            assert self.proc.stdout is not None
-            self.proc.stdout.close()
-
-    def stop(self, sig: int) -> int:
-        assert self.proc is not None and self.proc.stdout is not None
-        self.proc.send_signal(sig)
-        code = self.proc.wait(30)
-        self.proc.stdout.close()
-        return code
+Serve = TmsServeProcess
 
 
 def load(url: str, acked: dict[str, int], stop: threading.Event, worker: str) -> None:

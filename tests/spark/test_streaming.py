@@ -15,6 +15,7 @@ from tests.servers import Stack
 from tests.spark.test_write_read import committed
 from tms.errors import StorageUnavailableError
 from tms.model import MarkersResult, TopicId
+from tms.operations import Operation
 
 SRC = TopicId("default", "src")
 DST = TopicId("default", "dst")
@@ -83,14 +84,15 @@ def test_exactly_once_in_order_across_restarts(
     commits[-1].unlink()
     (checkpoint / "commits" / f".{commits[-1].name}.crc").unlink(missing_ok=True)
     duplicates: list[MarkersResult] = []
-    real_write = stack.service.write
+    real_submit = stack.service.submit_async
 
-    def watching(topic: TopicId, operations: Any) -> list[Any]:
-        outcomes = real_write(topic, operations)
-        duplicates.extend(o for o in outcomes if isinstance(o, MarkersResult) and o.duplicate)
-        return outcomes
+    async def watching(op: Operation[object]) -> object:
+        result = await real_submit(op)
+        if isinstance(result, MarkersResult) and result.duplicate:
+            duplicates.append(result)
+        return result
 
-    monkeypatch.setattr(stack.service, "write", watching)
+    monkeypatch.setattr(stack.service, "submit_async", watching)
     query = start_query(spark, stack, checkpoint)
     try:
         query.processAllAvailable()

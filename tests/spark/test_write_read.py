@@ -16,7 +16,7 @@ from tests.servers import Stack
 from tms.codec import keys
 from tms.errors import StorageUnavailableError
 from tms.model import TopicId
-from tms.store.tables import SEAL_POSITION
+from tms.operations import Operation, Store
 from txn.transaction import Transaction
 
 N = 2_000
@@ -60,8 +60,8 @@ def numbered(spark: Any, count: int, fail: Any = None) -> Any:
 def stored_payload_rows(stack: Stack, topic: TopicId) -> int:
     """Payload-table rows of ``topic``, seal rows excluded."""
     prefix = keys.topic_name_prefix(topic)
-    rows = stack.service.tables.payloads.store.scan(prefix, keys.stop_key_for_prefix(prefix))
-    return sum(1 for key, _ in rows if keys.decode_payload_key(key)[2] != SEAL_POSITION[0])
+    rows = stack.tables.payloads.store.scan(prefix, keys.stop_key_for_prefix(prefix))
+    return sum(1 for key, _ in rows if keys.decode_payload_key(key)[2] != keys.SEAL_POSITION[0])
 
 
 class _Row:
@@ -120,27 +120,21 @@ def test_a_retried_task_publishes_once(
     stack.messaging.create_topic(topic)
     # Fault injection: the service fails one store request of a task attempt that has
     # stored a batch already (its second store: same write pointer), then works again.
-    real_write = stack.service.write
+    real_submit = stack.service.submit_async
     seen: set[int] = set()
     failed: list[int] = []
 
-    def flaky(target: TopicId, operations: Any) -> list[Any]:
-        outcomes: list[Any] = [None] * len(operations)
-        passed = []
-        for i, (kind, request) in enumerate(operations):  # a batch may hold several tasks'
-            if kind == "store" and request.tx_write_pointer in seen and not failed:
-                failed.append(request.tx_write_pointer)
-                outcomes[i] = StorageUnavailableError("injected: the disk went away")
-                continue
-            if kind == "store":
-                seen.add(request.tx_write_pointer)
-            passed.append(i)
-        results = real_write(target, [operations[i] for i in passed]) if passed else []
-        for i, result in zip(passed, results, strict=True):
-            outcomes[i] = result
-        return outcomes
+    async def flaky(op: Operation[object]) -> object:
+        if isinstance(op, Store):
+            wp = op.request.tx_write_pointer
+            assert wp is not None
+            if wp in seen and not failed:
+                failed.append(wp)
+                raise StorageUnavailableError("injected: the disk went away")
+            seen.add(wp)
+        return await real_submit(op)
 
-    monkeypatch.setattr(stack.service, "write", flaky)
+    monkeypatch.setattr(stack.service, "submit_async", flaky)
     write(stack, numbered(spark, N), "retried")
     assert failed, "the fault was not injected"
     payloads = [p for _, p in committed(stack, topic)]

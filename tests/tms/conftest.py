@@ -5,17 +5,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.tms.store.engines import ENGINES
 from tms.store.kv import KeyValueStore
-from tms.store.leveldb import LevelDBStore
-from tms.store.memory import MemoryStore
 from tms.store.tables import Tables
 
 
-@pytest.fixture(params=["memory", "leveldb"])
+@pytest.fixture(params=list(ENGINES))
 def kv(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KeyValueStore]:
-    store: KeyValueStore = (
-        MemoryStore() if request.param == "memory" else LevelDBStore(tmp_path / "db")
-    )
+    """A new store on each engine (``tests.tms.store.engines``)."""
+    store = ENGINES[request.param](tmp_path)
     yield store
     store.close()
 

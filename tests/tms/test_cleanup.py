@@ -10,7 +10,7 @@ import pytest
 
 from tests.fakes import FakeClock
 from tests.tms.helpers import payloads
-from tms.cleanup import Cleaner, is_older_generation
+from tms.cleanup import Cleaner
 from tms.codec import keys
 from tms.config import TmsConfig
 from tms.errors import TransactionServiceError, TransactionTooOldError
@@ -18,6 +18,7 @@ from tms.fetcher import FetchRequest
 from tms.model import MarkersRequest, StoreRequest, TopicId
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
+from tms.store.tables import Tables, is_older_generation
 from txn.config import TxConfig
 from txn.inmemory import InProcessTxClient, manager_pruner
 from txn.manager import TransactionManager
@@ -40,11 +41,12 @@ def svc(kv: KeyValueStore, clock: FakeClock) -> Iterator[MessagingService]:
     service.close()
 
 
-def rows(svc: MessagingService) -> tuple[int, int]:
+def rows(tables: Tables) -> tuple[int, int]:
+    """Message and payload rows of every generation of T1 (the service's store)."""
     prefix = keys.topic_name_prefix(T1)
     stop = keys.stop_key_for_prefix(prefix)
-    messages = sum(1 for _ in svc.tables.messages.store.scan(prefix, stop))
-    stored = sum(1 for _ in svc.tables.payloads.store.scan(prefix, stop))
+    messages = sum(1 for _ in tables.messages.store.scan(prefix, stop))
+    stored = sum(1 for _ in tables.payloads.store.scan(prefix, stop))
     return messages, stored
 
 
@@ -58,7 +60,9 @@ def test_generations_rule() -> None:
     ]
 
 
-def test_ttl_cleanup_of_both_tables(svc: MessagingService, clock: FakeClock) -> None:
+def test_ttl_cleanup_of_both_tables(
+    tables: Tables, svc: MessagingService, clock: FakeClock
+) -> None:
     svc.create_topic(T1, {"ttl": "3"})
     wp = NOW * 1_000_000
     svc.store(StoreRequest.of(T1, ["p"], tx_write_pointer=wp))
@@ -67,10 +71,10 @@ def test_ttl_cleanup_of_both_tables(svc: MessagingService, clock: FakeClock) -> 
         svc.publish(StoreRequest.of(T1, [f"m{i}"], tx_write_pointer=wp))
     cleaner = Cleaner(svc)
     assert cleaner.run_once().deleted_expired == 0
-    assert rows(svc) == (11, 2)  # payload row + the marker's seal
+    assert rows(tables) == (11, 2)  # payload row + the marker's seal
     clock.advance(3_001)
     report = cleaner.run_once()
-    assert report.deleted_expired == 13 and rows(svc) == (0, 0)
+    assert report.deleted_expired == 13 and rows(tables) == (0, 0)
 
 
 def test_ttl_cleanup_stops_at_live_rows(svc: MessagingService, clock: FakeClock) -> None:
@@ -83,7 +87,7 @@ def test_ttl_cleanup_stops_at_live_rows(svc: MessagingService, clock: FakeClock)
     assert payloads(svc.fetch(T1).messages) == [b"new"]
 
 
-def test_old_generation_cleanup(svc: MessagingService) -> None:
+def test_old_generation_cleanup(tables: Tables, svc: MessagingService) -> None:
     svc.create_topic(T1, {"ttl": "100000"})
     wp = NOW * 1_000_000
     svc.publish(StoreRequest.of(T1, ["data"], tx_write_pointer=wp))
@@ -92,7 +96,7 @@ def test_old_generation_cleanup(svc: MessagingService) -> None:
     svc.delete_topic(T1)
     svc.create_topic(T1)  # generation 2
     assert Cleaner(svc).run_once().deleted_old_generation == 2
-    assert rows(svc) == (0, 0)
+    assert rows(tables) == (0, 0)
     assert svc.fetch(T1).messages == []
 
 
@@ -212,7 +216,9 @@ def test_a_failed_report_fails_the_run(kv: KeyValueStore, clock: FakeClock) -> N
         manager.stop()
 
 
-def test_cleanup_loop_runs_in_the_background(svc: MessagingService, clock: FakeClock) -> None:
+def test_cleanup_loop_runs_in_the_background(
+    tables: Tables, svc: MessagingService, clock: FakeClock
+) -> None:
     import time
 
     from tms.cleanup import CleanupLoop
@@ -227,16 +233,16 @@ def test_cleanup_loop_runs_in_the_background(svc: MessagingService, clock: FakeC
         time.sleep(0.01)
     loop.stop()
     assert loop.last_report is not None and loop.last_report.deleted_expired == 1
-    assert rows(svc) == (0, 0)
+    assert rows(tables) == (0, 0)
 
 
 def test_idempotency_rows_expire_and_go_with_their_generation(
-    svc: MessagingService, clock: FakeClock
+    tables: Tables, svc: MessagingService, clock: FakeClock
 ) -> None:
     def keyed() -> int:
         prefix = keys.topic_name_prefix(T1)
         return sum(
-            1 for _ in svc.tables.idempotency.store.scan(prefix, keys.stop_key_for_prefix(prefix))
+            1 for _ in tables.idempotency.store.scan(prefix, keys.stop_key_for_prefix(prefix))
         )
 
     svc.create_topic(T1, {"ttl": "3"})

@@ -1,4 +1,4 @@
-"""The filter's rules, and the fetcher's inlined copy of them agreeing on every case."""
+"""The filter's rules, and reads (fetch and bounds) applying them on every case."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """CDAP's MessagingHttpServiceTest and MessageTableTest scenarios at the service level,
-on both backends, plus TTLs, generations and long-poll notification."""
+on both backends, plus TTLs, generations and long-poll notification.
+
+The service here has no transaction service: its guard is the default ``ClockGuard``,
+which lets these storage tests use write pointers of their own (past ones); the checks
+against a real manager are in ``test_guard.py`` and the integration tests."""
 
 from __future__ import annotations
 
@@ -21,11 +25,13 @@ from tms.errors import (
 )
 from tms.fetcher import FetchRequest
 from tms.ids import MessageId
-from tms.model import MarkersRequest, StoreRequest, TopicBounds, TopicId
+from tms.model import MarkersRequest, RollbackDetail, StoreRequest, TopicBounds, TopicId
+from tms.operations import Publish, Store
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
 from tms.store.leveldb import LevelDBStore
 from tms.store.memory import MemoryStore
+from tms.store.tables import Tables
 
 NS = "ns1"
 T1 = TopicId(NS, "t1")
@@ -186,31 +192,30 @@ def test_write_many_operations_each_with_its_own_outcome(
     svc.create_topic(T1)
     wp = (NOW - 1_000) * 1_000_000
     stale = (NOW - 61_000) * 1_000_000
-    outcomes = svc.write(
-        T1,
+    tickets = svc.write(
         [
-            ("publish", StoreRequest.of(T1, ["a"])),
-            ("publish", StoreRequest.of(T1, [])),  # empty and not transactional
-            ("store", StoreRequest.of(T1, ["s1"], tx_write_pointer=wp)),
-            ("publish", StoreRequest.of(T1, ["b"], tx_write_pointer=stale)),
-            ("publish", StoreRequest.of(T1, [], tx_write_pointer=wp)),  # commit marker
-            ("store", StoreRequest.of(T1, ["late"], tx_write_pointer=wp)),  # after the seal
-            ("frobnicate", StoreRequest.of(T1, ["x"])),
-            ("publish", StoreRequest.of(T1, ["c"])),
+            Publish(StoreRequest.of(T1, ["a"])),
+            Publish(StoreRequest.of(T1, [])),  # empty and not transactional
+            Store(StoreRequest.of(T1, ["s1"], tx_write_pointer=wp)),
+            Publish(StoreRequest.of(T1, ["b"], tx_write_pointer=stale)),
+            Publish(StoreRequest.of(T1, [], tx_write_pointer=wp)),  # commit marker
+            Store(StoreRequest.of(T1, ["late"], tx_write_pointer=wp)),  # after the seal
+            Publish(StoreRequest.of(T1, ["c"])),
         ],
     )
-    kinds = [type(o).__name__ if isinstance(o, Exception) else o for o in outcomes]
-    assert kinds[0] is None and kinds[2] is None and kinds[7] is None
-    assert kinds[1] == kinds[5] == kinds[6] == "TmsInvalidArgumentError"
+    kinds = [type(t.error).__name__ if t.error is not None else t.result() for t in tickets]
+    assert kinds[0] is None and kinds[2] is None and kinds[6] is None
+    assert kinds[1] == kinds[5] == "TmsInvalidArgumentError"
     assert kinds[3] == "TransactionTooOldError"
-    assert outcomes[4].tx_write_pointer == wp
+    marker = tickets[4].result()
+    assert isinstance(marker, RollbackDetail) and marker.tx_write_pointer == wp
     # The marker expands to the stored payload; nothing of the failed ones is there.
     assert fetch(svc, transaction=tx(wp + 1, wp + 2)) == [b"a", b"s1", b"c"]
     sample = svc.metrics.registry.get_sample_value
     assert sample("tms_requests_total", {"op": "publish", "outcome": "error"}) == 2
     assert sample("tms_requests_total", {"op": "store", "outcome": "ok"}) == 1
-    [missing] = svc.write(TopicId(NS, "missing"), [("publish", StoreRequest.of(T1, ["a"]))])
-    assert isinstance(missing, TopicNotFoundError)
+    [missing] = svc.write([Publish(StoreRequest.of(TopicId(NS, "missing"), ["a"]))])
+    assert isinstance(missing.error, TopicNotFoundError)
 
 
 def test_markers_are_atomic_contiguous_and_idempotent(svc: MessagingService) -> None:
@@ -246,7 +251,7 @@ def test_markers_all_or_nothing(kv: KeyValueStore, clock: FakeClock) -> None:
     fresh, stale = (NOW - 1_000) * 1_000_000, (NOW - 61_000) * 1_000_000
     with pytest.raises(TransactionTooOldError):
         svc.publish_markers(MarkersRequest(T1, (fresh, stale), "k"))
-    assert fetch(svc) == [] and svc.tables.idempotency.get(svc_prefix(svc), "k") is None
+    assert fetch(svc) == [] and Tables(kv).idempotency.get(svc_prefix(svc), "k") is None
     for bad in ((), (0,), (-5,), (True,)):
         with pytest.raises(TmsInvalidArgumentError):
             MarkersRequest(T1, bad)  # type: ignore[arg-type]

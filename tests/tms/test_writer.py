@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import TypeVar
 
 import pytest
 
@@ -10,22 +11,52 @@ from tests.fakes import FakeClock
 from tests.tms.helpers import IncrementalClock
 from tms.codec import keys
 from tms.errors import StorageUnavailableError, TmsInvalidArgumentError
-from tms.model import StoreRequest, TopicId
+from tms.guard import ClockGuard
+from tms.model import RollbackDetail, StoreRequest, TopicId
+from tms.operations import Operation, Publish, Rollback, Store, Ticket
 from tms.store.kv import KeyValueStore
 from tms.store.tables import Tables
 from tms.writer import TopicWriter
+from txms_common.clock import Clock
+
+R = TypeVar("R")
 
 T1, T2 = TopicId("default", "t1"), TopicId("default", "t2")
 
 
-def writer(tables: Tables, topic: TopicId, clock: object) -> TopicWriter:
+class Writer:
+    """A ``TopicWriter`` called one operation at a time, as the service does."""
+
+    def __init__(self, writer: TopicWriter) -> None:
+        self.writer = writer
+
+    def _one(self, op: Operation[R]) -> R:
+        ticket = Ticket(op)
+        self.writer.submit([ticket])
+        return ticket.result()
+
+    def publish(self, request: StoreRequest) -> RollbackDetail | None:
+        return self._one(Publish(request))
+
+    def store(self, request: StoreRequest) -> None:
+        self._one(Store(request))
+
+    def rollback(self, detail: RollbackDetail) -> int:
+        return self._one(Rollback(self.writer.metadata.topic, detail))
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def writer(tables: Tables, topic: TopicId, clock: Clock) -> Writer:
     meta = (
         tables.metadata.create(topic, {})
         if not tables.metadata.list_topics(topic.namespace)
         or topic not in tables.metadata.list_topics(topic.namespace)
         else tables.metadata.get(topic)
     )
-    return TopicWriter(tables, meta, clock)  # type: ignore[arg-type]
+    # Any positive pointer of the past is accepted (these tests use small ones).
+    return Writer(TopicWriter(tables, meta, clock, ClockGuard(clock, 0), max_lifetime_ms=10**15))
 
 
 def positions(tables: Tables, topic: TopicId) -> list[tuple[int, int]]:

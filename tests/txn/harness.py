@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tests.fakes import FakeClock
+from txms_common.retry import RetryNTimes
 from txn.client import TxClient
 from txn.config import ServerConfig, TxConfig
 from txn.inmemory import InProcessTxClient
@@ -15,8 +16,7 @@ from txn.manager import TransactionManager
 from txn.persist.memory import MemoryStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
-from txn.rpc.server import ServerThread, ThriftServer
+from txn.rpc.server import ServerThread, new_server
 
 SYSTEM_CONFIG = TxConfig(
     max_timeout_s=5 * 86_400,
@@ -53,7 +53,7 @@ def in_process_system(config: TxConfig = SYSTEM_CONFIG) -> Iterator[TxSystem]:
 def thrift_system(config: TxConfig = SYSTEM_CONFIG) -> Iterator[TxSystem]:
     """The same manager behind a real Thrift server on 127.0.0.1, port 0."""
     with in_process_system(config) as local:
-        server = ServerThread(ThriftServer(local.manager, ServerConfig(port=0)))
+        server = ServerThread(new_server(local.manager, ServerConfig(port=0)))
         address = server.start()
         client = ThriftTxClient(address, client_id="tests", retry=RetryNTimes(2), timeout_s=10)
         try:

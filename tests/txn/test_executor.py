@@ -135,3 +135,18 @@ def test_decorator_and_custom_retry(client: TrackingClient) -> None:
 
     assert add(2, 3) == 5
     assert client.starts == 4
+
+
+def test_a_retry_after_a_failed_rollback_keeps_the_first_attempt_invalid(
+    client: TrackingClient,
+) -> None:
+    # Given a conflict at commit, and a participant that cannot prove its rollback once
+    client.conflicts_on_commit = 1
+    ds1 = RecordingParticipant("ds1")
+    ds1.rollback_result = False
+    ex = TransactionExecutor(client, [ds1], sleep=lambda _s: None)
+    # When the executor retries the conflict (a new transaction)
+    assert ex.execute(square, 10) == 100
+    # Then the first attempt stayed invalidated; only the second committed
+    assert client.starts == 2 and client.outcome is Outcome.COMMITTED
+    assert client.inner.manager.invalid_size() == 1

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.txn.harness import TxSystem, in_process_system, thrift_system
+from txms_common.retry import RetryNTimes
+from txn.config import ServerConfig
 from txn.errors import (
     InvalidArgumentError,
     InvalidTruncateTimeError,
@@ -15,6 +17,8 @@ from txn.errors import (
     TransactionSizeError,
 )
 from txn.persist.snapshot_codec import decode_snapshot, unseal_snapshot
+from txn.rpc.client import ThriftTxClient
+from txn.rpc.server import ServerThread, ThriftServer
 from txn.transaction import Transaction, TransactionType
 
 C1, C2, C3, C4 = b"change1", b"change2", b"change3", b"change4"
@@ -275,3 +279,52 @@ def test_long_transactions_are_marked_long(system: TxSystem) -> None:
     assert tx.type is TransactionType.LONG
     short = system.client.start_short()
     assert short.first_short_in_progress != tx.transaction_id
+
+
+def test_write_pointer_state(system: TxSystem) -> None:
+    client = system.client
+    # Given a committed, an invalid, an in-progress transaction and a checkpoint
+    committed = client.start_short()
+    client.commit_or_throw(committed)
+    invalid = client.start_short()
+    client.invalidate(invalid.transaction_id)
+    running = client.start_short()
+    checkpoint = client.checkpoint(client.start_short())
+    # When asked about all of them (and a pointer never issued)
+    asked = [committed.write_pointer, invalid.write_pointer, running.write_pointer, 12345]
+    state = client.write_pointer_state(asked)
+    # Then: the in-progress pointers (checkpoints included), the newest issued, the invalid
+    assert state.in_progress == {
+        running.write_pointer,
+        checkpoint.transaction_id,
+        checkpoint.write_pointer,
+    }
+    assert state.write_pointer == checkpoint.write_pointer
+    assert state.invalid == {invalid.write_pointer}
+    assert client.write_pointer_state().invalid == frozenset()
+    # And nothing was logged for it (a read-only call)
+    assert system.manager.write_pointer_state([]) == client.write_pointer_state([])
+
+
+def test_write_pointer_state_from_a_server_without_the_extension() -> None:
+    # Tephra's own server does not know writePointerState: it answers UNKNOWN_METHOD,
+    # emulated by our server with the method taken out.
+    with in_process_system() as local:
+        server = ThriftServer(local.manager, ServerConfig(port=0))
+        server.dispatcher.methods = server.dispatcher.methods - {"writePointerState"}
+        thread = ServerThread(server)
+        client = ThriftTxClient(thread.start(), retry=RetryNTimes(2), timeout_s=10)
+        try:
+            running = local.manager.start_short()
+            invalid = local.manager.start_short()
+            local.manager.invalidate(invalid.transaction_id)
+            state = client.write_pointer_state([invalid.write_pointer, running.write_pointer])
+            again = client.write_pointer_state()
+        finally:
+            client.close()
+            thread.stop()
+        assert running.write_pointer in state.in_progress
+        assert state.invalid == {invalid.write_pointer}
+        assert state.write_pointer > running.write_pointer  # the probe's own id
+        assert again.write_pointer > state.write_pointer
+        assert local.manager.write_pointer_state().in_progress == {running.write_pointer}

@@ -13,6 +13,15 @@
   commit marker per topic and write pointer. On rollback the markers are rolled back
   and the staged payloads age out.
 
+A rollback it cannot prove makes ``rollback_tx`` return False, so the context
+*invalidates* the transaction (Tephra's rule) instead of aborting it — an aborted write
+pointer reads as committed, an invalid one stays hidden: when a publish, store or marker
+failed without a definite answer (a timeout, a dropped connection, a 5xx: the service may
+have written it), when a rollback call failed, and whenever payloads were staged (they
+are never removed, so a later marker must never find them under an aborted pointer). A
+4xx answer means the service changed nothing. After a staged ``store`` with no definite
+answer, ``commit_tx`` refuses to commit (the messages might be there once, or not).
+
 Message topics are append-only, so neither participant declares change keys (no
 conflicts). After a checkpoint both continue under the new write pointer.
 """
@@ -22,12 +31,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from tms.client.http import MessagingClient, PollResult, RollbackToken
-from tms.errors import TmsError
+from tms.errors import ServiceUnavailableError, TmsError
 from tms.ids import MessageId
 from tms.model import TopicId
 from txn.transaction import Transaction
 
-__all__ = ["TransactionalFetcher", "TransactionalPublisher"]
+__all__ = ["TransactionalFetcher", "TransactionalPublisher", "outcome_unknown"]
 
 
 class TransactionalPublisher:
@@ -43,6 +52,8 @@ class TransactionalPublisher:
         self._buffers: dict[TopicId, list[bytes]] = {}
         self._staged: set[tuple[TopicId, int]] = set()
         self._tokens: list[tuple[TopicId, RollbackToken]] = []
+        self._in_doubt = False  # something may be stored that the tokens do not undo
+        self._lost_store = False  # a staged store without a definite answer
 
     @property
     def transaction(self) -> Transaction | None:
@@ -55,7 +66,13 @@ class TransactionalPublisher:
         if tx is None:
             self.client.publish(topic, data)
         elif self.staged:
-            self.client.store(topic, data, tx_write_pointer=tx.write_pointer)
+            try:
+                self.client.store(topic, data, tx_write_pointer=tx.write_pointer)
+            except BaseException as exc:
+                if outcome_unknown(exc):
+                    self._in_doubt = self._lost_store = True
+                raise
+            self._in_doubt = True  # staged rows stay: see the module docstring
             self._staged.add((topic, tx.write_pointer))
         else:
             self._buffers.setdefault(topic, []).extend(data)
@@ -63,10 +80,8 @@ class TransactionalPublisher:
     # -- TransactionAware ---------------------------------------------------------------
 
     def start_tx(self, tx: Transaction) -> None:
+        self._reset()
         self._tx = tx
-        self._buffers.clear()
-        self._staged.clear()
-        self._tokens.clear()
 
     def update_tx(self, tx: Transaction) -> None:
         self._tx = tx  # a checkpoint: commit_tx already published what came before
@@ -78,23 +93,33 @@ class TransactionalPublisher:
         tx = self._tx
         if tx is None:
             return True
+        if self._lost_store:
+            raise TmsError(
+                f"a store of transaction {tx.transaction_id} got no definite answer; "
+                "its messages may or may not be there, so it must not commit"
+            )
         for topic, payloads in list(self._buffers.items()):
-            token = self.client.publish(topic, payloads, tx_write_pointer=tx.write_pointer)
-            assert token is not None
-            self._tokens.append((topic, token))
+            self._publish(topic, payloads, tx.write_pointer)
             del self._buffers[topic]
         for topic, write_pointer in sorted(self._staged, key=lambda k: (str(k[0]), k[1])):
-            token = self.client.publish(topic, [], tx_write_pointer=write_pointer)
-            assert token is not None
-            self._tokens.append((topic, token))
+            self._publish(topic, [], write_pointer)
         self._staged.clear()
         return True
+
+    def _publish(self, topic: TopicId, payloads: list[bytes], write_pointer: int) -> None:
+        try:
+            token = self.client.publish(topic, payloads, tx_write_pointer=write_pointer)
+        except BaseException as exc:
+            self._in_doubt = self._in_doubt or outcome_unknown(exc)
+            raise
+        assert token is not None
+        self._tokens.append((topic, token))
 
     def post_tx_commit(self) -> None:
         self._reset()
 
     def rollback_tx(self) -> bool:
-        ok = True
+        ok = not self._in_doubt
         try:
             for topic, token in self._tokens:
                 try:
@@ -113,6 +138,15 @@ class TransactionalPublisher:
         self._buffers.clear()
         self._staged.clear()
         self._tokens.clear()
+        self._in_doubt = self._lost_store = False
+
+
+def outcome_unknown(exc: BaseException) -> bool:
+    """Whether a write that raised ``exc`` may have been stored after all: anything but
+    an answer from the service that it refused the request (4xx: nothing changed)."""
+    if isinstance(exc, ServiceUnavailableError):  # no answer (raised by the client)
+        return True
+    return not (isinstance(exc, TmsError) and 400 <= exc.status < 500)
 
 
 class TransactionalFetcher:

@@ -7,8 +7,10 @@ use and buffers; two-phase commit then runs::
     commit      publish the buffers with its write pointer (durable; consumers hold)
     tpc_vote    check the transaction is still in progress (can_commit, no change keys)
     tpc_finish  commit it (retried on transient errors: finish must not fail)
-    abort / tpc_abort   roll the publishes back, then abort (or invalidate if a rollback
-                failed), so nothing becomes visible
+    abort / tpc_abort   roll the publishes back, then abort — or invalidate, if a
+                rollback failed or a publish got no definite answer (the service may
+                have stored it: ``tms.client.aware.outcome_unknown``) — so nothing
+                becomes visible
 
 Outside 2PC, ``abort`` just forgets the buffers. ``sortKey`` orders us after data managers
 with plain names (we should finish after the state we announce).
@@ -19,11 +21,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import Any
 
+from tms.client.aware import outcome_unknown
 from tms.client.http import MessagingClient, RollbackToken
 from tms.errors import TmsError
 from tms.model import TopicId
+from txms_common.retry import backoff
 from txn.client import TxClient
 from txn.errors import TransientTxError
 from txn.transaction import Transaction
@@ -58,6 +63,7 @@ class MessagingDataManager:
         self._buffers: dict[TopicId, list[bytes]] = {}
         self._tx: Transaction | None = None
         self._tokens: list[tuple[TopicId, RollbackToken]] = []
+        self._in_doubt = False  # a publish may be stored that no token undoes
 
     def publish(self, topic: TopicId, payloads: Iterable[bytes | str]) -> None:
         current = self.transaction_manager.get()
@@ -78,7 +84,13 @@ class MessagingDataManager:
     def commit(self, txn: Any) -> None:
         assert self._tx is not None
         for topic, payloads in self._buffers.items():
-            token = self.client.publish(topic, payloads, tx_write_pointer=self._tx.write_pointer)
+            try:
+                token = self.client.publish(
+                    topic, payloads, tx_write_pointer=self._tx.write_pointer
+                )
+            except BaseException as exc:
+                self._in_doubt = self._in_doubt or outcome_unknown(exc)
+                raise
             assert token is not None
             self._tokens.append((topic, token))
         self._buffers.clear()
@@ -89,14 +101,16 @@ class MessagingDataManager:
 
     def tpc_finish(self, txn: Any) -> None:
         assert self._tx is not None
-        for attempt in range(self._finish_attempts):
+        delays = islice(backoff(0.1, 2.0), max(self._finish_attempts - 1, 0))
+        while True:
             try:
                 self.tx_client.commit_or_throw(self._tx)
                 break
             except TransientTxError:
-                if attempt == self._finish_attempts - 1:
+                delay = next(delays, None)
+                if delay is None:
                     raise
-                self._sleep(0.1 * 2**attempt)
+                self._sleep(delay)
         self._clear()
 
     def tpc_abort(self, txn: Any) -> None:
@@ -108,7 +122,7 @@ class MessagingDataManager:
     # -- helpers ------------------------------------------------------------------------
 
     def _rollback(self) -> None:
-        ok = True
+        ok = not self._in_doubt
         for topic, token in self._tokens:
             try:
                 self.client.rollback(topic, token)
@@ -129,5 +143,6 @@ class MessagingDataManager:
     def _clear(self) -> None:
         self._buffers.clear()
         self._tokens.clear()
+        self._in_doubt = False
         self._tx = None
         self._joined = None

@@ -26,34 +26,22 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Protocol
 
-from tms.client.transport import Reply, Transport, TransportError
+from tms.client.observe import ObserveCalls
+from tms.client.transport import HttpTransport, Reply, Transport, TransportError
 from tms.codec import avro
 from tms.codec import json as jsonc
 from tms.codec.avro import ConsumeSpec
-from tms.errors import (
-    ForbiddenError,
-    RequestTooLargeError,
-    ServiceUnavailableError,
-    StorageUnavailableError,
-    TmsCodecError,
-    TmsError,
-    TmsInvalidArgumentError,
-    TmsTransientError,
-    TopicAlreadyExistsError,
-    TopicNotFoundError,
-    TransactionServiceError,
-    TransactionTooOldError,
-    UnauthenticatedError,
-)
+from tms.errors import ServiceUnavailableError, TmsError, TmsTransientError, error_for
 from tms.ids import MessageId
 from tms.model import Message, RollbackDetail, TopicBounds, TopicId
+from txms_common.retry import backoff
 from txn.codec import encode_transaction
 from txn.transaction import Transaction
 
 __all__ = [
-    "ERROR_CLASSES",
     "MarkersOutcome",
     "MessagingClient",
     "PollResult",
@@ -64,44 +52,15 @@ __all__ = [
 AVRO = "avro/binary"
 JSON = "application/json"
 
-ERROR_CLASSES: dict[str, type[TmsError]] = {
-    cls.code: cls
-    for cls in (
-        TmsError,
-        TmsInvalidArgumentError,
-        TransactionTooOldError,
-        TopicNotFoundError,
-        TopicAlreadyExistsError,
-        TmsCodecError,
-        UnauthenticatedError,
-        ForbiddenError,
-        RequestTooLargeError,
-        TmsTransientError,
-        StorageUnavailableError,
-        ServiceUnavailableError,
-        TransactionServiceError,
-    )
-}
-"""Error code of the JSON error body -> the class raised."""
-
 
 def error_from_response(response: Reply, topic: object = None) -> TmsError:
-    """The ``tms`` error a non-200 response stands for."""
+    """The ``tms`` error a non-200 response stands for (``tms.errors.error_for``)."""
     try:
         body = response.json()
         code, message = body["error"], body["message"]
     except (ValueError, KeyError, TypeError):
         code, message = None, response.text or response.reason
-    cls = ERROR_CLASSES.get(code or "")
-    if cls is None:
-        cls = {
-            404: TopicNotFoundError,
-            409: TopicAlreadyExistsError,
-            400: TmsInvalidArgumentError,
-        }.get(response.status, TmsError)
-    if cls in (TopicNotFoundError, TopicAlreadyExistsError):
-        return cls(topic, message)
-    return cls(message)
+    return error_for(code, message, status=response.status, topic=topic)
 
 
 def _json(value: object) -> bytes:
@@ -146,7 +105,7 @@ class _TxSource(Protocol):
     def abort(self, tx: Transaction) -> None: ...
 
 
-class MessagingClient:
+class MessagingClient(ObserveCalls):
     """See the module docstring. Thread-safe (connections are pooled per client)."""
 
     def __init__(
@@ -160,17 +119,22 @@ class MessagingClient:
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
         ca_bundle: str | os.PathLike[str] | None = None,
+        transport: HttpTransport | None = None,
     ) -> None:
+        """``transport``: what sends the requests (default: ``Transport`` on
+        ``base_url``, verifying HTTPS against ``ca_bundle``)."""
         self.base_url = base_url.rstrip("/")
         self._timeout = timeout_s
         self._retries = retries
         self._backoff = backoff_s
         self._sleep = sleep
         self._monotonic = monotonic
-        headers = {"User-Agent": "txms-client", "Accept-Encoding": "identity"}
+        self._headers = {"User-Agent": "txms-client", "Accept-Encoding": "identity"}
         if token:
-            headers["Authorization"] = f"Bearer {token}"
-        self._http = Transport(self.base_url, headers=headers, ca_bundle=ca_bundle)
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._http: HttpTransport = (
+            transport if transport is not None else Transport(self.base_url, ca_bundle=ca_bundle)
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -203,30 +167,28 @@ class MessagingClient:
         content_type: str | None = None,
         params: Mapping[str, str] | None = None,
     ) -> Reply:
-        attempts = self._retries + 1 if idempotent else 1
-        delay = self._backoff
+        # Pauses before each retry; none for a call that must not be sent twice.
+        delays = islice(backoff(self._backoff, 4.0), self._retries if idempotent else 0)
         timeout = timeout_s if timeout_s is not None else self._timeout
-        headers = {"Content-Type": content_type} if content_type else None
-        for attempt in range(attempts):
+        headers = {**self._headers, "Content-Type": content_type} if content_type else self._headers
+        while True:
             try:
                 response = self._http.request(
                     method, url, body=body, headers=headers, params=params, timeout_s=timeout
                 )
             except TransportError as exc:
-                if attempt == attempts - 1:
-                    raise ServiceUnavailableError(str(exc)) from exc
-                self._sleep(delay)
-                delay *= 4
-                continue
-            if response.status == 200:
-                return response
-            error = error_from_response(response, topic)
-            if isinstance(error, TmsTransientError) and attempt < attempts - 1:
-                self._sleep(delay)
-                delay *= 4
-                continue
-            raise error
-        raise AssertionError("unreachable")
+                error: TmsError = ServiceUnavailableError(str(exc))
+                error.__cause__ = exc
+            else:
+                if response.status == 200:
+                    return response
+                error = error_from_response(response, topic)
+                if not isinstance(error, TmsTransientError):
+                    raise error
+            delay = next(delays, None)
+            if delay is None:
+                raise error
+            self._sleep(delay)
 
     # -- topics -------------------------------------------------------------------------
 
@@ -458,8 +420,8 @@ class MessagingClient:
         """
         position = start
         first = inclusive
-        delay = self._backoff
-        held_delay = 0.01
+        reconnect = backoff(self._backoff, 4.0, cap_s=10.0)
+        held = backoff(0.01, 2.0, cap_s=1.0)
         tx: Transaction | None = None
         tx_started = 0.0
         try:
@@ -482,10 +444,9 @@ class MessagingClient:
                         wait_ms=wait_ms,
                     )
                 except ServiceUnavailableError:
-                    self._sleep(delay)
-                    delay = min(delay * 4, 10.0)
+                    self._sleep(next(reconnect))
                     continue
-                delay = self._backoff
+                reconnect = backoff(self._backoff, 4.0, cap_s=10.0)
                 yield from result.messages
                 if result.held:
                     # An entry this transaction cannot see is in the way: read on with a
@@ -493,11 +454,10 @@ class MessagingClient:
                     # first (not spinning, not skipping the entry).
                     tx_started = -float("inf")
                     if fresh and not result.messages:
-                        self._sleep(held_delay)
-                        held_delay = min(held_delay * 2, 1.0)
+                        self._sleep(next(held))
                 if result.messages:
                     position, first = result.messages[-1][0], False
-                    held_delay = 0.01
+                    held = backoff(0.01, 2.0, cap_s=1.0)
         finally:
             if tx is not None and tx_client is not None:
                 with contextlib.suppress(Exception):

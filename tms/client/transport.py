@@ -13,11 +13,13 @@ HTTPS: the service's certificate is always verified, against ``ca_bundle`` (a PE
 CA certificates, or a directory of them) when given, else ``REQUESTS_CA_BUNDLE`` or
 ``CURL_CA_BUNDLE`` when set, else the system's trust store.
 
-Contract: ``request`` sends one request and returns the whole answer as a ``Reply``
-(status, headers, body), whatever the status; a failure to connect, send or read raises
-``TransportError``. It never retries and never follows redirects: retrying is the
-caller's decision (a publish must not be sent twice). Thread-safe: up to ``pool_size``
-connections are kept for reuse, more are opened when more threads call at once.
+Contract (``HttpTransport``, what ``MessagingClient`` needs of a transport; tests give it
+one of their own): ``request`` sends one request and returns the whole answer as a
+``Reply`` (status, headers, body), whatever the status; a failure to connect, send or
+read raises ``TransportError``. It never retries and never follows redirects: retrying is
+the caller's decision (a publish must not be sent twice). ``Transport`` is thread-safe: up
+to ``pool_size`` connections are kept for reuse, more are opened when more threads call
+at once.
 """
 
 from __future__ import annotations
@@ -26,14 +28,14 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
 import requests.utils
 import urllib3
 from urllib3.exceptions import HTTPError
 
-__all__ = ["Reply", "Transport", "TransportError"]
+__all__ = ["HttpTransport", "Reply", "Transport", "TransportError"]
 
 
 class TransportError(Exception):
@@ -57,8 +59,27 @@ class Reply:
         return self.content.decode("utf-8", "replace")
 
 
-class Transport:
+class HttpTransport(Protocol):
     """See the module docstring."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        timeout_s: float,
+    ) -> Reply:
+        """Send ``method path`` (a path under the service's URL, starting with ``/``)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Transport:
+    """``HttpTransport`` on urllib3's connection pools (see the module docstring)."""
 
     def __init__(
         self,

@@ -12,6 +12,11 @@ Big-endian throughout; LevelDB compares keys as unsigned bytes, so for non-negat
 numbers key order is numeric order: message rows sort in consumption order, payload rows
 by (write pointer, write time, sequence). Names cannot contain ``:``, so one topic's rows
 are never a prefix of another's.
+
+A data row's key ends with its *position*: ``publish_ms seq`` for a message row,
+``write_ms p_seq`` for a payload row (``POSITION_SIZE`` bytes); a message id is the two
+(``tms.ids``). A write pointer's *seal* row sits at ``SEAL_POSITION``, after all its
+payload rows.
 """
 
 from __future__ import annotations
@@ -22,13 +27,17 @@ from tms.errors import TmsCodecError
 from tms.model import TopicId
 
 __all__ = [
+    "POSITION_SIZE",
+    "SEAL_POSITION",
     "decode_message_key",
     "decode_payload_key",
+    "decode_position",
     "generation_of",
     "idempotency_key",
     "message_key",
     "metadata_key",
     "namespace_prefix",
+    "pack_position",
     "payload_key",
     "payload_prefix",
     "stop_key_for_prefix",
@@ -41,6 +50,17 @@ _GEN = struct.Struct(">i")
 _MSG = struct.Struct(">qH")
 _PAYLOAD = struct.Struct(">qqH")
 _WP = struct.Struct(">q")
+
+POSITION_SIZE = _MSG.size
+SEAL_POSITION = (2**63 - 1, 0xFFFF)
+pack_position = _MSG.pack
+"""``(ms, seq)`` -> the ``POSITION_SIZE`` bytes that end a data row's key."""
+
+
+def decode_position(position: bytes) -> tuple[int, int]:
+    """``(ms, seq)`` of a key's last ``POSITION_SIZE`` bytes."""
+    ms, seq = _MSG.unpack_from(position, len(position) - POSITION_SIZE)
+    return ms, seq
 
 
 def metadata_key(topic: TopicId) -> bytes:

@@ -4,9 +4,10 @@ Bodies are ``avro/binary`` (the v1 schemas, byte-compatible with CDAP's client) 
 ``application/json`` (``tms.codec.json``). Every error is ``{"error": CODE, "message":
 TEXT}`` with the status of its ``TmsError`` class, and nothing is stored on any error.
 
-The event loop never blocks on storage: every service call (LevelDB reads, the writer's
-synced group commit) runs on a worker thread pool. Writes go through ``WriteBatcher``:
-the requests that arrive while a topic's batch is being written go out as its next one.
+The event loop never blocks on storage: reads and topic calls run on a worker thread
+pool, and writes are submitted from the loop to the topic's group commit
+(``MessagingService.submit_async``): the requests that arrive while a topic's batch is
+being written go out as its next one, with one thread hand-off per batch.
 A poll streams its messages in chunks (one Avro array block, or a slice of the JSON
 array, per chunk). ``?wait_ms=N`` makes a poll that finds nothing wait up to N ms for
 the topic to change; it answers as soon as there is something. A transactional poll
@@ -38,16 +39,19 @@ from tms.errors import (
     TmsInvalidArgumentError,
 )
 from tms.fetcher import FetchRequest, MessageFetcher
+from tms.history import MetricsHistory
 from tms.http.auth import Authorizer
-from tms.http.batcher import WriteBatcher
 from tms.http.config import HttpConfig
+from tms.http.console import ConsoleApi
+from tms.http.observe import ObserveApi, sample_forever
 from tms.http.openapi import openapi_spec
 from tms.http.protocol import code_for_status, error_response
 from tms.http.routes import ROUTES, Route, authorize
 from tms.ids import MESSAGE_ID_SIZE, MessageId
-from tms.inspect import inspect_topic
 from tms.model import MarkersRequest, Message, StoreRequest, TopicId, validate_namespace
+from tms.operations import Markers, Publish, Rollback, Store
 from tms.service import MessagingService
+from tms.txwatch import TxWatch
 from txn.codec import decode_transaction
 from txn.errors import CodecError as TxCodecError
 
@@ -107,27 +111,32 @@ class TopicWaiters:
                 del self._waiting[topic]
 
 
-class Api:
+class Api(ObserveApi, ConsoleApi):
     def __init__(
         self,
         service: MessagingService,
         config: HttpConfig,
         authorizer: Authorizer | None,
         pool: ThreadPoolExecutor,
+        tx_watch: TxWatch | None = None,
     ) -> None:
         self.svc = service
         self.config = config
         self.auth = authorizer
         self.pool = pool
+        self.tx_watch = tx_watch
+        self.history = MetricsHistory(service.metrics, interval_s=config.history_interval_s)
+        self.features = {
+            "stats": True,
+            "metricsHistory": config.history_interval_s > 0,
+            "transactions": tx_watch is not None,
+        }
+        """What the console may show (``GET /v1/console``): a panel whose feature is
+        missing or False is not shown. Later features add their key here."""
         self.waiters: TopicWaiters | None = None
-        self.batcher: WriteBatcher | None = None
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
-
-    async def _write(self, topic: TopicId, kind: str, arg: Any) -> Any:
-        assert self.batcher is not None
-        return await self.batcher.submit(topic, kind, arg)
 
     # Access was checked before the handler ran (``tms.http.routes``).
 
@@ -201,7 +210,7 @@ class Api:
     async def publish(self, request: web.Request) -> web.Response:
         topic = self._topic(request)
         store_request, fmt = await self._store_request(request, topic)
-        detail = await self._write(topic, "publish", store_request)
+        detail = await self.svc.submit_async(Publish(store_request))
         if fmt == JSON:
             return web.Response(
                 body=jsonc.encode_publish_response(detail, len(store_request.payloads)),
@@ -214,7 +223,7 @@ class Api:
     async def store(self, request: web.Request) -> web.Response:
         topic = self._topic(request)
         store_request, _fmt = await self._store_request(request, topic)
-        await self._write(topic, "store", store_request)
+        await self.svc.submit_async(Store(store_request))
         return web.Response(status=200)
 
     async def rollback(self, request: web.Request) -> web.Response:
@@ -225,7 +234,7 @@ class Api:
             detail = jsonc.decode_publish_response(body)
         else:
             detail = avro.decode_publish_response(body)
-        count = await self._write(topic, "rollback", detail)
+        count = await self.svc.submit_async(Rollback(topic, detail))
         return (
             web.json_response({"rolledBack": count})
             if request.content_type == JSON
@@ -237,7 +246,7 @@ class Api:
         if request.content_type != JSON:
             raise TmsInvalidArgumentError(f"markers take {JSON} bodies")
         pointers, key = jsonc.decode_markers_request(await self._body(request))
-        result = await self._write(topic, "markers", MarkersRequest(topic, pointers, key))
+        result = await self.svc.submit_async(Markers(MarkersRequest(topic, pointers, key)))
         return web.Response(body=jsonc.encode_markers_response(result), content_type=JSON)
 
     # -- reading ------------------------------------------------------------------------
@@ -291,8 +300,7 @@ class Api:
         self, topic: TopicId, request: FetchRequest
     ) -> tuple[MessageFetcher, Iterator[Message], list[Message]]:
         """Start a read (on a worker thread): the fetcher, its messages, the first chunk."""
-        metadata = self.svc.get_topic(topic)
-        fetcher = MessageFetcher(self.svc.tables, metadata, request, self.svc.now_ms())
+        fetcher = self.svc.read(topic, request)
         messages = iter(fetcher)
         return fetcher, messages, _take(messages, self.config.chunk_messages)
 
@@ -388,7 +396,7 @@ class Api:
             ) from exc
         if start_ms < 0 or not 0 < limit <= 100_000:
             raise TmsInvalidArgumentError("start_ms must be >= 0 and limit in 1..100000")
-        report = await self._run(inspect_topic, self.svc.tables, topic, start_ms, end_ms, limit)
+        report = await self._run(self.svc.inspect, topic, start_ms, end_ms, limit)
         return web.json_response(report)
 
     # -- misc ---------------------------------------------------------------------------
@@ -415,12 +423,15 @@ def create_app(
     service: MessagingService,
     config: HttpConfig | None = None,
     authorizer: Authorizer | None = None,
+    tx_watch: TxWatch | None = None,
 ) -> web.Application:
     """The application with exactly the routes of ``tms.http.routes.ROUTES``; the caller
-    runs it (``tms.http.server``) and owns ``service``."""
+    runs it (``tms.http.server``) and owns ``service``. ``tx_watch``: the transaction
+    manager, for the console and the table debugger (None: not known)."""
     config = config or HttpConfig()
     pool = ThreadPoolExecutor(max_workers=config.worker_threads, thread_name_prefix="tms-http")
-    api = Api(service, config, authorizer, pool)
+    api = Api(service, config, authorizer, pool, tx_watch)
+    tasks: list[asyncio.Task[None]] = []
     metrics = service.metrics
     declared: dict[object, Route] = {}
 
@@ -458,10 +469,14 @@ def create_app(
 
     async def on_startup(app: web.Application) -> None:
         api.waiters = TopicWaiters(asyncio.get_running_loop())
-        api.batcher = WriteBatcher(service, pool, asyncio.get_running_loop())
         service.add_listener(api.waiters.listener)
+        tasks.append(asyncio.get_running_loop().create_task(sample_forever(api, service.now_ms)))
 
     async def on_cleanup(app: web.Application) -> None:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         if api.waiters is not None:
             service.remove_listener(api.waiters.listener)
         pool.shutdown(wait=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from tms.http.openapi_observe import OBSERVE_PATHS, OBSERVE_SCHEMAS
 from tms.http.routes import ROUTES, Route, Scope
 from tms.http.schemas import SCHEMAS
 
@@ -38,10 +39,18 @@ def _errors(*codes: int) -> dict[str, Any]:
         401: "Missing or invalid bearer token",
         403: "Not permitted",
         404: "Topic (or route) not found",
-        409: "Topic exists",
         408: "The request line and headers did not arrive in time",
+        409: (
+            "Conflict: the topic exists (create); the write pointer is not a transaction "
+            "in progress, or a rollback's transaction is committed "
+            "(transaction_not_in_progress)"
+        ),
         413: "Request body too large",
-        503: "Storage unavailable",
+        503: (
+            "Storage unavailable (storage_unavailable: retry; a write's outcome is "
+            "unknown), or the transaction service cannot be asked about a transactional "
+            "write (transaction_service_unavailable)"
+        ),
     }
     return {
         str(c): {
@@ -138,10 +147,11 @@ def _spec() -> dict[str, Any]:
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, **OBSERVE_SCHEMAS},
         },
         "security": [{}, {"bearer": []}],
         "paths": {
+            **OBSERVE_PATHS,
             "/v1/namespaces/{namespace}/topics": {
                 "get": {
                     "summary": "List the topics of a namespace",
@@ -179,7 +189,10 @@ def _spec() -> dict[str, Any]:
                     "operationId": "publish",
                     "parameters": _TOPIC_PARAMS,
                     "requestBody": _body("PublishRequest", "PublishRequest"),
-                    "responses": {"200": publish_response, **_errors(400, 401, 403, 404, 413, 503)},
+                    "responses": {
+                        "200": publish_response,
+                        **_errors(400, 401, 403, 404, 409, 413, 503),
+                    },
                 }
             },
             "/v1/namespaces/{namespace}/topics/{topic}/store": {
@@ -188,7 +201,7 @@ def _spec() -> dict[str, Any]:
                     "operationId": "store",
                     "parameters": _TOPIC_PARAMS,
                     "requestBody": _body("PublishRequest", "PublishRequest"),
-                    "responses": {"200": ok, **_errors(400, 401, 403, 404, 413, 503)},
+                    "responses": {"200": ok, **_errors(400, 401, 403, 404, 409, 413, 503)},
                 }
             },
             "/v1/namespaces/{namespace}/topics/{topic}/rollback": {
@@ -202,7 +215,7 @@ def _spec() -> dict[str, Any]:
                             "description": "Rolled back (idempotent). Avro: empty",
                             "content": {"application/json": {"schema": _ref("RollbackResponse")}},
                         },
-                        **_errors(400, 401, 403, 404, 413, 503),
+                        **_errors(400, 401, 403, 404, 409, 413, 503),
                     },
                 }
             },
@@ -255,7 +268,7 @@ def _spec() -> dict[str, Any]:
                             "description": "Where each marker landed (rollback tokens)",
                             "content": {"application/json": {"schema": _ref("MarkersResponse")}},
                         },
-                        **_errors(400, 401, 403, 404, 413, 503),
+                        **_errors(400, 401, 403, 404, 409, 413, 503),
                     },
                 }
             },

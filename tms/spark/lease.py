@@ -42,9 +42,9 @@ from dataclasses import asdict, dataclass
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
+from txms_common.retry import RetryNTimes
 from txn.errors import InvalidArgumentError, TransactionNotInProgressError, TxError
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 from txn.rpc.tls import ClientTls
 
 __all__ = ["Keeper", "Lease", "LeaseRegistry", "holder_alive", "process_start"]

@@ -1,2 +1,2 @@
-"""Storage: an ordered key-value contract (``kv``), its backends (``memory``,
-``leveldb``), and the message, payload and metadata tables built on it (``tables``)."""
+"""Storage: an ordered key-value contract (``kv``), its engines (``memory``, ``leveldb``),
+and the tables built on it (``tables``, ``metadata``)."""

@@ -18,6 +18,10 @@ class _MemoryTable:
         self._keys: list[bytes] = []
         self._values: dict[bytes, bytes] = {}
 
+    @property
+    def epoch(self) -> int:
+        return 0
+
     def get(self, key: bytes) -> bytes | None:
         with self._owner.lock:
             self._owner.check_open()
@@ -37,15 +41,22 @@ class _MemoryTable:
             items.reverse()
         return iter(items)
 
+    def scan_chunks(
+        self, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[list[tuple[bytes, bytes]]]:
+        items = list(self.scan(start, stop, reverse=reverse))
+        return iter([items] if items else [])
+
     def write(
         self,
         puts: Sequence[tuple[bytes, bytes]] = (),
         deletes: Sequence[bytes] = (),
         *,
         sync: bool = True,
+        epoch: int | None = None,
     ) -> None:
         with self._owner.lock:
-            self._owner.check_open()
+            self._owner.check_open(epoch)
             for key, value in puts:
                 self.apply(key, value)
             for key in deletes:
@@ -74,9 +85,14 @@ class MemoryStore:
         self._tables: dict[bytes, _MemoryTable] = {}
         self._closed = False
 
-    def check_open(self) -> None:
+    epoch = 0
+    """Never changes: memory does not fail."""
+
+    def check_open(self, epoch: int | None = None) -> None:
         if self._closed:
             raise StorageUnavailableError("the store is closed")
+        if epoch not in (None, 0):
+            raise StorageUnavailableError(f"the store has no epoch {epoch}")
 
     def table(self, name: bytes) -> _MemoryTable:
         with self.lock:
@@ -84,9 +100,9 @@ class MemoryStore:
                 self._tables[name] = _MemoryTable(self)
             return self._tables[name]
 
-    def write(self, ops: Sequence[WriteOp], *, sync: bool = True) -> None:
+    def write(self, ops: Sequence[WriteOp], *, sync: bool = True, epoch: int | None = None) -> None:
         with self.lock:
-            self.check_open()
+            self.check_open(epoch)
             tables = self._tables
             for name, key, value in ops:
                 if name not in tables:

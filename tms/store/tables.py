@@ -1,57 +1,68 @@
-"""The message, payload, metadata and idempotency tables, built once on any
-``KeyValueStore``.
+"""``Tables``: the messaging tables over one ``KeyValueStore``, the repository everything
+else reads and writes rows through. Only this package and ``tms.codec`` know row bytes:
+callers hand in and get back value objects and positions, and describe writes in a
+``TableBatch``, which ``Tables.write`` applies atomically (``tms.store.kv``).
 
 * ``MessageTable``: rows keyed (topic, generation, publish_ms, seq); values carry the
   optional transaction write pointer and the optional payload (``tms.codec.values``).
 * ``PayloadTable``: rows keyed (topic, generation, write pointer, write_ms, seq), written
-  ahead of a transaction's commit marker.
-* ``MetadataTable``: one row per topic; the generation lifecycle of the design.
+  ahead of a transaction's commit marker, and one *seal* row per write pointer whose
+  marker was published (after its payload rows, holding the marker's position).
+* ``MetadataTable`` (``tms.store.metadata``): one row per topic, with its generation.
 * ``IdempotencyTable``: rows keyed (topic, generation, key) holding the outcome of a
   keyed ``MarkersRequest``; they expire with the topic's TTL.
+
+Cleanup's row work is here too (``purge_topic``, ``negate_invalid``): which rows are past
+a time or of an old generation is a question about their keys.
 """
 
 from __future__ import annotations
 
-import struct
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from tms.codec import keys
 from tms.codec.values import (
     MessageEntry,
+    MessageRowView,
+    PayloadRowView,
     decode_idempotency_value,
+    decode_message_rows,
     decode_message_value,
-    decode_metadata,
+    decode_payload_rows,
     decode_payload_value,
+    decode_seal_value,
     encode_idempotency_value,
     encode_message_value,
-    encode_metadata,
     encode_payload_value,
+    encode_seal_value,
+    idempotency_write_ms,
+    message_head,
     negate_message_value,
 )
-from tms.errors import TopicAlreadyExistsError, TopicNotFoundError
-from tms.model import RollbackDetail, TopicId, TopicMetadata
+from tms.model import RollbackDetail, TopicMetadata
 from tms.store.kv import KeyValueStore, TableStore, WriteOp
+from tms.store.metadata import MetadataTable
 
 __all__ = [
-    "IDEMPOTENCY_TABLE",
-    "MESSAGE_TABLE",
-    "METADATA_TABLE",
-    "PAYLOAD_TABLE",
     "IdempotencyTable",
     "MessageRow",
     "MessageTable",
     "MetadataTable",
     "PayloadRow",
     "PayloadTable",
+    "PurgeCounts",
+    "TableBatch",
     "Tables",
+    "is_older_generation",
 ]
 
 MESSAGE_TABLE = b"m"
 PAYLOAD_TABLE = b"p"
 METADATA_TABLE = b"t"
 IDEMPOTENCY_TABLE = b"k"
+
+_MAX_SEQ = 0xFFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,39 +81,144 @@ class PayloadRow:
     ttl_s: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class PurgeCounts:
+    """Rows ``Tables.purge_topic`` deleted, by why."""
+
+    expired: int = 0
+    old_generation: int = 0
+
+
+def is_older_generation(data_generation: int, current: int) -> bool:
+    """CDAP's rule: data of a generation below the current one, or of the deleted one."""
+    return data_generation < abs(current) or (current < 0 and data_generation == abs(current))
+
+
+class TableBatch:
+    """Changes to the tables of one store, applied together by ``Tables.write``: all or
+    none, in the order added. Not thread-safe (one writer builds it)."""
+
+    __slots__ = ("ops",)
+
+    def __init__(self) -> None:
+        self.ops: list[WriteOp] = []
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def append_messages(
+        self,
+        prefix: bytes,
+        start: tuple[int, int],
+        tx_write_pointer: int | None,
+        payloads: Sequence[bytes],
+        ttls: Sequence[int | None] | None = None,
+    ) -> tuple[tuple[int, int], tuple[int, int]]:
+        """Message rows of one topic generation (``prefix``) for ``payloads`` (at least
+        one), at consecutive positions from ``start`` = (ms, seq) — a seq past 65,535
+        continues at (ms + 1, 0) — under ``tx_write_pointer`` (None: not transactional),
+        with a TTL per payload when ``ttls`` is given; the first and last position."""
+        # The hot path of publishing: keys and values built in one loop.
+        ms, seq = start
+        if seq > _MAX_SEQ:
+            ms, seq = ms + 1, 0
+        first = (ms, seq)
+        pack, ops = keys.pack_position, self.ops
+        head = message_head(tx_write_pointer)
+        for i, payload in enumerate(payloads):
+            if seq > _MAX_SEQ:
+                ms, seq = ms + 1, 0
+            if ttls is None:
+                value = head + payload
+            else:
+                value = encode_message_value(MessageEntry(tx_write_pointer, payload, ttls[i]))
+            ops.append((MESSAGE_TABLE, prefix + pack(ms, seq), value))
+            seq += 1
+        return first, (ms, seq - 1)
+
+    def put_marker(self, prefix: bytes, position: tuple[int, int], tx_write_pointer: int) -> None:
+        """A commit marker at ``position`` (a reference to the write pointer's payload
+        rows), and the seal row that records it."""
+        entry = encode_message_value(MessageEntry(tx_write_pointer, None))
+        self.ops.append((MESSAGE_TABLE, keys.message_key(prefix, *position), entry))
+        seal = keys.payload_key(prefix, tx_write_pointer, *keys.SEAL_POSITION)
+        self.ops.append((PAYLOAD_TABLE, seal, encode_seal_value(position)))
+
+    def put_payloads(self, prefix: bytes, rows: Sequence[PayloadRow]) -> None:
+        for r in rows:
+            key = keys.payload_key(prefix, r.tx_write_pointer, r.write_ms, r.p_seq)
+            self.ops.append((PAYLOAD_TABLE, key, encode_payload_value(r.payload, r.ttl_s)))
+
+    def put_idempotency(
+        self, prefix: bytes, key: str, write_ms: int, details: Sequence[RollbackDetail]
+    ) -> None:
+        value = encode_idempotency_value(write_ms, details)
+        self.ops.append((IDEMPOTENCY_TABLE, keys.idempotency_key(prefix, key), value))
+
+
 class MessageTable:
     def __init__(self, store: TableStore) -> None:
         self.store = store
 
     def write(self, prefix: bytes, rows: Sequence[MessageRow]) -> None:
-        """Write ``rows`` of one topic generation atomically and durably."""
-        self.store.write([(k, v) for _t, k, v in self.ops(prefix, rows) if v is not None])
-
-    @staticmethod
-    def ops(prefix: bytes, rows: Sequence[MessageRow]) -> list[WriteOp]:
-        return [
-            (
-                MESSAGE_TABLE,
-                keys.message_key(prefix, r.publish_ms, r.seq),
-                encode_message_value(r.entry),
-            )
-            for r in rows
-        ]
+        """Write ``rows`` of one topic generation atomically and durably (tests, tools)."""
+        self.store.write(
+            [
+                (keys.message_key(prefix, r.publish_ms, r.seq), encode_message_value(r.entry))
+                for r in rows
+            ]
+        )
 
     def get(self, prefix: bytes, publish_ms: int, seq: int) -> MessageEntry | None:
         value = self.store.get(keys.message_key(prefix, publish_ms, seq))
         return decode_message_value(value) if value is not None else None
 
-    def rows(self, prefix: bytes, start: tuple[int, int] = (0, 0)) -> Iterator[tuple[bytes, bytes]]:
-        """Raw (key, value) rows from (publish_ms, seq) ``start`` to the end of the topic
-        generation (the fetcher decodes them inline)."""
-        return self.store.scan(keys.message_key(prefix, *start), keys.stop_key_for_prefix(prefix))
+    def entries(
+        self, prefix: bytes, start: tuple[int, int] = (0, 0)
+    ) -> Iterator[list[MessageRowView]]:
+        """The rows from (publish_ms, seq) ``start`` to the end of the topic generation, as
+        reads take them (``tms.codec.values.MessageRowView``), a chunk at a time."""
+        start_key = keys.message_key(prefix, *start)
+        rows = self.store.scan_chunks(start_key, keys.stop_key_for_prefix(prefix))
+        return map(decode_message_rows, rows)
 
     def scan(self, prefix: bytes, start: tuple[int, int] = (0, 0)) -> Iterator[MessageRow]:
         """Decoded rows from (publish_ms, seq) ``start`` to the end of the topic generation."""
-        for key, value in self.rows(prefix, start):
+        stop = keys.stop_key_for_prefix(prefix)
+        for key, value in self.store.scan(keys.message_key(prefix, *start), stop):
             _gen, publish_ms, seq = keys.decode_message_key(key)
             yield MessageRow(publish_ms, seq, decode_message_value(value))
+
+    def scan_back(
+        self, prefix: bytes, through: tuple[int, int] | None = None
+    ) -> Iterator[MessageRow]:
+        """Decoded rows of a topic generation newest first, from the row at (publish_ms,
+        seq) ``through`` (None: the newest) down to the oldest."""
+        stop = (
+            keys.message_key(prefix, *through) + b"\x00"
+            if through is not None
+            else keys.stop_key_for_prefix(prefix)
+        )
+        for key, value in self.store.scan(prefix, stop, reverse=True):
+            _gen, publish_ms, seq = keys.decode_message_key(key)
+            yield MessageRow(publish_ms, seq, decode_message_value(value))
+
+    def first_position(self, prefix: bytes) -> tuple[int, int] | None:
+        """(publish_ms, seq) of the oldest row of a topic generation, if any."""
+        for key, _value in self.store.scan(prefix, keys.stop_key_for_prefix(prefix)):
+            _gen, publish_ms, seq = keys.decode_message_key(key)
+            return publish_ms, seq
+        return None
+
+    def approximate_bytes(self, prefix: bytes, until: tuple[int, int] | None = None) -> int:
+        """The store's estimate of the bytes a topic generation's rows take (only those
+        before (publish_ms, seq) ``until`` when given); 0 when it cannot say."""
+        stop = (
+            keys.message_key(prefix, *until)
+            if until is not None
+            else keys.stop_key_for_prefix(prefix)
+        )
+        return self.store.approximate_size(prefix, stop)
 
     def last_position(
         self, prefix: bytes, *, earlier_generations: bool = False
@@ -115,75 +231,64 @@ class MessageTable:
             return publish_ms, seq
         return None
 
-    def rollback(self, prefix: bytes, detail: RollbackDetail) -> int:
-        """Roll back ``detail`` now; return how many entries were negated."""
-        ops = self.rollback_ops(prefix, detail)
-        if ops:
-            self.store.write([(k, v) for _t, k, v in ops if v is not None])
-        return len(ops)
-
-    def rollback_ops(self, prefix: bytes, detail: RollbackDetail) -> list[WriteOp]:
+    def rollback(
+        self, prefix: bytes, detail: RollbackDetail, batch: TableBatch | None = None
+    ) -> int:
         """Negate the write pointer of every entry of ``detail``'s range written by its
-        transaction. Entries of other writers in the range (there should be none) and
-        entries already negated are left alone."""
+        transaction, in ``batch`` (None: written now); how many. Entries of other writers
+        in the range (there should be none) and entries already negated are left alone."""
         start = keys.message_key(prefix, detail.start_ms, detail.start_seq)
         stop = keys.stop_key_for_prefix(keys.message_key(prefix, detail.end_ms, detail.end_seq))
-        ops: list[WriteOp] = []
+        changes = batch if batch is not None else TableBatch()
+        count = 0
         for key, value in self.store.scan(start, stop):
             if decode_message_value(value).tx_write_pointer == detail.tx_write_pointer:
                 negated = negate_message_value(value)
                 if negated is not None:
-                    ops.append((MESSAGE_TABLE, key, negated))
-        return ops
-
-
-SEAL_POSITION = (2**63 - 1, 0xFFFF)
-_SEAL = struct.Struct(">qH")
+                    changes.ops.append((MESSAGE_TABLE, key, negated))
+                    count += 1
+        if batch is None and changes.ops:
+            self.store.write([(key, value) for _t, key, value in changes.ops if value is not None])
+        return count
 
 
 class PayloadTable:
     """Payload rows, plus one *seal* row per write pointer whose commit marker was
-    published: it sits after every payload row of the write pointer (at the largest
-    position) and holds the marker's (publish_ms, seq)."""
+    published: it sits after every payload row of the write pointer (at
+    ``keys.SEAL_POSITION``) and holds the marker's (publish_ms, seq)."""
 
     def __init__(self, store: TableStore) -> None:
         self.store = store
 
     def write(self, prefix: bytes, rows: Sequence[PayloadRow]) -> None:
-        self.store.write([(k, v) for _t, k, v in self.ops(prefix, rows) if v is not None])
-
-    @staticmethod
-    def ops(prefix: bytes, rows: Sequence[PayloadRow]) -> list[WriteOp]:
-        return [
-            (
-                PAYLOAD_TABLE,
-                keys.payload_key(prefix, r.tx_write_pointer, r.write_ms, r.p_seq),
-                encode_payload_value(r.payload, r.ttl_s),
-            )
-            for r in rows
-        ]
-
-    @staticmethod
-    def seal_op(prefix: bytes, tx_write_pointer: int, marker: tuple[int, int]) -> WriteOp:
-        key = keys.payload_key(prefix, tx_write_pointer, *SEAL_POSITION)
-        return PAYLOAD_TABLE, key, b"\x01" + _SEAL.pack(*marker)
+        """Write ``rows`` of one topic generation atomically and durably (tests, tools)."""
+        batch = TableBatch()
+        batch.put_payloads(prefix, rows)
+        self.store.write([(key, value) for _t, key, value in batch.ops if value is not None])
 
     def seal_of(self, prefix: bytes, tx_write_pointer: int) -> tuple[int, int] | None:
         """The (publish_ms, seq) of the commit marker that sealed ``tx_write_pointer``."""
-        value = self.store.get(keys.payload_key(prefix, tx_write_pointer, *SEAL_POSITION))
-        if value is None:
-            return None
-        ms, seq = _SEAL.unpack_from(value, 1)
-        return int(ms), int(seq)
+        value = self.store.get(keys.payload_key(prefix, tx_write_pointer, *keys.SEAL_POSITION))
+        return decode_seal_value(value) if value is not None else None
 
-    def rows(
-        self, prefix: bytes, tx_write_pointer: int, start: tuple[int, int] = (0, 0)
-    ) -> Iterator[tuple[bytes, bytes]]:
-        """Raw (key, value) payload rows of one write pointer from (write_ms, p_seq)
-        ``start``, the seal row excluded."""
-        return self.store.scan(
+    def _range(
+        self, prefix: bytes, tx_write_pointer: int, start: tuple[int, int]
+    ) -> tuple[bytes, bytes]:
+        """The keys of one write pointer's payload rows from ``start``, without the seal."""
+        return (
             keys.payload_key(prefix, tx_write_pointer, *start),
-            keys.payload_key(prefix, tx_write_pointer, *SEAL_POSITION),
+            keys.payload_key(prefix, tx_write_pointer, *keys.SEAL_POSITION),
+        )
+
+    def entries(
+        self, prefix: bytes, tx_write_pointer: int, start: tuple[int, int] = (0, 0)
+    ) -> Iterator[list[PayloadRowView]]:
+        """The payload rows of one write pointer from (write_ms, p_seq) ``start``, the seal
+        row excluded, as reads take them (``tms.codec.values.PayloadRowView``), a chunk at
+        a time."""
+        return map(
+            decode_payload_rows,
+            self.store.scan_chunks(*self._range(prefix, tx_write_pointer, start)),
         )
 
     def scan(
@@ -194,17 +299,17 @@ class PayloadTable:
         *,
         inclusive: bool = True,
     ) -> Iterator[PayloadRow]:
-        """Decoded rows of one write pointer from (write_ms, p_seq) ``start``; with
-        ``inclusive=False`` a row exactly at ``start`` is skipped."""
-        start_key = keys.payload_key(prefix, tx_write_pointer, *start)
-        for key, value in self.rows(prefix, tx_write_pointer, start):
-            if not inclusive and key == start_key:
-                continue
+        """Decoded rows of one write pointer from (write_ms, p_seq) ``start``, the seal row
+        excluded; with ``inclusive=False`` a row exactly at ``start`` is skipped."""
+        for key, value in self.store.scan(*self._range(prefix, tx_write_pointer, start)):
             _gen, wp, write_ms, p_seq = keys.decode_payload_key(key)
+            if not inclusive and (write_ms, p_seq) == start:
+                continue
             payload, ttl = decode_payload_value(value)
             yield PayloadRow(wp, write_ms, p_seq, payload, ttl)
 
     def last_position(self, prefix: bytes, tx_write_pointer: int) -> tuple[int, int] | None:
+        """(write_ms, p_seq) of the newest row of the write pointer (its seal, if sealed)."""
         wp_prefix = keys.payload_prefix(prefix, tx_write_pointer)
         for key, _value in self.store.scan(
             wp_prefix, keys.stop_key_for_prefix(wp_prefix), reverse=True
@@ -212,86 +317,6 @@ class PayloadTable:
             _gen, _wp, write_ms, p_seq = keys.decode_payload_key(key)
             return write_ms, p_seq
         return None
-
-
-class MetadataTable:
-    """Topic metadata with the design's generation lifecycle; thread-safe."""
-
-    def __init__(self, store: TableStore) -> None:
-        self.store = store
-        self._lock = threading.Lock()
-
-    def _read(self, topic: TopicId) -> TopicMetadata | None:
-        value = self.store.get(keys.metadata_key(topic))
-        if value is None:
-            return None
-        return TopicMetadata(topic, decode_metadata(value))
-
-    def _put(self, metadata: TopicMetadata) -> None:
-        self.store.write(
-            [(keys.metadata_key(metadata.topic), encode_metadata(metadata.properties))]
-        )
-
-    def create(self, topic: TopicId, properties: dict[str, str]) -> TopicMetadata:
-        """Create (generation 1, or one above a deleted topic's); 409 if it exists."""
-        with self._lock:
-            current = self._read(topic)
-            generation = 1
-            if current is not None:
-                if current.exists:
-                    raise TopicAlreadyExistsError(topic)
-                generation = -current.generation + 1
-            metadata = TopicMetadata(topic, {**properties, "generation": str(generation)})
-            self._put(metadata)
-            return metadata
-
-    def update(self, topic: TopicId, properties: dict[str, str]) -> TopicMetadata:
-        """Replace every property, keeping the generation; 404 if absent or deleted."""
-        with self._lock:
-            current = self._read(topic)
-            if current is None or not current.exists:
-                raise TopicNotFoundError(topic)
-            metadata = TopicMetadata(topic, {**properties, "generation": str(current.generation)})
-            self._put(metadata)
-            return metadata
-
-    def delete(self, topic: TopicId) -> TopicMetadata:
-        """Negate the generation (other properties stay, for cleanup); 404 if absent."""
-        with self._lock:
-            current = self._read(topic)
-            if current is None or not current.exists:
-                raise TopicNotFoundError(topic)
-            deleted = current.with_generation(-current.generation)
-            self._put(deleted)
-            return deleted
-
-    def get_any(self, topic: TopicId) -> TopicMetadata:
-        """The topic's row, deleted or not; 404 if it never existed."""
-        current = self._read(topic)
-        if current is None:
-            raise TopicNotFoundError(topic)
-        return current
-
-    def get(self, topic: TopicId) -> TopicMetadata:
-        current = self._read(topic)
-        if current is None or not current.exists:
-            raise TopicNotFoundError(topic)
-        return current
-
-    def list_topics(self, namespace: str) -> list[TopicId]:
-        """Existing topics of a namespace, in key order."""
-        prefix = keys.namespace_prefix(namespace)
-        return [m.topic for m in self._scan(prefix) if m.exists]
-
-    def scan_all(self) -> list[TopicMetadata]:
-        """Every topic row, deleted ones included (cleanup)."""
-        return list(self._scan(b""))
-
-    def _scan(self, prefix: bytes) -> Iterator[TopicMetadata]:
-        for key, value in self.store.scan(
-            prefix, keys.stop_key_for_prefix(prefix) if prefix else None
-        ):
-            yield TopicMetadata(keys.topic_id_from_metadata_key(key), decode_metadata(value))
 
 
 class IdempotencyTable:
@@ -305,17 +330,9 @@ class IdempotencyTable:
         value = self.store.get(keys.idempotency_key(prefix, key))
         return decode_idempotency_value(value) if value is not None else None
 
-    @staticmethod
-    def op(prefix: bytes, key: str, write_ms: int, details: Sequence[RollbackDetail]) -> WriteOp:
-        return (
-            IDEMPOTENCY_TABLE,
-            keys.idempotency_key(prefix, key),
-            encode_idempotency_value(write_ms, details),
-        )
-
 
 class Tables:
-    """The tables of one store."""
+    """The tables of one store (see the module docstring). Thread-safe as the store is."""
 
     def __init__(self, store: KeyValueStore) -> None:
         self.kv = store
@@ -324,12 +341,101 @@ class Tables:
         self.metadata = MetadataTable(store.table(METADATA_TABLE))
         self.idempotency = IdempotencyTable(store.table(IDEMPOTENCY_TABLE))
 
-    def topic_bytes(self, prefix: bytes) -> int:
-        """Approximately how many bytes a topic generation takes (both tables)."""
+    @property
+    def epoch(self) -> int:
+        """The store's epoch (``tms.store.kv``)."""
+        return self.kv.epoch
+
+    def write(self, batch: TableBatch, *, sync: bool = True, epoch: int | None = None) -> None:
+        """Apply ``batch`` atomically (durably with ``sync``); with ``epoch``, only if the
+        store has not recovered from a failure since. Raises ``StorageUnavailableError``."""
+        if batch.ops:
+            self.kv.write(batch.ops, sync=sync, epoch=epoch)
+
+    def topic_bytes(self, metadata: TopicMetadata) -> int:
+        """Approximately how many bytes a topic's current generation takes (both tables)."""
+        prefix = keys.topic_prefix(metadata.topic, metadata.generation)
         stop = keys.stop_key_for_prefix(prefix)
         return self.messages.store.approximate_size(
             prefix, stop
         ) + self.payloads.store.approximate_size(prefix, stop)
+
+    # -- maintenance (cleanup) ------------------------------------------------------------
+
+    def purge_topic(self, metadata: TopicMetadata, cutoff_ms: int, batch_rows: int) -> PurgeCounts:
+        """Delete the topic's rows of older generations (all of them once it is deleted) and
+        those older than ``cutoff_ms``: message rows by publish time (they are in time
+        order: the scan stops at the first live one), payload rows by write time, a seal
+        row with its marker, idempotency rows by when they were written. Written in
+        unsynced batches of ``batch_rows`` (a crash only leaves some for the next run)."""
+        current = metadata.generation
+        name_prefix = keys.topic_name_prefix(metadata.topic)
+        n = len(name_prefix)
+        stop = keys.stop_key_for_prefix(name_prefix)
+        expired = old = 0
+        batch = TableBatch()
+
+        def delete(table: bytes, key: bytes) -> TableBatch:
+            batch.ops.append((table, key, None))
+            if len(batch) < batch_rows:
+                return batch
+            self.write(batch, sync=False)
+            return TableBatch()
+
+        for key, _value in self.messages.store.scan(name_prefix, stop):
+            if is_older_generation(keys.generation_of(key, n), current):
+                old += 1
+            elif keys.decode_message_key(key)[1] < cutoff_ms:
+                expired += 1
+            else:
+                break  # current generation, time-ordered: the rest is live
+            batch = delete(MESSAGE_TABLE, key)
+        for key, value in self.payloads.store.scan(name_prefix, stop):
+            generation, _wp, write_ms, _seq = keys.decode_payload_key(key)
+            if is_older_generation(generation, current):
+                old += 1
+            elif write_ms == keys.SEAL_POSITION[0]:
+                if decode_seal_value(value)[0] >= cutoff_ms:
+                    continue
+                expired += 1
+            elif write_ms < cutoff_ms:
+                expired += 1
+            else:
+                continue  # payload rows are ordered by write pointer, not time
+            batch = delete(PAYLOAD_TABLE, key)
+        for key, value in self.idempotency.store.scan(name_prefix, stop):
+            if is_older_generation(keys.generation_of(key, n), current):
+                old += 1
+            elif idempotency_write_ms(value) < cutoff_ms:
+                expired += 1
+            else:
+                continue  # keyed by name, not time
+            batch = delete(IDEMPOTENCY_TABLE, key)
+        self.write(batch, sync=False)
+        return PurgeCounts(expired, old)
+
+    def negate_invalid(
+        self, metadata: TopicMetadata, invalid: Collection[int], from_ms: int, batch_rows: int
+    ) -> int:
+        """Negate every entry of the topic's current generation from ``from_ms`` on that
+        carries one of the ``invalid`` write pointers (it then reads as rolled back);
+        durably, in synced batches of ``batch_rows``. How many were negated."""
+        prefix = keys.topic_prefix(metadata.topic, metadata.generation)
+        start = keys.message_key(prefix, from_ms, 0)
+        batch = TableBatch()
+        count = 0
+        for key, value in self.messages.store.scan(start, keys.stop_key_for_prefix(prefix)):
+            ptr = decode_message_value(value).tx_write_pointer
+            if ptr is not None and ptr > 0 and ptr in invalid:
+                negated = negate_message_value(value)
+                assert negated is not None
+                batch.ops.append((MESSAGE_TABLE, key, negated))
+                count += 1
+                if len(batch) >= batch_rows:
+                    self.write(batch)  # durable before any truncation may rely on it
+                    batch = TableBatch()
+        self.write(batch)
+        return count
 
     def close(self) -> None:
         self.kv.close()

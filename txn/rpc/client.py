@@ -4,7 +4,7 @@ Talks to ``txn serve`` or to a Tephra transaction server. Connections are pooled
 ``pool_size``, one call at a time each); a call that fails in transport, or with an
 internal server error, discards its connection and is retried per the retry strategy
 (default: Tephra's backoff). Declared Thrift exceptions map to ``txn`` errors in
-``txn.rpc.convert`` and are never retried; when retries run out the call raises
+``txn.rpc.errors`` and are never retried; when retries run out the call raises
 ``TxServiceUnavailableError``.
 
 Calls that are not idempotent (start, commit, abort) may have taken effect on the server
@@ -40,6 +40,7 @@ from thriftpy2.protocol.exc import TProtocolException
 from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
+from txms_common.retry import RetryStrategy, RetryWithBackoff
 from txn.config import DEFAULT_PORT
 from txn.errors import (
     TransactionNotInProgressError,
@@ -47,11 +48,12 @@ from txn.errors import (
     TxServiceUnavailableError,
 )
 from txn.rpc import wire
-from txn.rpc.convert import error_from_thrift, from_thrift, to_thrift
+from txn.rpc.convert import from_thrift, to_thrift
 from txn.rpc.endpoints import Address, Endpoints, endpoints, parse_address
+from txn.rpc.errors import error_from_thrift
 from txn.rpc.idl import tephra
-from txn.rpc.retry import RetryStrategy, RetryWithBackoff
 from txn.rpc.tls import ClientTls
+from txn.state import WritePointerState
 from txn.transaction import Transaction
 
 __all__ = ["ThriftTxClient", "default_client_id", "parse_address"]
@@ -155,6 +157,7 @@ class ThriftTxClient:
         self._retry = retry if retry is not None else RetryWithBackoff()
         self._sleep = sleep
         self._pool = _Pool(self._connect, pool_size, obtain_timeout_s)
+        self._tephra_only = False  # the server lacks the txms extensions
 
     @property
     def address(self) -> Address:
@@ -362,6 +365,35 @@ class ThriftTxClient:
         Raises ``InvalidArgumentError`` when the server does not know ``participant`` or
         does not prune."""
         self._call("reportPruneUpperBound", participant, bound)
+
+    def write_pointer_state(self, pointers: Iterable[int] = ()) -> WritePointerState:
+        asked = [int(p) for p in pointers]
+        if not self._tephra_only:
+            try:
+                r = self._call("writePointerState", asked)
+            except TxServiceError as exc:
+                cause = exc.__cause__
+                if not (
+                    isinstance(cause, TApplicationException)
+                    and cause.type == TApplicationException.UNKNOWN_METHOD
+                ):
+                    raise
+                self._tephra_only = True  # Tephra's server: the fallback from now on
+            else:
+                return WritePointerState(
+                    r.writePointer or 0, frozenset(r.inProgress or ()), frozenset(r.invalid or ())
+                )
+        # Tephra's own calls: a new transaction's snapshot holds what is asked (its id is
+        # newer than every pointer issued before it); then forget it.
+        tx = self.start_short()
+        try:
+            return WritePointerState(
+                tx.write_pointer,
+                frozenset(tx.in_progress),
+                frozenset(p for p in asked if tx.is_invalid(p)),
+            )
+        finally:
+            self.abort(tx)
 
     def close(self) -> None:
         self._pool.close()

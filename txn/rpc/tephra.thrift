@@ -60,6 +60,13 @@ struct TBoolean {
   1: bool value
 }
 
+// txms extension, not in Tephra (see writePointerState).
+struct TWritePointerState {
+  1: i64 writePointer,
+  2: list<i64> inProgress,
+  3: list<i64> invalid
+}
+
 service TTransactionServer {
   TTransaction startLong(),
   TTransaction startShort(),
@@ -96,6 +103,11 @@ service TTransactionServer {
   // A name the server is not configured with: TGenericException (IllegalArgumentException).
   void reportPruneUpperBound(1: string participant, 2: i64 bound)
       throws (1: TGenericException g),
+
+  // txms extension, not in Tephra: read-only. The newest write pointer issued, every
+  // write pointer in progress (checkpoints included), and which of writePointers are
+  // invalid. For services that refuse writes under pointers the manager did not issue.
+  TWritePointerState writePointerState(1: list<i64> writePointers),
 
   // txms's extension (not Tephra's): a lease on a short transaction. It expires `timeout`
   // seconds from now (never sooner than before, never past the manager's maximum

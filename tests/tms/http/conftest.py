@@ -1,3 +1,7 @@
+"""A messaging service behind HTTP on loopback port 0, with a fake clock and no
+transaction service: its write-pointer guard is the default ``ClockGuard``, so the route
+tests may use write pointers of their own (past ones)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -15,6 +19,7 @@ from tms.http.auth import Authorizer
 from tms.http.server import HttpServer, HttpServerThread
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from tms.store.tables import Tables
 
 NOW = 1_700_000_000_000
 
@@ -26,6 +31,8 @@ class Served:
     clock: FakeClock
     http: requests.Session
     app: web.Application
+    tables: Tables
+    """A view of the service's store, to check its rows."""
 
 
 @pytest.fixture
@@ -38,8 +45,9 @@ def make_server(tmp_path: Path) -> Iterator[object]:
         tms_config: TmsConfig | None = None,
     ) -> Served:
         clock = FakeClock(NOW)
+        store = LevelDBStore(tmp_path / f"db{len(started)}")
         service = MessagingService(
-            LevelDBStore(tmp_path / f"db{len(started)}"),
+            store,
             tms_config or TmsConfig(tx_max_lifetime_s=10**10),
             clock=clock,
         )
@@ -48,7 +56,7 @@ def make_server(tmp_path: Path) -> Iterator[object]:
         url = thread.start()
         session = requests.Session()
         started.append((thread, service, session))
-        return Served(url, service, clock, session, server.app)
+        return Served(url, service, clock, session, server.app, Tables(store))
 
     yield make
     for thread, service, session in started:

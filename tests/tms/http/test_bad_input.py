@@ -109,7 +109,7 @@ def test_bad_input_is_refused_and_changes_nothing(
 
 def every_row(served: Served) -> list[list[tuple[bytes, bytes]]]:
     """Every row of every table."""
-    t = served.service.tables
+    t = served.tables
     stores = (t.messages.store, t.payloads.store, t.metadata.store, t.idempotency.store)
     return [list(store.scan()) for store in stores]
 

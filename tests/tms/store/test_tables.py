@@ -1,5 +1,5 @@
-"""One contract suite for every backend: the key-value store, then CDAP's metadata,
-message and payload table scenarios."""
+"""The tables on every engine (``tests.tms.store.engines``): CDAP's metadata, message and
+payload table scenarios, and the rows cleanup removes."""
 
 from __future__ import annotations
 
@@ -9,51 +9,11 @@ import pytest
 
 from tms.codec import keys
 from tms.codec.values import MessageEntry
-from tms.errors import StorageUnavailableError, TopicAlreadyExistsError, TopicNotFoundError
+from tms.errors import TopicAlreadyExistsError, TopicNotFoundError
 from tms.model import RollbackDetail, TopicId
-from tms.store.kv import KeyValueStore
 from tms.store.tables import MessageRow, PayloadRow, Tables
 
 T1, T2 = TopicId("default", "t1"), TopicId("default", "t2")
-
-
-# -- the key-value contract --------------------------------------------------------------
-
-
-def test_kv_scan_order_ranges_and_reverse(kv: KeyValueStore) -> None:
-    table = kv.table(b"x")
-    table.write([(b"b", b"2"), (b"a", b"1"), (b"c\xff", b"3"), (b"c", b"4")])
-    assert [k for k, _ in table.scan()] == [b"a", b"b", b"c", b"c\xff"]
-    assert [k for k, _ in table.scan(b"b", b"c\xff")] == [b"b", b"c"]
-    assert [k for k, _ in table.scan(reverse=True)] == [b"c\xff", b"c", b"b", b"a"]
-    assert table.get(b"a") == b"1" and table.get(b"zz") is None
-    table.write(deletes=[b"a", b"nope"])
-    assert [k for k, _ in table.scan()] == [b"b", b"c", b"c\xff"]
-
-
-def test_kv_tables_are_separate(kv: KeyValueStore) -> None:
-    kv.table(b"x").write([(b"k", b"x")])
-    kv.table(b"y").write([(b"k", b"y")])
-    assert list(kv.table(b"x").scan()) == [(b"k", b"x")]
-    assert kv.table(b"y").get(b"k") == b"y"
-
-
-def test_kv_scan_sees_one_state(kv: KeyValueStore) -> None:
-    table = kv.table(b"x")
-    table.write([(b"a", b"1"), (b"b", b"2")])
-    scan = table.scan()
-    assert next(scan) == (b"a", b"1")
-    table.write([(b"aa", b"new"), (b"c", b"3")], deletes=[b"b"])
-    assert list(scan) == [(b"b", b"2")]
-
-
-def test_kv_closed_store_is_unavailable(kv: KeyValueStore) -> None:
-    table = kv.table(b"x")
-    kv.close()
-    with pytest.raises(StorageUnavailableError):
-        table.write([(b"a", b"1")])
-    with pytest.raises(StorageUnavailableError):
-        list(table.scan())
 
 
 # -- MetadataTableTest ---------------------------------------------------------------------

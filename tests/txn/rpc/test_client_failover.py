@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from txms_common.retry import RetryNTimes
 from txms_testing import free_port
 from txn.config import ServerConfig, TxConfig
 from txn.errors import TransactionNotInProgressError
@@ -17,7 +18,6 @@ from txn.manager import TransactionManager
 from txn.persist.memory import MemoryStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.retry import RetryNTimes
 from txn.rpc.server import ServerThread, ThriftServer
 
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from txms_common.retry import RetryNTimes, RetryWithBackoff
 from txn.errors import InvalidArgumentError, TxServiceUnavailableError
 from txn.rpc.client import _Pool, parse_address
-from txn.rpc.retry import RetryNTimes, RetryWithBackoff
 
 
 class Conn:

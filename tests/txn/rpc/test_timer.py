@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from txms_common.loop import new_event_loop
 from txn.rpc import timer as timer_module
-from txn.rpc.server import new_event_loop
 from txn.rpc.timer import LoopTimer
 
 

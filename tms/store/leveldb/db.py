@@ -1,48 +1,67 @@
 """``LevelDBStore``: one LevelDB database, one key prefix per table. See
-``tms.store.kv``. This module is the boundary where plyvel's errors become
-``StorageUnavailableError``.
+``tms.store.kv``. This module (with ``handle``) is the boundary where plyvel's errors
+become ``StorageUnavailableError``.
 
-Scans read from a LevelDB snapshot, so a scan sees one state even while writers go on.
-plyvel releases the GIL while LevelDB writes, so concurrent synced writers (one per topic)
-are merged by LevelDB's own write queue into shared log syncs.
+Every call goes through a ``DBHandle``: a failed write takes the database down until it
+has been reopened (and its log replayed), so nothing is acknowledged from a handle that
+may be damaged; ``epoch`` tells what read state from before a reopen is stale.
+
+A scan is one LevelDB iterator, which reads one consistent state (the sequence number
+at its creation) even while writers go on. It is read in chunks (1, 2, 4 ... 256 rows),
+each inside the handle, so a reopen never closes the database under a running step, and
+a scan whose database was reopened fails with ``StorageUnavailableError``. Concurrent
+writes of any tables are merged by the handle into one synced LevelDB batch.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from itertools import chain, islice
 from typing import Any
 
 import plyvel
 
 from tms.errors import StorageUnavailableError
 from tms.store.kv import WriteOp
+from tms.store.leveldb.handle import DB_ERRORS, DBHandle
 
 __all__ = ["LevelDBStore"]
+
+_MAX_CHUNK = 256
 
 
 class _LevelDBTable:
     def __init__(self, owner: LevelDBStore, name: bytes) -> None:
         self._owner = owner
         self._prefix = name + b"/"
-        self._view = owner.db.prefixed_db(self._prefix)
+
+    @property
+    def epoch(self) -> int:
+        return self._owner.handle.epoch
 
     def get(self, key: bytes) -> bytes | None:
         try:
-            value: bytes | None = self._view.get(key)
-            return value
-        except (plyvel.Error, RuntimeError) as exc:
+            with self._owner.handle.use() as db:
+                value: bytes | None = db.get(self._prefix + key)
+                return value
+        except DB_ERRORS as exc:
             raise StorageUnavailableError(f"LevelDB read failed: {exc}") from exc
 
     def scan(
         self, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
-        try:
-            snapshot = self._view.snapshot()
-            iterator = snapshot.iterator(start=start, stop=stop, reverse=reverse)
-        except (plyvel.Error, RuntimeError) as exc:
-            raise StorageUnavailableError(f"LevelDB scan failed: {exc}") from exc
-        return _scan(iterator, snapshot)
+        return chain.from_iterable(self.scan_chunks(start, stop, reverse=reverse))
+
+    def scan_chunks(
+        self, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[list[tuple[bytes, bytes]]]:
+        prefix = self._prefix
+
+        def open_iterator(db: plyvel.DB) -> Any:
+            return db.prefixed_db(prefix).iterator(start=start, stop=stop, reverse=reverse)
+
+        return _scan_chunks(self._owner.handle, open_iterator)
 
     def write(
         self,
@@ -50,36 +69,52 @@ class _LevelDBTable:
         deletes: Sequence[bytes] = (),
         *,
         sync: bool = True,
+        epoch: int | None = None,
     ) -> None:
         prefix = self._prefix
-        try:
-            with self._owner.db.write_batch(sync=sync) as batch:
-                for key, value in puts:
-                    batch.put(prefix + key, value)
-                for key in deletes:
-                    batch.delete(prefix + key)
-        except (plyvel.Error, RuntimeError) as exc:
-            raise StorageUnavailableError(f"LevelDB write failed: {exc}") from exc
+
+        def fill(batch: Any) -> None:
+            for key, value in puts:
+                batch.put(prefix + key, value)
+            for key in deletes:
+                batch.delete(prefix + key)
+
+        self._owner.handle.write(fill, sync=sync, epoch=epoch)
 
     def approximate_size(self, start: bytes, stop: bytes | None) -> int:
         end = self._prefix[:-1] + b"0" if stop is None else self._prefix + stop  # '0' > '/'
         try:
-            size: int = self._owner.db.approximate_size(self._prefix + start, end)
-            return size
-        except (plyvel.Error, RuntimeError) as exc:
+            with self._owner.handle.use() as db:
+                size: int = db.approximate_size(self._prefix + start, end)
+                return size
+        except DB_ERRORS as exc:
             raise StorageUnavailableError(f"LevelDB size estimate failed: {exc}") from exc
 
 
-def _scan(iterator: Any, snapshot: Any) -> Iterator[tuple[bytes, bytes]]:
-    # ``yield from`` hands the C iterator's items through without running Python code per
-    # item; errors raised while iterating still cross this boundary.
+def _scan_chunks(
+    handle: DBHandle, open_iterator: Callable[[plyvel.DB], Any]
+) -> Iterator[list[tuple[bytes, bytes]]]:
+    # Each chunk is read inside the handle (never across a yield: a slow reader must not
+    # hold a reopen back); ``islice`` pulls the rows in C.
+    iterator = None
+    size = 1
     try:
-        yield from iterator
-    except (plyvel.Error, RuntimeError) as exc:
-        raise StorageUnavailableError(f"LevelDB scan failed: {exc}") from exc
+        while True:
+            try:
+                with handle.use() as db:
+                    if iterator is None:
+                        iterator = open_iterator(db)
+                    chunk = list(islice(iterator, size))
+            except DB_ERRORS as exc:
+                raise StorageUnavailableError(f"LevelDB scan failed: {exc}") from exc
+            if chunk:
+                yield chunk
+            if len(chunk) < size:
+                return
+            size = min(size * 2, _MAX_CHUNK)
     finally:
-        iterator.close()
-        snapshot.close()
+        if iterator is not None:
+            iterator.close()
 
 
 class LevelDBStore:
@@ -91,20 +126,34 @@ class LevelDBStore:
         *,
         write_buffer_bytes: int = 64 * 1024 * 1024,
         block_cache_bytes: int = 64 * 1024 * 1024,
+        retry_interval_s: float = 1.0,
     ) -> None:
         self.path = os.fspath(path)
-        try:
-            os.makedirs(self.path, exist_ok=True)
-            self.db = plyvel.DB(
-                self.path,
-                create_if_missing=True,
-                write_buffer_size=write_buffer_bytes,
-                lru_cache_size=block_cache_bytes,
-                bloom_filter_bits=10,
-            )
-        except (plyvel.Error, OSError) as exc:
-            raise StorageUnavailableError(f"cannot open LevelDB at {self.path}: {exc}") from exc
+
+        def open_db() -> plyvel.DB:
+            try:
+                os.makedirs(self.path, exist_ok=True)
+                return plyvel.DB(
+                    self.path,
+                    create_if_missing=True,
+                    write_buffer_size=write_buffer_bytes,
+                    lru_cache_size=block_cache_bytes,
+                    bloom_filter_bits=10,
+                )
+            except (plyvel.Error, OSError) as exc:
+                raise StorageUnavailableError(f"cannot open LevelDB at {self.path}: {exc}") from exc
+
+        self.handle = DBHandle(open_db, retry_interval_s=retry_interval_s)
         self._tables: dict[bytes, _LevelDBTable] = {}
+
+    @property
+    def db(self) -> plyvel.DB:
+        """The open plyvel database (tools and tests)."""
+        return self.handle.db
+
+    @property
+    def epoch(self) -> int:
+        return self.handle.epoch
 
     def table(self, name: bytes) -> _LevelDBTable:
         if b"/" in name or not name:
@@ -113,22 +162,20 @@ class LevelDBStore:
             self._tables[name] = _LevelDBTable(self, name)
         return self._tables[name]
 
-    def write(self, ops: Sequence[WriteOp], *, sync: bool = True) -> None:
-        prefixes: dict[bytes, bytes] = {}
-        try:
-            with self.db.write_batch(sync=sync) as batch:
-                put, delete = batch.put, batch.delete
-                for name, key, value in ops:
-                    prefix = prefixes.get(name)
-                    if prefix is None:
-                        prefix = prefixes[name] = name + b"/"
-                    if value is None:
-                        delete(prefix + key)
-                    else:
-                        put(prefix + key, value)
-        except (plyvel.Error, RuntimeError) as exc:
-            raise StorageUnavailableError(f"LevelDB write failed: {exc}") from exc
+    def write(self, ops: Sequence[WriteOp], *, sync: bool = True, epoch: int | None = None) -> None:
+        def fill(batch: Any) -> None:
+            prefixes: dict[bytes, bytes] = {}
+            put, delete = batch.put, batch.delete
+            for name, key, value in ops:
+                prefix = prefixes.get(name)
+                if prefix is None:
+                    prefix = prefixes[name] = name + b"/"
+                if value is None:
+                    delete(prefix + key)
+                else:
+                    put(prefix + key, value)
+
+        self.handle.write(fill, sync=sync, epoch=epoch)
 
     def close(self) -> None:
-        if not self.db.closed:
-            self.db.close()
+        self.handle.close()

@@ -1,14 +1,30 @@
-"""Retry strategies for calls that failed in transport (Tephra's client strategies).
+"""Pauses between attempts: the one exponential back-off of the project, and Tephra's
+client retry strategies built on it.
 
-A strategy yields the pauses between attempts; when it is exhausted the call fails.
+``backoff(initial_s, factor, cap_s)`` yields ``initial_s``, ``initial_s * factor``, ...,
+each at most ``cap_s``, forever; a caller takes as many as it allows attempts
+(``itertools.islice``) or restarts it after a success. A strategy yields the pauses
+before each further attempt of one call; when it is exhausted the call fails.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from itertools import takewhile
 from typing import Protocol
 
-__all__ = ["RetryNTimes", "RetryStrategy", "RetryWithBackoff"]
+__all__ = ["RetryNTimes", "RetryStrategy", "RetryWithBackoff", "backoff"]
+
+
+def backoff(initial_s: float, factor: float = 2.0, cap_s: float = math.inf) -> Iterator[float]:
+    """``initial_s``, then ``factor`` times longer each time, never above ``cap_s``."""
+    if initial_s < 0 or factor < 1:
+        raise ValueError("initial_s must not be negative and factor at least 1")
+    sleep = initial_s
+    while True:
+        yield min(sleep, cap_s)
+        sleep *= factor
 
 
 class RetryStrategy(Protocol):
@@ -29,10 +45,7 @@ class RetryWithBackoff:
         self.limit_s = limit_s
 
     def delays(self) -> Iterator[float]:
-        sleep = self.initial_s
-        while sleep < self.limit_s:
-            yield sleep
-            sleep *= self.factor
+        return takewhile(lambda sleep: sleep < self.limit_s, backoff(self.initial_s, self.factor))
 
 
 class RetryNTimes:

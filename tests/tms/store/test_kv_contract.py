@@ -1,0 +1,112 @@
+"""The key-value contract (``tms.store.kv``) on every engine (``tests.tms.store.engines``):
+order and ranges, atomic multi-table batches, scans that see one state, epochs, and a
+closed store refusing every call. Failures of the medium are engine-specific to inject:
+LevelDB's are in ``test_leveldb_faults``."""
+
+from __future__ import annotations
+
+import pytest
+
+from tms.errors import StorageUnavailableError
+from tms.store.kv import KeyValueStore
+
+
+def test_kv_scan_order_ranges_and_reverse(kv: KeyValueStore) -> None:
+    table = kv.table(b"x")
+    table.write([(b"b", b"2"), (b"a", b"1"), (b"c\xff", b"3"), (b"c", b"4")])
+    assert [k for k, _ in table.scan()] == [b"a", b"b", b"c", b"c\xff"]
+    assert [k for k, _ in table.scan(b"b", b"c\xff")] == [b"b", b"c"]
+    assert [k for k, _ in table.scan(reverse=True)] == [b"c\xff", b"c", b"b", b"a"]
+    assert table.get(b"a") == b"1" and table.get(b"zz") is None
+    table.write(deletes=[b"a", b"nope"])
+    assert [k for k, _ in table.scan()] == [b"b", b"c", b"c\xff"]
+
+
+def test_kv_tables_are_separate(kv: KeyValueStore) -> None:
+    kv.table(b"x").write([(b"k", b"x")])
+    kv.table(b"y").write([(b"k", b"y")])
+    assert list(kv.table(b"x").scan()) == [(b"k", b"x")]
+    assert kv.table(b"y").get(b"k") == b"y"
+
+
+def test_kv_batch_spans_tables_and_applies_in_order(kv: KeyValueStore) -> None:
+    kv.table(b"y").write([(b"gone", b"0")])
+    kv.write(
+        [
+            (b"x", b"a", b"1"),
+            (b"y", b"b", b"2"),
+            (b"z", b"c", b"3"),
+            (b"y", b"gone", None),
+            (b"x", b"a", b"1-again"),  # a later change of a key wins
+            (b"z", b"d", b"4"),
+            (b"z", b"d", None),
+        ]
+    )
+    assert list(kv.table(b"x").scan()) == [(b"a", b"1-again")]
+    assert list(kv.table(b"y").scan()) == [(b"b", b"2")]
+    assert list(kv.table(b"z").scan()) == [(b"c", b"3")]
+
+
+def test_kv_scan_sees_one_state(kv: KeyValueStore) -> None:
+    table = kv.table(b"x")
+    table.write([(b"a", b"1"), (b"b", b"2")])
+    scan = table.scan()
+    assert next(scan) == (b"a", b"1")
+    table.write([(b"aa", b"new"), (b"c", b"3")], deletes=[b"b"])
+    assert list(scan) == [(b"b", b"2")]
+
+
+def test_kv_chunks_are_the_rows_of_scan(kv: KeyValueStore) -> None:
+    table = kv.table(b"x")
+    table.write([(b"%05d" % i, b"v%d" % i) for i in range(1000)])
+    for start, stop, reverse in (
+        (b"", None, False),
+        (b"00100", b"00900", False),
+        (b"", None, True),
+    ):
+        chunks = list(table.scan_chunks(start, stop, reverse=reverse))
+        assert all(chunks), "chunks are never empty"
+        rows = [row for chunk in chunks for row in chunk]
+        assert rows == list(table.scan(start, stop, reverse=reverse))
+    assert list(table.scan_chunks(b"zzz")) == []
+    # one state too: rows written after the first chunk was read do not show
+    chunks = table.scan_chunks()
+    first = next(chunks)
+    table.write([(b"99999", b"late")], deletes=[b"00999"])
+    rows = first + [row for chunk in chunks for row in chunk]
+    assert len(rows) == 1000 and rows[-1] == (b"00999", b"v999")
+
+
+def test_kv_epoch_stays_while_nothing_fails(kv: KeyValueStore) -> None:
+    before = kv.epoch
+    kv.write([(b"x", b"a", b"1")])
+    kv.table(b"x").write([(b"b", b"2")])
+    assert kv.epoch == before == kv.table(b"x").epoch
+
+
+def test_kv_write_from_another_epoch_changes_nothing(kv: KeyValueStore) -> None:
+    table = kv.table(b"x")
+    table.write([(b"a", b"1")], epoch=kv.epoch)
+    kv.write([(b"x", b"b", b"2")], epoch=kv.epoch)
+    with pytest.raises(StorageUnavailableError):
+        table.write([(b"a", b"stale")], epoch=kv.epoch + 1)
+    with pytest.raises(StorageUnavailableError):
+        kv.write([(b"x", b"c", b"stale")], epoch=kv.epoch + 1)
+    assert list(table.scan()) == [(b"a", b"1"), (b"b", b"2")]
+    assert table.epoch == kv.epoch
+
+
+def test_kv_closed_store_is_unavailable(kv: KeyValueStore) -> None:
+    table = kv.table(b"x")
+    table.write([(b"a", b"1")])
+    kv.close()
+    with pytest.raises(StorageUnavailableError):
+        table.write([(b"a", b"1")])
+    with pytest.raises(StorageUnavailableError):
+        kv.write([(b"x", b"b", b"2")])
+    with pytest.raises(StorageUnavailableError):
+        table.get(b"a")
+    with pytest.raises(StorageUnavailableError):
+        list(table.scan())
+    with pytest.raises(StorageUnavailableError):
+        list(table.scan_chunks())

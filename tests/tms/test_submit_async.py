@@ -1,0 +1,146 @@
+"""``MessagingService.submit_async``: the writes an event loop submits in one turn go out
+as one batch, those submitted while a batch is written go out as the next, another
+topic is never held back, and each operation keeps its own outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from tms.errors import TmsError, TmsInvalidArgumentError, TopicNotFoundError
+from tms.fetcher import FetchRequest
+from tms.model import RollbackDetail, StoreRequest, TopicId
+from tms.operations import Publish, Store
+from tms.service import MessagingService
+from tms.store.kv import WriteOp
+from tms.store.memory import MemoryStore
+
+T = TopicId("ns", "t")
+WAIT_S = 30.0
+
+
+class GatedStore(MemoryStore):
+    """A memory store whose writes can be held (fault injection: a slow disk)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = threading.Event()
+        self.open.set()
+        self.waiting = threading.Event()
+
+    def write(self, ops: Sequence[WriteOp], *, sync: bool = True, epoch: int | None = None) -> None:
+        self.waiting.set()
+        assert self.open.wait(WAIT_S)
+        super().write(ops, sync=sync, epoch=epoch)
+
+
+@pytest.fixture
+def store() -> GatedStore:
+    return GatedStore()
+
+
+@pytest.fixture
+def svc(store: GatedStore) -> Iterator[MessagingService]:
+    service = MessagingService(store)
+    service.create_topic(T)
+    yield service
+    service.close()
+
+
+def batches(svc: MessagingService) -> tuple[float, float]:
+    """(written batches, operations in them) so far."""
+    m = svc.metrics
+    return (
+        m.value("tms_writer_batch_operations_count"),
+        m.value("tms_writer_batch_operations_sum"),
+    )
+
+
+def _publish(svc: MessagingService, payload: str, topic: TopicId = T) -> asyncio.Task[object]:
+    return asyncio.ensure_future(svc.submit_async(Publish(StoreRequest.of(topic, [payload]))))
+
+
+def test_one_turn_is_one_batch_and_outcomes_are_separate(svc: MessagingService) -> None:
+    async def scenario() -> list[object]:
+        tasks = [_publish(svc, f"m{i}") for i in range(10)]
+        not_tx = Store(StoreRequest.of(T, ["not tx"]))
+        tasks.insert(3, asyncio.ensure_future(svc.submit_async(not_tx)))
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(scenario())
+    outcomes = asyncio.run(scenario())
+    assert batches(svc) == (2, 22)  # each run: one batch of 11
+    assert isinstance(outcomes[3], TmsInvalidArgumentError)
+    assert [o for i, o in enumerate(outcomes) if i != 3] == [None] * 10
+    stored = [m.payload for m in svc.fetch(T, FetchRequest()).messages]
+    assert stored == [f"m{i}".encode() for i in range(10)] * 2
+
+
+def test_operations_submitted_during_a_write_are_the_next_batch(
+    svc: MessagingService, store: GatedStore
+) -> None:
+    other = TopicId("ns", "other")
+    svc.create_topic(other)
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        # Given a first write held on its way to the store
+        store.open.clear()
+        first = _publish(svc, "a")
+        assert await loop.run_in_executor(None, store.waiting.wait, WAIT_S)
+        # When more are submitted meanwhile
+        later = [_publish(svc, x) for x in "bcde"]
+        missing = _publish(svc, "?", TopicId("ns", "missing"))
+        with pytest.raises(TopicNotFoundError):
+            await missing
+        await asyncio.sleep(0.01)
+        assert batches(svc) == (0, 0) and not first.done()
+        store.open.set()
+        # Then they go out together once it is done, and in order
+        await asyncio.gather(first, *later)
+        assert batches(svc) == (2, 5)
+        # Idle again: the next one goes out by itself; another topic is never held back
+        store.open.clear()
+        held = _publish(svc, "f")
+        assert await loop.run_in_executor(None, store.waiting.wait, WAIT_S)
+        store.waiting.clear()
+        store.open.set()
+        await asyncio.gather(held, _publish(svc, "z", other))
+
+    asyncio.run(scenario())
+    assert batches(svc) == (4, 7)
+    assert [m.payload for m in svc.fetch(T, FetchRequest()).messages] == [
+        b"a",
+        b"b",
+        b"c",
+        b"d",
+        b"e",
+        b"f",
+    ]
+    assert [m.payload for m in svc.fetch(other, FetchRequest()).messages] == [b"z"]
+
+
+def test_results_are_typed_per_operation(svc: MessagingService) -> None:
+    async def scenario() -> RollbackDetail | None:
+        request = StoreRequest.of(T, ["in tx"], tx_write_pointer=svc.now_ms() * 1_000_000)
+        return await svc.submit_async(Publish(request))
+
+    detail = asyncio.run(scenario())
+    assert isinstance(detail, RollbackDetail) and detail.start_seq == 0
+
+
+def test_a_closed_service_refuses_writes_with_its_own_error(store: GatedStore) -> None:
+    svc = MessagingService(store)
+    svc.create_topic(T)
+    svc.close()
+    with pytest.raises(TmsError, match="closed"):
+        svc.publish(StoreRequest.of(T, ["late"]))
+
+    async def scenario() -> None:
+        with pytest.raises(TmsError, match="closed"):
+            await svc.submit_async(Publish(StoreRequest.of(T, ["late"])))
+
+    asyncio.run(scenario())

@@ -1,0 +1,197 @@
+"""Write operations: every kind of write to a topic, a frozen value with its own result.
+
+=============  ==============================  =========================================
+kind           carries                         result
+=============  ==============================  =========================================
+``Publish``    a ``StoreRequest``              its ``RollbackDetail`` if transactional
+``Store``      a ``StoreRequest``              None
+``Rollback``   a topic and a ``RollbackDetail``  how many entries were negated
+``Markers``    a ``MarkersRequest``            ``MarkersResult``
+=============  ==============================  =========================================
+
+Each operation says what makes it invalid on its own (``check``) and which write
+pointers it writes or rolls back under (``uses``: what the write-pointer guard and the
+transaction-lifetime check look at), and ``apply`` hands it to its method of a
+``WriteDispatch`` — the one dispatch, implemented by the topic writer (``tms.writer``),
+typed end to end: ``Publish.apply`` returns what ``WriteDispatch.publish`` does. A
+``Ticket`` carries one operation through a group-committed batch to its outcome.
+
+A new kind of write is a class here and a method of ``WriteDispatch``, its rows in
+``tms.store.tables`` (bytes in ``tms.codec``), and a route that submits it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Generic, Protocol, TypeVar
+
+from tms.errors import TmsError, TmsInvalidArgumentError
+from tms.guard import Use
+from tms.model import MarkersRequest, MarkersResult, RollbackDetail, StoreRequest, TopicId
+
+__all__ = [
+    "Markers",
+    "Operation",
+    "Publish",
+    "Rollback",
+    "Store",
+    "Ticket",
+    "WriteDispatch",
+]
+
+R_co = TypeVar("R_co", covariant=True)
+
+PointerUses = tuple[tuple[int, Use], ...]
+"""(write pointer, what the operation does with it), for the guard."""
+
+
+class WriteDispatch(Protocol):
+    """What applies each kind of operation, adding its rows to a batch: one method per
+    kind. Each returns the operation's result, or raises the ``TmsError`` it fails with
+    (the operation then adds nothing)."""
+
+    def publish(self, op: Publish) -> RollbackDetail | None: ...
+
+    def store(self, op: Store) -> None: ...
+
+    def rollback(self, op: Rollback) -> int: ...
+
+    def markers(self, op: Markers) -> MarkersResult: ...
+
+
+class Operation(Protocol[R_co]):
+    """One write to one topic (see the module docstring)."""
+
+    kind: ClassVar[str]
+    """The operation's name in metrics (``tms_requests_total{op}``)."""
+
+    @property
+    def topic(self) -> TopicId: ...
+
+    def check(self) -> None:
+        """Raise ``TmsInvalidArgumentError`` if it can never succeed as given."""
+
+    def uses(self) -> PointerUses: ...
+
+    def apply(self, dispatch: WriteDispatch) -> R_co: ...
+
+
+def _written_under(request: StoreRequest) -> PointerUses:
+    wp = request.tx_write_pointer
+    return () if wp is None else ((wp, Use.WRITE),)
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """Append messages (an empty transactional request: the commit marker of the write
+    pointer's stored payloads)."""
+
+    request: StoreRequest
+    kind: ClassVar[str] = "publish"
+
+    @property
+    def topic(self) -> TopicId:
+        return self.request.topic
+
+    def check(self) -> None:
+        if not self.request.payloads and not self.request.transactional:
+            raise TmsInvalidArgumentError(
+                "Empty payload is only allowed for publishing transactional message. "
+                f"Topic: {self.request.topic}"
+            )
+
+    def uses(self) -> PointerUses:
+        return _written_under(self.request)
+
+    def apply(self, dispatch: WriteDispatch) -> RollbackDetail | None:
+        return dispatch.publish(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """Stage payloads under a write pointer, for its commit marker to publish."""
+
+    request: StoreRequest
+    kind: ClassVar[str] = "store"
+
+    @property
+    def topic(self) -> TopicId:
+        return self.request.topic
+
+    def check(self) -> None:
+        if not self.request.transactional or not self.request.payloads:
+            raise TmsInvalidArgumentError(
+                f"Store request must be transactional with payload. Topic: {self.request.topic}"
+            )
+
+    def uses(self) -> PointerUses:
+        return _written_under(self.request)
+
+    def apply(self, dispatch: WriteDispatch) -> None:
+        return dispatch.store(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Rollback:
+    """Negate the write pointer of a transactional publish's entries (in the topic's
+    current generation)."""
+
+    topic: TopicId
+    detail: RollbackDetail
+    kind: ClassVar[str] = "rollback"
+
+    def check(self) -> None:
+        pass
+
+    def uses(self) -> PointerUses:
+        return ((self.detail.tx_write_pointer, Use.ROLLBACK),)
+
+    def apply(self, dispatch: WriteDispatch) -> int:
+        return dispatch.rollback(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Markers:
+    """Commit markers of several write pointers, next to each other (``MarkersRequest``)."""
+
+    request: MarkersRequest
+    kind: ClassVar[str] = "markers"
+
+    @property
+    def topic(self) -> TopicId:
+        return self.request.topic
+
+    def check(self) -> None:
+        pass
+
+    def uses(self) -> PointerUses:
+        return tuple((wp, Use.MARKER) for wp in self.request.write_pointers)
+
+    def apply(self, dispatch: WriteDispatch) -> MarkersResult:
+        return dispatch.markers(self)
+
+
+class Ticket(Generic[R_co]):
+    """One operation on its way through a batch: its result or error once the batch is
+    done. Written by the batch's one leader, read by the caller after it was woken."""
+
+    __slots__ = ("_value", "error", "op")
+
+    _value: R_co
+
+    def __init__(self, op: Operation[R_co]) -> None:
+        self.op = op
+        self.error: TmsError | None = None
+
+    def apply(self, dispatch: WriteDispatch) -> None:
+        """Apply the operation (raises what the dispatch raised)."""
+        self._value = self.op.apply(dispatch)
+
+    def fail(self, error: TmsError) -> None:
+        self.error = error
+
+    def result(self) -> R_co:
+        """The operation's result, or raise its error."""
+        if self.error is not None:
+            raise self.error
+        return self._value
