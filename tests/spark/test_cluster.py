@@ -13,7 +13,6 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,6 +20,7 @@ from examples import program_states as example
 from tests.servers import Stack
 from tests.spark.test_write_read import committed
 from tms.model import TopicId
+from tms.operations import Operation
 from tms.spark.cluster import QUICK_START, LocalCluster, kill_session
 
 JOBS = Path(__file__).with_name("cluster_jobs.py")
@@ -75,18 +75,18 @@ def test_batch_write_with_an_executor_killed_mid_job(
 ) -> None:
     topic = TopicId("default", "killed-executor")
     stack.messaging.create_topic(topic)
-    real_write = stack.service.write
+    real_submit = stack.service.submit_async
     killed: list[int] = []
 
-    def kill_an_executor(target: TopicId, operations: Any) -> list[Any]:
-        if target == topic and not killed and any(k == "store" for k, _ in operations):
+    async def kill_an_executor(op: Operation[object]) -> object:
+        if op.topic == topic and op.kind == "store" and not killed:
             executors = cluster.executors()
             assert executors, "no executor to kill"
             os.kill(executors[0], signal.SIGKILL)  # mid-job: tasks are storing rows
             killed.append(executors[0])
-        return real_write(target, operations)
+        return await real_submit(op)
 
-    monkeypatch.setattr(stack.service, "write", kill_an_executor)
+    monkeypatch.setattr(stack.service, "submit_async", kill_an_executor)
     log = tmp_path / "driver.log"
     args = ("batch", stack.url, stack.tx_address, topic.topic, "4000")
     out = finish(submit(cluster, log, *args), log)

@@ -14,12 +14,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.servers import Stack
 from tms.model import TopicId
+from tms.operations import Operation
 from tms.spark.cluster import kill_session
 
 DRIVER = """
@@ -50,17 +50,17 @@ def test_a_driver_killed_between_markers_and_commit_releases_consumers(
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    real_write = stack.service.write
+    real_submit = stack.service.submit_async
     killed: list[float] = []
 
-    def kill_after_markers(target: TopicId, operations: Any) -> list[Any]:
-        outcomes = real_write(target, operations)
-        if target == topic and any(kind == "markers" for kind, _ in operations):
+    async def kill_after_markers(op: Operation[object]) -> object:
+        result = await real_submit(op)
+        if op.topic == topic and op.kind == "markers":
             kill_session(driver.pid)  # the markers are in; no commit will ever come
             killed.append(time.monotonic())
-        return outcomes
+        return result
 
-    monkeypatch.setattr(stack.service, "write", kill_after_markers)
+    monkeypatch.setattr(stack.service, "submit_async", kill_after_markers)
     try:
         driver.wait(timeout=240)
     finally:

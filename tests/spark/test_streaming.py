@@ -137,17 +137,17 @@ def test_a_lost_answer_to_the_batch_markers_loses_nothing(
 ) -> None:
     stack.messaging.create_topic(SRC)
     stack.messaging.create_topic(DST)
-    real_write = stack.service.write
-    lost: list[Any] = []
+    real_submit = stack.service.submit_async
+    lost: list[object] = []
 
-    def answer_lost(topic: TopicId, operations: Any) -> list[Any]:
-        outcomes = real_write(topic, operations)
-        if topic == DST and not lost and any(kind == "markers" for kind, _ in operations):
-            lost.append(outcomes)  # the batch's markers are written; the answer is lost
-            return [StorageUnavailableError("injected: the answer is lost")] * len(operations)
-        return outcomes
+    async def answer_lost(op: Operation[object]) -> object:
+        result = await real_submit(op)
+        if op.topic == DST and op.kind == "markers" and not lost:
+            lost.append(result)  # the batch's markers are written; the answer is lost
+            raise StorageUnavailableError("injected: the answer is lost")
+        return result
 
-    monkeypatch.setattr(stack.service, "write", answer_lost)
+    monkeypatch.setattr(stack.service, "submit_async", answer_lost)
     # When the sink's client retries the keyed markers write and is told "duplicate",
     # the duplicate is its own first try: the batch is published, and committed
     stack.messaging.publish(SRC, [f"m{i}" for i in range(10)])

@@ -14,6 +14,7 @@ from tests.servers import Stack, running_stack
 from tests.spark.test_write_read import committed, numbered, write
 from tms.errors import StorageUnavailableError
 from tms.model import TopicId
+from tms.operations import Operation
 from txn.config import TxConfig
 
 
@@ -30,50 +31,54 @@ def test_markers_without_an_answer_invalidate_the_job(
 ) -> None:
     topic = TopicId("default", "lost-markers")
     stack.messaging.create_topic(topic)
-    real_write = stack.service.write
+    real_submit = stack.service.submit_async
     written: list[Any] = []
 
-    def answer_lost(target: TopicId, operations: Any) -> list[Any]:
-        outcomes = real_write(target, operations)
-        if any(kind == "markers" for kind, _ in operations):
-            written.append(outcomes)  # the markers are in the topic; the answer never comes
-            return [StorageUnavailableError("injected: the answer is lost")] * len(operations)
-        return outcomes
+    async def answer_lost(op: Operation[object]) -> object:
+        result = await real_submit(op)
+        if op.kind == "markers":
+            written.append(result)  # the markers are in the topic; the answer never comes
+            raise StorageUnavailableError("injected: the answer is lost")
+        return result
 
-    monkeypatch.setattr(stack.service, "write", answer_lost)
+    monkeypatch.setattr(stack.service, "submit_async", answer_lost)
     with pytest.raises(Exception, match="answer is lost"):
         write(stack, numbered(spark, 400), "lost-markers", txTimeoutS="600")
     assert written, "the fault was not injected"
     # the markers were written, and never become visible: the job was invalidated
     assert committed(stack, topic) == []
     assert stack.messaging.poll(topic).messages  # a non-transactional reader sees them
-    pointer = written[0][0].details[0].tx_write_pointer
+    pointer = written[0].details[0].tx_write_pointer
     probe = stack.tx.start_short()
     assert probe.is_invalid(pointer)
 
 
 def test_a_commit_without_an_answer_that_happened_is_reported_done(
-    spark: Any, stack: Stack, monkeypatch: pytest.MonkeyPatch
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    topic = TopicId("default", "lost-commit")
-    stack.messaging.create_topic(topic)
-    pipeline = stack.manager.pipeline
-    real_commit = pipeline.commit
-    lost: list[int] = []
+    # The Python engine: the native server answers commits in C, past the injected fault.
+    config = TxConfig(cleanup_interval_s=0.2, snapshot_interval_s=0, engine="python")
+    with running_stack(tmp_path / "python", config) as stack:
+        topic = TopicId("default", "lost-commit")
+        stack.messaging.create_topic(topic)
+        pipeline = stack.manager.pipeline
+        real_commit = pipeline.commit
+        lost: list[int] = []
 
-    def commit_then_crash(tx_id: int, write_pointer: int) -> Any:
-        done = real_commit(tx_id, write_pointer)
-        if not lost:
-            lost.append(tx_id)  # committed; the answer becomes an internal error
-            stack.manager.wait_durable(done.ticket)
-            raise RuntimeError("injected: the connection dropped")
-        return done
+        def commit_then_crash(tx_id: int, write_pointer: int) -> Any:
+            done = real_commit(tx_id, write_pointer)
+            if not lost:
+                # Committed; the answer becomes an internal error, sent once everything
+                # done so far (the commit) is durable.
+                lost.append(tx_id)
+                raise RuntimeError("injected: the connection dropped")
+            return done
 
-    monkeypatch.setattr(pipeline, "commit", commit_then_crash)
-    write(stack, numbered(spark, 400), "lost-commit")  # no error: it did commit
-    assert lost
-    payloads = [p for _, p in committed(stack, topic)]
-    assert sorted(payloads) == sorted(f"m{i}".encode() for i in range(400))
+        monkeypatch.setattr(pipeline, "commit", commit_then_crash)
+        write(stack, numbered(spark, 400), "lost-commit")  # no error: it did commit
+        assert lost
+        payloads = [p for _, p in committed(stack, topic)]
+        assert sorted(payloads) == sorted(f"m{i}".encode() for i in range(400))
 
 
 def test_a_job_longer_than_its_timeout_commits_while_its_driver_lives(
