@@ -5,7 +5,7 @@ The public API, importable from ``tms`` itself::
     from tms import MessagingService, LevelDBStore, TopicId, StoreRequest, FetchRequest
 
 * the service and its stores: ``MessagingService`` (``FetchResult``), ``TmsConfig``,
-  ``LevelDBStore``, ``MemoryStore``;
+  ``LevelDBStore``, ``MemoryStore``, ``PostgresStore``;
 * values: ``TopicId``, ``TopicMetadata``, ``StoreRequest``, ``MarkersRequest``,
   ``MarkersResult``, ``RollbackDetail``, ``TopicBounds``, ``FetchRequest``, ``Message``,
   ``MessageId``;
@@ -26,7 +26,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tms.client import MessagingClient as MessagingClient
     from tms.config import TmsConfig as TmsConfig
+    from tms.errors import ClusterUnavailableError as ClusterUnavailableError
+    from tms.errors import FencedError as FencedError
     from tms.errors import ForbiddenError as ForbiddenError
+    from tms.errors import NotOwnerError as NotOwnerError
     from tms.errors import RequestTooLargeError as RequestTooLargeError
     from tms.errors import ServiceUnavailableError as ServiceUnavailableError
     from tms.errors import StorageUnavailableError as StorageUnavailableError
@@ -60,8 +63,11 @@ if TYPE_CHECKING:
     from tms.service import MessagingService as MessagingService
     from tms.store.leveldb import LevelDBStore as LevelDBStore
     from tms.store.memory import MemoryStore as MemoryStore
+    from tms.store.postgres import PostgresStore as PostgresStore
 
 __all__ = [
+    "ClusterUnavailableError",
+    "FencedError",
     "FetchRequest",
     "FetchResult",
     "ForbiddenError",
@@ -74,7 +80,9 @@ __all__ = [
     "MessageId",
     "MessagingClient",
     "MessagingService",
+    "NotOwnerError",
     "Operation",
+    "PostgresStore",
     "Publish",
     "RequestTooLargeError",
     "Rollback",
@@ -104,7 +112,10 @@ _HOMES = {
     "tms.client": ("MessagingClient",),
     "tms.config": ("TmsConfig",),
     "tms.errors": (
+        "ClusterUnavailableError",
+        "FencedError",
         "ForbiddenError",
+        "NotOwnerError",
         "RequestTooLargeError",
         "ServiceUnavailableError",
         "StorageUnavailableError",
@@ -135,6 +146,7 @@ _HOMES = {
     "tms.service": ("FetchResult", "MessagingService"),
     "tms.store.leveldb": ("LevelDBStore",),
     "tms.store.memory": ("MemoryStore",),
+    "tms.store.postgres": ("PostgresStore",),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
