@@ -5,6 +5,8 @@
     tms serve [--host H] [--port P] [--data-dir D] [--tx-server H:P] [--auth FILE]
               [--tls-cert PEM [--tls-key PEM]] [--config FILE.toml]
               [--tx-tls-ca PEM [--tx-tls-cert PEM --tx-tls-key PEM]]
+              [--store postgresql://... [--zookeeper H:P,... [--zk-path /P] [--name ID]
+               [--session-timeout-s S] [--advertise URL]]]
     tms topics create NS TOPIC [--ttl S] [--property K=V ...]
     tms topics list NS | get NS TOPIC | delete NS TOPIC
     tms topics update NS TOPIC [--ttl S] [--property K=V ...]
@@ -29,6 +31,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 import tomllib
@@ -76,6 +79,20 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-cert", help="PEM certificate (chain): serve HTTPS only")
     serve.add_argument("--tls-key", help="PEM private key, if not in the certificate file")
     serve.add_argument("--config", type=Path, help="TOML file: [tms] and [http] tables")
+    serve.add_argument(
+        "--store",
+        help="postgresql://... : keep the tables in PostgreSQL (several instances may share "
+        "it, with --zookeeper); default: LevelDB in --data-dir",
+    )
+    serve.add_argument(
+        "--zookeeper",
+        help="H1:P1,H2:P2,... : run as one instance of a cluster (topic ownership and "
+        "membership in ZooKeeper); needs a PostgreSQL --store",
+    )
+    serve.add_argument("--zk-path", default="/txms/tms", help="the cluster's ZooKeeper path")
+    serve.add_argument("--name", help="this instance's id in the cluster (default host-pid)")
+    serve.add_argument("--session-timeout-s", type=float, default=10.0)
+    serve.add_argument("--advertise", help="the URL other instances send clients to")
     add_client_tls_arguments(serve, "--tx-tls-")
 
     topics = sub.add_parser("topics", help="manage topics").add_subparsers(
@@ -159,7 +176,6 @@ def _serve(args: argparse.Namespace) -> int:
     from tms.http.auth import Authorizer  # noqa: PLC0415
     from tms.http.server import HttpServer, server_ssl_context  # noqa: PLC0415
     from tms.service import MessagingService  # noqa: PLC0415
-    from tms.store.leveldb import LevelDBStore  # noqa: PLC0415
     from txms_common.loop import new_event_loop  # noqa: PLC0415
     from txms_common.retry import RetryNTimes  # noqa: PLC0415
     from txn.rlimit import raise_open_file_limit  # noqa: PLC0415
@@ -187,7 +203,8 @@ def _serve(args: argparse.Namespace) -> int:
         # retry with Tephra's backoff for half a minute.
         guard_client = ThriftTxClient(args.tx_server, tls=tls, timeout_s=5, retry=RetryNTimes(2))
         guard = TransactionStateGuard(guard_client, max_age_s=tms_config.tx_state_cache_s)
-    service = MessagingService(LevelDBStore(args.data_dir), tms_config, guard=guard)
+    store, cluster = _open_store(args)
+    service = MessagingService(store, tms_config, guard=guard, ownership=cluster)
     cleanup = None
     if tms_config.cleanup_interval_s > 0:
         participant = tms_config.prune_participant if tx_client is not None else ""
@@ -204,12 +221,12 @@ def _serve(args: argparse.Namespace) -> int:
                 f"cannot listen on {http_config.host}:{http_config.port}: {reason}"
             ) from exc
         stop = _stop_on_signal()  # before the address is out: a caller may signal at once
+        if cluster is not None:
+            cluster.start(args.advertise or server.url)
         if cleanup is not None:
             cleanup.start()
-        print(
-            f"tms: messaging service listening on {server.url} (data: {args.data_dir})",
-            flush=True,
-        )
+        where = _redacted(args.store) if args.store else args.data_dir
+        print(f"tms: messaging service listening on {server.url} (data: {where})", flush=True)
         await stop.wait()
         await server.stop()
 
@@ -222,9 +239,46 @@ def _serve(args: argparse.Namespace) -> int:
         if tx_client is not None:
             tx_client.close()
             guard_client.close()
+        if cluster is not None:
+            cluster.close()
         service.close()
     print("tms: stopped", flush=True)
     return 0
+
+
+def _redacted(url: str) -> str:
+    from tms.store.postgres.connections import redact  # noqa: PLC0415
+
+    return redact(url)
+
+
+def _open_store(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The store (and the cluster membership, with ``--zookeeper``) ``serve`` runs on."""
+    from tms.store.leveldb import LevelDBStore  # noqa: PLC0415
+
+    if args.store is None:
+        if args.zookeeper:
+            raise TmsInvalidArgumentError("--zookeeper needs a shared --store postgresql://...")
+        return LevelDBStore(args.data_dir), None
+    if not args.store.startswith(("postgresql://", "postgres://")):
+        raise TmsInvalidArgumentError(f"--store: not a postgresql:// URL: {_redacted(args.store)}")
+    from tms.store.postgres import PostgresStore  # noqa: PLC0415
+
+    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
+    store = PostgresStore(args.store, name=f"tms-{name}")
+    if not args.zookeeper:
+        return store, None
+    from tms.cluster.ownership import Cluster, connect  # noqa: PLC0415
+
+    try:
+        client = connect(args.zookeeper, args.session_timeout_s)
+    except BaseException:
+        store.close()
+        raise
+    cluster = Cluster(
+        client, store, name, base=args.zk_path, session_timeout_s=args.session_timeout_s
+    )
+    return store, cluster
 
 
 def _stop_on_signal() -> asyncio.Event:

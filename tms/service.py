@@ -26,22 +26,31 @@ Contract (every method thread-safe unless marked; errors from ``tms.errors``):
   entries; ``wait_for_change`` blocks until it moves past a version or a timeout, and
   ``add_listener`` tells event loops without blocking a thread (``tms.changes``).
 * maintenance, for cleanup: ``all_topics``, ``purge_topic``, ``negate_invalid``.
+* several instances on one shared store (``ownership``, ``tms.cluster``): every write of
+  a topic — its messages and its metadata row — is made by the topic's owner only, under
+  the owner's fence; another instance raises ``NotOwnerError`` (naming the owner) for
+  it. The fence is taken before the writer reads the topic's last position, so a new
+  owner continues above everything stored. A write the store refuses for a superseded
+  fence (``FencedError``, 503) gives the topic up. Reads are served by any instance, with
+  the topic's metadata read from the store each time (another instance may have
+  changed it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from tms.changes import TopicChanges, TopicListener
 from tms.config import TmsConfig
-from tms.errors import TmsError
+from tms.errors import FencedError, TmsError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
 from tms.guard import ClockGuard, WritePointerGuard
 from tms.inspect import inspect_topic
@@ -58,12 +67,12 @@ from tms.model import (
     validate_namespace,
 )
 from tms.operations import Markers, Operation, Publish, Rollback, Store, Ticket
-from tms.store.kv import KeyValueStore
+from tms.store.kv import Fence, KeyValueStore
 from tms.store.tables import PurgeCounts, Tables
 from tms.writer import BatchStats, TopicWriter
 from txms_common.clock import SYSTEM_CLOCK, Clock
 
-__all__ = ["FetchResult", "MessagingService", "TopicListener"]
+__all__ = ["FetchResult", "MessagingService", "Ownership", "TopicListener"]
 
 R = TypeVar("R")
 
@@ -80,6 +89,27 @@ class FetchResult:
     version: int
 
 
+class Ownership(Protocol):
+    """Which topics this instance may write (``tms.cluster.Cluster``)."""
+
+    def fence(self, topic: TopicId) -> Fence:
+        """This instance's fence of ``topic``, claiming it if free; ``NotOwnerError``
+        when another instance owns it."""
+        ...
+
+    def owns(self, topic: TopicId, epoch: int) -> bool:
+        """Whether ``epoch`` is still this instance's claim of ``topic``."""
+        ...
+
+    def release(self, topic: TopicId, epoch: int) -> None:
+        """Give up ``topic`` (its fence ``epoch`` was refused by the store)."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """The cluster as this instance sees it (JSON: ``GET /v1/cluster``)."""
+        ...
+
+
 class MessagingService:
     """See the module docstring."""
 
@@ -91,8 +121,10 @@ class MessagingService:
         clock: Clock = SYSTEM_CLOCK,
         metrics: TmsMetrics | None = None,
         guard: WritePointerGuard | None = None,
+        ownership: Ownership | None = None,
     ) -> None:
         self.config = config or TmsConfig()
+        self.ownership = ownership
         self.guard = guard or ClockGuard(clock, self.config.tx_clock_skew_s)
         self.metrics = metrics or TmsMetrics()
         self._tables = Tables(store)
@@ -123,7 +155,8 @@ class MessagingService:
     ) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **(properties or {})}
         props.pop("generation", None)
-        metadata = self._tables.metadata.create(topic, props)
+        with self._fenced(topic) as fence:
+            metadata = self._tables.metadata.create(topic, props, fence)
         with self._lock:
             self._topics[topic] = metadata
         return metadata
@@ -131,7 +164,8 @@ class MessagingService:
     def update_topic(self, topic: TopicId, properties: Mapping[str, str]) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **properties}
         props.pop("generation", None)
-        metadata = self._tables.metadata.update(topic, props)
+        with self._fenced(topic) as fence:
+            metadata = self._tables.metadata.update(topic, props, fence)
         with self._lock:
             self._topics[topic] = metadata
             writer = self._writers.get((topic, metadata.generation))
@@ -140,7 +174,8 @@ class MessagingService:
         return metadata
 
     def delete_topic(self, topic: TopicId) -> None:
-        deleted = self._tables.metadata.delete(topic)
+        with self._fenced(topic) as fence:
+            deleted = self._tables.metadata.delete(topic, fence)
         with self._lock:
             self._topics.pop(topic, None)
             writer = self._writers.pop((topic, -deleted.generation), None)
@@ -148,7 +183,24 @@ class MessagingService:
         if writer is not None:
             writer.close()
 
+    @contextlib.contextmanager
+    def _fenced(self, topic: TopicId) -> Iterator[Fence | None]:
+        """This instance's fence of ``topic`` for a change (None: no ownership); a
+        refused fence gives the topic up."""
+        if self.ownership is None:
+            yield None
+            return
+        fence = self.ownership.fence(topic)
+        try:
+            yield fence
+        except FencedError:
+            self.ownership.release(topic, fence[1])
+            raise
+
     def get_topic(self, topic: TopicId) -> TopicMetadata:
+        if self.ownership is not None:
+            # another instance may have changed it: never from a cache
+            return self._tables.metadata.get(topic)
         with self._lock:
             if self._epoch != self._tables.epoch:
                 # The store recovered from a failed write, which may have landed after
@@ -248,7 +300,15 @@ class MessagingService:
             if metadata is None or self._closed or self._epoch != self._tables.epoch:
                 return None
             writer = self._writers.get((topic, metadata.generation))
-        return writer if writer is not None and not writer.stale else None
+        return writer if writer is not None and not self._stale(writer) else None
+
+    def _stale(self, writer: TopicWriter) -> bool:
+        if writer.stale:
+            return True
+        fence = writer.fence
+        return fence is not None and not (
+            self.ownership is not None and self.ownership.owns(writer.metadata.topic, fence[1])
+        )
 
     async def _opened(self, topic: TopicId, loop: asyncio.AbstractEventLoop) -> TopicWriter:
         """The topic's writer, opened on a thread (it reads the store): one opening for
@@ -264,14 +324,18 @@ class MessagingService:
         return await asyncio.shield(opening)  # one caller going away cancels nothing
 
     def _writer(self, topic: TopicId) -> TopicWriter:
+        # The fence first, then what the writer reads: see tms.store.kv (fences).
+        fence = None if self.ownership is None else self.ownership.fence(topic)
         epoch = self._tables.epoch  # before the metadata is read: see TopicWriter.epoch
         metadata = self.get_topic(topic)
         key = (topic, metadata.generation)
         with self._lock:
             if self._closed:
                 raise TmsError("the messaging service is closed")
+            if fence is not None:
+                self._topics[topic] = metadata  # the owner's: only it changes the row
             writer = self._writers.get(key)
-            if writer is None or writer.stale:
+            if writer is None or self._stale(writer) or writer.fence != fence:
                 writer = TopicWriter(
                     self._tables,
                     metadata,
@@ -281,9 +345,15 @@ class MessagingService:
                     executor=self._executor,
                     on_batch=self._on_batch,
                     epoch=epoch,
+                    fence=fence,
+                    on_fenced=self._on_fenced,
                 )
                 self._writers[key] = writer
             return writer
+
+    def _on_fenced(self, writer: TopicWriter) -> None:
+        if self.ownership is not None and writer.fence is not None:
+            self.ownership.release(writer.metadata.topic, writer.fence[1])
 
     def _on_batch(self, metadata: TopicMetadata, stats: BatchStats) -> None:
         m = self.metrics

@@ -33,6 +33,7 @@ from aiohttp import web
 from tms.codec import avro
 from tms.codec import json as jsonc
 from tms.errors import (
+    NotOwnerError,
     RequestTooLargeError,
     TmsCodecError,
     TmsError,
@@ -397,6 +398,12 @@ class Api:
     async def openapi(self, request: web.Request) -> web.Response:
         return web.json_response(openapi_spec(ROUTES))
 
+    async def cluster(self, request: web.Request) -> web.Response:
+        ownership = self.svc.ownership
+        if ownership is None:
+            return web.json_response({"mode": "standalone"})
+        return web.json_response(await self._run(ownership.describe))
+
 
 API: web.AppKey[Api] = web.AppKey("api", Api)
 
@@ -424,6 +431,12 @@ def create_app(
         response: web.StreamResponse
         try:
             response = await handler(request)
+        except NotOwnerError as exc:
+            # 307: the owner takes the same request (method and body kept)
+            status = 307 if exc.owner_url else 503
+            response = error_response(status, exc.code, str(exc))
+            if exc.owner_url:
+                response.headers["Location"] = exc.owner_url.rstrip("/") + request.path_qs
         except TmsError as exc:
             response = error_response(exc.status, exc.code, str(exc))
         except web.HTTPException as exc:

@@ -89,6 +89,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/ping", "ping", Scope.PUBLIC),
     Route("GET", "/metrics", "metrics", Scope.SERVICE, _P.METRICS),
     Route("GET", "/v1/openapi.json", "openapi", Scope.AUTHENTICATED),
+    Route("GET", "/v1/cluster", "cluster", Scope.AUTHENTICATED),
 )
 
 
