@@ -14,8 +14,10 @@
     tms tail NS TOPIC [--from-start | --from-time MS | --from-id HEX] [--tx-server H:P]
                       [--tx-tls-ca PEM [--tx-tls-cert PEM --tx-tls-key PEM]]
     tms inspect NS TOPIC [--start-ms MS] [--end-ms MS] [--limit N] [--json]
+    tms cluster status
 
-Client commands talk to ``--url`` (default ``$TMS_URL`` or http://127.0.0.1:15166) with
+Client commands talk to ``--url`` (default ``$TMS_URL`` or http://127.0.0.1:15166; a
+cluster's instances separated by commas, the client fails over between them) with
 ``--token`` (default ``$TMS_TOKEN``); an https service's certificate is verified against
 ``--ca-bundle`` (default ``$TMS_CA_BUNDLE``, else the system's trust store). Exit codes:
 0 success, 1 failure (one line on stderr, never a traceback), 2 bad usage.
@@ -31,7 +33,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import sys
 import time
 import tomllib
@@ -56,7 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tms", description="txms messaging")
     p.add_argument("--version", action="version", version=f"tms {version('txms')}")
     p.add_argument("--log-level", default="INFO")
-    p.add_argument("--url", default=os.environ.get("TMS_URL", DEFAULT_URL), help="service URL")
+    p.add_argument(
+        "--url",
+        default=os.environ.get("TMS_URL", DEFAULT_URL),
+        help="service URL (a cluster: several, separated by commas)",
+    )
     p.add_argument("--token", default=os.environ.get("TMS_TOKEN"), help="bearer token")
     p.add_argument(
         "--ca-bundle",
@@ -136,6 +141,11 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--end-ms", type=int)
     inspect.add_argument("--limit", type=int, default=1000)
     inspect.add_argument("--json", action="store_true")
+
+    cluster = sub.add_parser("cluster", help="a cluster's instances").add_subparsers(
+        dest="action", required=True
+    )
+    cluster.add_parser("status", help="live instances and topic owners (GET /v1/cluster)")
     return p
 
 
@@ -170,6 +180,7 @@ def _config(cls: type[T], values: dict[str, Any], where: str) -> T:
 
 def _serve(args: argparse.Namespace) -> int:
     from tms.cleanup import Cleaner, CleanupLoop  # noqa: PLC0415 - server-only imports
+    from tms.cluster.setup import StoreConfig, open_store  # noqa: PLC0415
     from tms.config import TmsConfig  # noqa: PLC0415
     from tms.guard import TransactionStateGuard  # noqa: PLC0415
     from tms.http.app import HttpConfig  # noqa: PLC0415
@@ -203,7 +214,10 @@ def _serve(args: argparse.Namespace) -> int:
         # retry with Tephra's backoff for half a minute.
         guard_client = ThriftTxClient(args.tx_server, tls=tls, timeout_s=5, retry=RetryNTimes(2))
         guard = TransactionStateGuard(guard_client, max_age_s=tms_config.tx_state_cache_s)
-    store, cluster = _open_store(args)
+    stores = StoreConfig(
+        args.data_dir, args.store, args.zookeeper, args.zk_path, args.name, args.session_timeout_s
+    )
+    store, cluster = open_store(stores)
     service = MessagingService(store, tms_config, guard=guard, ownership=cluster)
     cleanup = None
     if tms_config.cleanup_interval_s > 0:
@@ -225,8 +239,9 @@ def _serve(args: argparse.Namespace) -> int:
             cluster.start(args.advertise or server.url)
         if cleanup is not None:
             cleanup.start()
-        where = _redacted(args.store) if args.store else args.data_dir
-        print(f"tms: messaging service listening on {server.url} (data: {where})", flush=True)
+        print(
+            f"tms: messaging service listening on {server.url} (data: {stores.where})", flush=True
+        )
         await stop.wait()
         await server.stop()
 
@@ -244,41 +259,6 @@ def _serve(args: argparse.Namespace) -> int:
         service.close()
     print("tms: stopped", flush=True)
     return 0
-
-
-def _redacted(url: str) -> str:
-    from tms.store.postgres.connections import redact  # noqa: PLC0415
-
-    return redact(url)
-
-
-def _open_store(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The store (and the cluster membership, with ``--zookeeper``) ``serve`` runs on."""
-    from tms.store.leveldb import LevelDBStore  # noqa: PLC0415
-
-    if args.store is None:
-        if args.zookeeper:
-            raise TmsInvalidArgumentError("--zookeeper needs a shared --store postgresql://...")
-        return LevelDBStore(args.data_dir), None
-    if not args.store.startswith(("postgresql://", "postgres://")):
-        raise TmsInvalidArgumentError(f"--store: not a postgresql:// URL: {_redacted(args.store)}")
-    from tms.store.postgres import PostgresStore  # noqa: PLC0415
-
-    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
-    store = PostgresStore(args.store, name=f"tms-{name}")
-    if not args.zookeeper:
-        return store, None
-    from tms.cluster.ownership import Cluster, connect  # noqa: PLC0415
-
-    try:
-        client = connect(args.zookeeper, args.session_timeout_s)
-    except BaseException:
-        store.close()
-        raise
-    cluster = Cluster(
-        client, store, name, base=args.zk_path, session_timeout_s=args.session_timeout_s
-    )
-    return store, cluster
 
 
 def _stop_on_signal() -> asyncio.Event:
@@ -458,10 +438,28 @@ def main(argv: list[str] | None = None) -> int:
                 return _publish(client, args)
             if args.command == "tail":
                 return _tail(client, args)
+            if args.command == "cluster":
+                return _cluster_status(client)
             return _inspect(client, args)
     except (TmsError, TxError, OSError, ValueError) as exc:
         print(f"tms: {_one_line(exc)}", file=sys.stderr)
         return 1
+
+
+def _cluster_status(client: Any) -> int:
+    status = client.cluster()
+    if status.get("mode") != "cluster":
+        print("standalone: one instance, no cluster")
+        return 0
+    me = status["self"]
+    print(f"answered by {me['id']} ({me['url']})")
+    print(f"live instances: {len(status['instances'])}")
+    for instance in status["instances"]:
+        print(f"  {instance['id']}  {instance['url']}")
+    print(f"owned topics: {len(status['owners'])}")
+    for topic, owner in status["owners"].items():
+        print(f"  {topic}  {owner}")
+    return 0
 
 
 def _one_line(exc: BaseException) -> str:

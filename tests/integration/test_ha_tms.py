@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 import requests
 
+from tms.cli import main as tms_main
+from tms.client import MessagingClient
+from tms.model import TopicId
 from txms_testing import ServiceProcess, ZooKeeperEnsemble
 
 SESSION_S = 2.0
@@ -67,7 +70,9 @@ def read_all(url: str) -> list[tuple[str, bytes]]:
     return [(m["id"], base64.b64decode(m["payload"])) for m in answer.json()["messages"]]
 
 
-def test_any_instance_takes_writes_by_redirect_and_serves_reads(cluster: TmsCluster) -> None:
+def test_any_instance_takes_writes_by_redirect_and_serves_reads(
+    cluster: TmsCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
     _a, url_a = cluster.serve("a")
     _b, url_b = cluster.serve("b")
     # a write at b of a topic nobody owns: b claims it
@@ -86,6 +91,14 @@ def test_any_instance_takes_writes_by_redirect_and_serves_reads(cluster: TmsClus
     assert status["mode"] == "cluster" and status["self"]["id"] == "a"
     assert [i["id"] for i in status["instances"]] == ["a", "b"]
     assert status["owners"] == {"ns.orders": "b"}
+    # the command line and the client take several URLs, and pass an unreachable one by
+    dead = "http://127.0.0.1:1"
+    assert tms_main(["--url", f"{dead},{url_a}", "cluster", "status"]) == 0
+    shown = capsys.readouterr().out
+    assert "answered by a" in shown and f"b  {url_b}" in shown and "ns.orders  b" in shown
+    with MessagingClient([dead, url_a]) as client:
+        client.publish(TopicId("ns", "orders"), [b"2"])  # followed a's 307 to b
+        assert [m[1] for m in client.poll(TopicId("ns", "orders")).messages] == [b"1", b"2"]
 
 
 def test_a_paused_owner_never_appends_after_another_instance_took_over(

@@ -10,6 +10,11 @@ yielded and reconnecting with backoff when the service is unavailable; with a tr
 client it reads with a transaction no older than ``tx_refresh_s``, replaced at once when a
 read stopped at an entry that transaction cannot see.
 
+**A cluster** (``base_url`` names several instances): an unreachable instance is left
+for the next (a write only if it was never sent, or is idempotent); a write answered
+``307`` (not the topic's owner) or ``fenced`` (its owner was just deposed: nothing
+stored) is sent again, to the owner named, who is remembered (``tms.client.instances``).
+
 Requests go through ``tms.client.transport.Transport`` (urllib3, the engine under
 ``requests``, called directly: a third of the CPU per request), which reads the
 environment's proxy settings once, as ``requests`` would, when the client is made;
@@ -24,16 +29,24 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Protocol
 
-from tms.client.transport import HttpTransport, Reply, Transport, TransportError
+from tms.client.instances import Instances, owner_url, parse_urls
+from tms.client.transport import HttpTransport, Reply, TransportError
 from tms.codec import avro
 from tms.codec import json as jsonc
 from tms.codec.avro import ConsumeSpec
-from tms.errors import ServiceUnavailableError, TmsError, TmsTransientError, error_for
+from tms.errors import (
+    FencedError,
+    NotOwnerError,
+    ServiceUnavailableError,
+    TmsError,
+    TmsTransientError,
+    error_for,
+)
 from tms.ids import MessageId
 from tms.model import Message, RollbackDetail, TopicBounds, TopicId
 from txms_common.retry import backoff
@@ -109,7 +122,7 @@ class MessagingClient:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         *,
         token: str | None = None,
         timeout_s: float = 30.0,
@@ -118,11 +131,14 @@ class MessagingClient:
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
         ca_bundle: str | os.PathLike[str] | None = None,
-        transport: HttpTransport | None = None,
+        transport: HttpTransport | Mapping[str, HttpTransport] | None = None,
     ) -> None:
-        """``transport``: what sends the requests (default: ``Transport`` on
-        ``base_url``, verifying HTTPS against ``ca_bundle``)."""
-        self.base_url = base_url.rstrip("/")
+        """``base_url``: one instance, or several (a list, or separated by commas);
+        ``transport``: what sends the requests to the first of them, or a transport
+        per URL (default: a ``Transport`` per URL, verifying HTTPS against
+        ``ca_bundle``)."""
+        self.urls = parse_urls(base_url)
+        self.base_url = self.urls[0]
         self._timeout = timeout_s
         self._retries = retries
         self._backoff = backoff_s
@@ -131,12 +147,10 @@ class MessagingClient:
         self._headers = {"User-Agent": "txms-client", "Accept-Encoding": "identity"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
-        self._http: HttpTransport = (
-            transport if transport is not None else Transport(self.base_url, ca_bundle=ca_bundle)
-        )
+        self.instances = Instances(self.urls, transport=transport, ca_bundle=ca_bundle)
 
     def close(self) -> None:
-        self._http.close()
+        self.instances.close()
 
     def __enter__(self) -> MessagingClient:
         return self
@@ -170,18 +184,37 @@ class MessagingClient:
         delays = islice(backoff(self._backoff, 4.0), self._retries if idempotent else 0)
         timeout = timeout_s if timeout_s is not None else self._timeout
         headers = {**self._headers, "Content-Type": content_type} if content_type else self._headers
+        hops = 0  # redirects, refusals by a deposed owner, instances tried: each bounded
         while True:
+            target = self.instances.target(topic)
             try:
-                response = self._http.request(
+                response = self.instances.transport(target).request(
                     method, url, body=body, headers=headers, params=params, timeout_s=timeout
                 )
             except TransportError as exc:
                 error: TmsError = ServiceUnavailableError(str(exc))
                 error.__cause__ = exc
+                self.instances.failed(target, topic)
+                # another instance, unless an unanswered write may have been stored
+                if (
+                    len(self.urls) > 1
+                    and (idempotent or not exc.sent)
+                    and hops < 2 * len(self.urls)
+                ):
+                    hops += 1
+                    continue
             else:
                 if response.status == 200:
                     return response
                 error = error_from_response(response, topic)
+                if isinstance(error, (NotOwnerError, FencedError)) and hops < 8:
+                    # Not executed: send it again, to the owner named (or to find it).
+                    owner = owner_url(response.headers.get("Location", ""), url)
+                    self.instances.owner(topic, owner)
+                    hops += 1
+                    if not owner:  # the owner is changing: ask again in a moment
+                        self._sleep(min(0.05 * hops, 1.0))
+                    continue
                 if not isinstance(error, TmsTransientError):
                     raise error
             delay = next(delays, None)
@@ -395,6 +428,11 @@ class MessagingClient:
             "GET", self._url(topic, action="inspect"), topic=topic, params=params
         ).json()
         return report
+
+    def cluster(self) -> dict[str, Any]:
+        """The cluster as the instance answering sees it (``GET /v1/cluster``)."""
+        status: dict[str, Any] = self._request("GET", "/v1/cluster").json()
+        return status
 
     def follow(
         self,
