@@ -4,6 +4,11 @@ rolled-back) entries, for long-poll.
 ``bump`` (by the writer, after a batch is durable) moves the version and tells the
 listeners; ``wait_for_change`` blocks a thread until the version moves past one it read,
 and listeners let event loops wait without blocking a thread (``tms.http.app``).
+
+``ChangeFeed``: how instances sharing a store tell each other about changes (PostgreSQL:
+``tms.store.postgres.notify``): the service announces each topic it changed, and bumps
+the topics other instances announce (``bump``), or every topic when some announcements
+may have been missed (``bump_all``).
 """
 
 from __future__ import annotations
@@ -12,15 +17,32 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from tms.model import TopicId
 
-__all__ = ["TopicChanges", "TopicListener"]
+__all__ = ["ChangeFeed", "TopicChanges", "TopicListener"]
 
 log = logging.getLogger(__name__)
 
 TopicListener = Callable[[TopicId, int], None]
 """Called with (topic, new version) after new entries landed; on the writer's thread."""
+
+
+class ChangeFeed(Protocol):
+    """Changes told between the instances of one store (see the module docstring)."""
+
+    def start(self, on_change: Callable[[TopicId], object], on_gap: Callable[[], None]) -> None:
+        """Call ``on_change(topic)`` for each topic another instance announces, and
+        ``on_gap()`` when announcements may have been missed; from the return on, no
+        announcement is missed unless ``on_gap`` says so."""
+        ...
+
+    def announce(self, topic: TopicId) -> None:
+        """Tell the other instances (never blocks; called once the change is durable)."""
+        ...
+
+    def close(self) -> None: ...
 
 
 class TopicChanges:
@@ -44,6 +66,13 @@ class TopicChanges:
             except Exception:
                 log.exception("topic listener failed")
         return version
+
+    def bump_all(self) -> None:
+        """Bump every topic known here (waiters look again)."""
+        with self._changed:
+            topics = list(self._versions)
+        for topic in topics:
+            self.bump(topic)
 
     def version(self, topic: TopicId) -> int:
         with self._changed:

@@ -217,8 +217,11 @@ def _serve(args: argparse.Namespace) -> int:
     stores = StoreConfig(
         args.data_dir, args.store, args.zookeeper, args.zk_path, args.name, args.session_timeout_s
     )
-    store, cluster = open_store(stores)
-    service = MessagingService(store, tms_config, guard=guard, ownership=cluster)
+    opened = open_store(stores)
+    cluster = opened.cluster
+    service = MessagingService(
+        opened.store, tms_config, guard=guard, ownership=cluster, feed=opened.feed
+    )
     cleanup = None
     if tms_config.cleanup_interval_s > 0:
         participant = tms_config.prune_participant if tx_client is not None else ""

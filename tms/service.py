@@ -19,6 +19,8 @@ Contract (every method thread-safe unless marked; errors from ``tms.errors``):
   issued and holds in progress (``TransactionNotInProgressError``, or
   ``TransactionServiceError`` when it cannot be asked); without a transaction service
   only pointers from the future are refused (``ClockGuard``).
+* several instances on one store tell each other of changes through ``feed``
+  (``tms.changes.ChangeFeed``): a long-poll on one wakes on a write made through another.
 * reads: ``read`` starts a read (``tms.fetcher`` semantics) to iterate, ``fetch`` reads
   into a ``FetchResult``, ``bounds`` says where a read would start and stop without
   reading payloads, ``inspect`` shows the raw rows (``tms.inspect``).
@@ -48,7 +50,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Protocol, TypeVar
 
-from tms.changes import TopicChanges, TopicListener
+from tms.changes import ChangeFeed, TopicChanges, TopicListener
 from tms.config import TmsConfig
 from tms.errors import FencedError, TmsError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
@@ -122,9 +124,11 @@ class MessagingService:
         metrics: TmsMetrics | None = None,
         guard: WritePointerGuard | None = None,
         ownership: Ownership | None = None,
+        feed: ChangeFeed | None = None,
     ) -> None:
         self.config = config or TmsConfig()
         self.ownership = ownership
+        self._feed = feed
         self.guard = guard or ClockGuard(clock, self.config.tx_clock_skew_s)
         self.metrics = metrics or TmsMetrics()
         self._tables = Tables(store)
@@ -143,6 +147,8 @@ class MessagingService:
         self._executor = ThreadPoolExecutor(_WRITER_THREADS, thread_name_prefix="tms-writer")
         self._closed = False
         self.metrics.watch_topic_sizes(self.topic_sizes)
+        if feed is not None:
+            feed.start(self._changes.bump, self._changes.bump_all)
 
     def now_ms(self) -> int:
         """The service's clock."""
@@ -180,6 +186,8 @@ class MessagingService:
             self._topics.pop(topic, None)
             writer = self._writers.pop((topic, -deleted.generation), None)
         self._changes.bump(topic)
+        if self._feed is not None:
+            self._feed.announce(topic)
         if writer is not None:
             writer.close()
 
@@ -366,6 +374,8 @@ class MessagingService:
             m.rolled_back.inc(stats.rolled_back)
         if stats.published:
             self._changes.bump(metadata.topic)
+            if self._feed is not None:
+                self._feed.announce(metadata.topic)
 
     # -- reading ------------------------------------------------------------------------
 
@@ -449,5 +459,7 @@ class MessagingService:
         for writer in writers:
             writer.close()
         self._executor.shutdown(wait=True)
+        if self._feed is not None:
+            self._feed.close()
         self._changes.close()
         self._tables.close()

@@ -91,6 +91,24 @@ def test_any_instance_takes_writes_by_redirect_and_serves_reads(
     assert status["mode"] == "cluster" and status["self"]["id"] == "a"
     assert [i["id"] for i in status["instances"]] == ["a", "b"]
     assert status["owners"] == {"ns.orders": "b"}
+    # a long-poll on a wakes on a publish through b (the owner)
+    polled: list[list[bytes]] = []
+
+    def long_poll() -> None:
+        last = read_all(url_a)[-1][0]
+        answer = requests.post(
+            f"{url_a}{TOPIC}/poll?wait_ms=60000",
+            json={"startFrom": last, "inclusive": False},
+            timeout=90,
+        )
+        polled.append([base64.b64decode(m["payload"]) for m in answer.json()["messages"]])
+
+    poller = threading.Thread(target=long_poll)
+    poller.start()
+    time.sleep(0.5)  # (so the poll is waiting: the test passes without it, proving less)
+    requests.post(f"{url_b}{TOPIC}/publish", json=publish_body(b"woke"), timeout=30)
+    poller.join(90)
+    assert polled == [[b"woke"]]
     # the command line and the client take several URLs, and pass an unreachable one by
     dead = "http://127.0.0.1:1"
     assert tms_main(["--url", f"{dead},{url_a}", "cluster", "status"]) == 0
@@ -98,7 +116,8 @@ def test_any_instance_takes_writes_by_redirect_and_serves_reads(
     assert "answered by a" in shown and f"b  {url_b}" in shown and "ns.orders  b" in shown
     with MessagingClient([dead, url_a]) as client:
         client.publish(TopicId("ns", "orders"), [b"2"])  # followed a's 307 to b
-        assert [m[1] for m in client.poll(TopicId("ns", "orders")).messages] == [b"1", b"2"]
+        read = [m[1] for m in client.poll(TopicId("ns", "orders")).messages]
+        assert read == [b"1", b"woke", b"2"]
 
 
 def test_a_paused_owner_never_appends_after_another_instance_took_over(

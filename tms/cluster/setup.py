@@ -8,11 +8,12 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from tms.changes import ChangeFeed
 from tms.cluster.ownership import DEFAULT_BASE, Cluster, connect
 from tms.errors import TmsInvalidArgumentError
 from tms.store.kv import KeyValueStore
 
-__all__ = ["StoreConfig", "open_store"]
+__all__ = ["Opened", "StoreConfig", "open_store"]
 
 
 @dataclass(frozen=True)
@@ -43,18 +44,29 @@ class StoreConfig:
         return redact(self.store_url)
 
 
-def open_store(config: StoreConfig) -> tuple[KeyValueStore, Cluster | None]:
-    """The store, and the cluster membership (not started) when there is one."""
+@dataclass(frozen=True)
+class Opened:
+    store: KeyValueStore
+    cluster: Cluster | None = None
+    """Membership and ownership (started by the caller once it serves)."""
+    feed: ChangeFeed | None = None
+    """Changes told between the instances (the service starts it)."""
+
+
+def open_store(config: StoreConfig) -> Opened:
+    """The store, and with a shared one its change feed and cluster membership."""
     if config.store_url is None:
         from tms.store.leveldb import LevelDBStore  # noqa: PLC0415
 
-        return LevelDBStore(config.data_dir), None
+        return Opened(LevelDBStore(config.data_dir))
     from tms.store.postgres import PostgresStore  # noqa: PLC0415
+    from tms.store.postgres.notify import PgChangeFeed  # noqa: PLC0415
 
     name = config.name or f"{socket.gethostname()}-{os.getpid()}"
     store = PostgresStore(config.store_url, name=f"tms-{name}")
+    feed = PgChangeFeed(config.store_url, name=f"tms-{name}")
     if not config.zookeeper:
-        return store, None
+        return Opened(store, None, feed)
     try:
         client = connect(config.zookeeper, config.session_timeout_s)
     except BaseException:
@@ -63,4 +75,4 @@ def open_store(config: StoreConfig) -> tuple[KeyValueStore, Cluster | None]:
     cluster = Cluster(
         client, store, name, base=config.zk_path, session_timeout_s=config.session_timeout_s
     )
-    return store, cluster
+    return Opened(store, cluster, feed)

@@ -1,6 +1,7 @@
 """The PostgreSQL engine beyond the shared contract: two handles on one database (as two
-service instances are), a fence taken while a fenced write is under way, and a write
-connection killed under the store (``pg_terminate_backend``)."""
+service instances are), a fence taken while a fenced write is under way, a write
+connection killed under the store (``pg_terminate_backend``), and changes told between
+instances (LISTEN/NOTIFY)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import psycopg
 import pytest
 
 from tms.errors import FencedError, StorageUnavailableError
+from tms.model import StoreRequest, TopicId
+from tms.service import MessagingService
 from tms.store.postgres import PostgresStore
+from tms.store.postgres.notify import PgChangeFeed
 
 
 @pytest.fixture
@@ -118,3 +122,35 @@ def test_a_failed_write_takes_the_store_down_until_it_reconnects(pg_url: str) ->
 def test_an_unreachable_server_is_storage_unavailable() -> None:
     with pytest.raises(StorageUnavailableError):
         PostgresStore("postgresql://nobody@127.0.0.1:1/none", timeout_s=1)
+
+
+def test_a_waiter_on_one_instance_wakes_on_a_publish_through_another(pg_url: str) -> None:
+    # Given two services on one database, telling each other of changes
+    topic = TopicId("ns", "t")
+    writer = MessagingService(PostgresStore(pg_url, name="w"), feed=PgChangeFeed(pg_url, name="w"))
+    reader = MessagingService(PostgresStore(pg_url, name="r"), feed=PgChangeFeed(pg_url, name="r"))
+    try:
+        writer.create_topic(topic)
+        seen = reader.version(topic)
+        woke: list[int] = []
+        waiter = threading.Thread(
+            target=lambda: woke.append(reader.wait_for_change(topic, seen, 60))
+        )
+        waiter.start()
+        # When the other one publishes
+        writer.publish(StoreRequest(topic, [b"x"]))
+        waiter.join(90)
+        # Then the waiter woke with a new version, and reads what was published
+        assert woke and woke[0] != seen
+        assert [m[1] for m in reader.fetch(topic).messages] == [b"x"]
+        # and a listener that lost its connection tells every waiter to look again
+        seen = reader.version(topic)
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'r-listen'"
+            )
+        assert reader.wait_for_change(topic, seen, 60) != seen
+    finally:
+        writer.close()
+        reader.close()
