@@ -75,6 +75,11 @@ _PUT = (
 )
 _DELETE = "DELETE FROM tms_kv WHERE (t, k) IN (SELECT * FROM unnest(%b::bytea[], %b::bytea[]))"
 _FENCES = "SELECT name, epoch FROM tms_fence WHERE name = ANY(%b::bytea[]) FOR SHARE"
+_ALL_FENCES_HOLD = (
+    "WITH held AS (SELECT 1 FROM tms_fence WHERE (name, epoch) IN "
+    "(SELECT * FROM unnest(%b::bytea[], %s::bigint[])) FOR SHARE) "
+    "SELECT 1 / (CASE WHEN count(*) = %s THEN 1 ELSE 0 END) FROM held"
+)
 _ACQUIRE = """
 INSERT INTO tms_fence (name, epoch) VALUES (%b, 1)
 ON CONFLICT (name) DO UPDATE SET epoch = tms_fence.epoch + 1, since = now()
@@ -296,23 +301,35 @@ class PostgresStore:
                 writes.append(w)
         if not writes:
             return
+        sync = any(w.sync for w in writes)
+        fences = sorted({w.fence for w in writes if w.fence is not None})
         try:
-            with conn.transaction():
-                if not any(w.sync for w in writes):
+            try:
+                # Usually every fence holds: one round trip (a pipeline) whose fence check
+                # fails the whole transaction (division by zero) when one does not.
+                with conn.pipeline(), conn.transaction():
+                    if not sync:
+                        conn.execute("SET LOCAL synchronous_commit = off")
+                    if fences:
+                        names, epochs = [f[0] for f in fences], [f[1] for f in fences]
+                        conn.execute(_ALL_FENCES_HOLD, (names, epochs, len(fences)))
+                    self._apply(conn, writes)
+                return
+            except psycopg.errors.DivisionByZero:
+                pass
+            with conn.transaction():  # some fence does not hold: which ones
+                if not sync:
                     conn.execute("SET LOCAL synchronous_commit = off")
-                fenced = [w for w in writes if w.fence is not None]
-                if fenced:
-                    names = sorted({w.fence[0] for w in fenced if w.fence is not None})
-                    rows = conn.execute(_FENCES, (names,)).fetchall()
-                    current = {bytes(n): int(e) for n, e in rows}
-                    for w in fenced:
-                        assert w.fence is not None
+                names = sorted({name for name, _epoch in fences})
+                rows = conn.execute(_FENCES, (names,)).fetchall()
+                current = {bytes(n): int(e) for n, e in rows}
+                for w in writes:
+                    if w.fence is not None and current.get(w.fence[0]) != w.fence[1]:
                         name, epoch = w.fence
-                        if current.get(name) != epoch:
-                            w.error = FencedError(
-                                f"fence {name!r} epoch {epoch} was superseded "
-                                f"(now {current.get(name)}) in {self.where}"
-                            )
+                        w.error = FencedError(
+                            f"fence {name!r} epoch {epoch} was superseded "
+                            f"(now {current.get(name)}) in {self.where}"
+                        )
                 self._apply(conn, [w for w in writes if w.error is None])
         except psycopg.Error as exc:
             self._fail(exc)
