@@ -21,9 +21,10 @@ stored before, whatever the clocks say.
 ZooKeeper alone is not trusted for safety: a paused owner may wake after its session
 expired and write. Its writes carry its fence epoch and the store refuses them
 (``FencedError``); the service then ``release``s the topic and answers with the new
-owner. Losing the session (``LOST``, or ``SUSPENDED`` for a whole session timeout) drops
-every claim at once; when kazoo reconnects with a new session the instance node is made
-again.
+owner. An instance restarted under the same id takes over its previous life's claims
+at once (that session's nodes would last until it expires). Losing the session
+(``LOST``, or ``SUSPENDED`` for a whole session timeout) drops every claim at once; when
+kazoo reconnects with a new session the instance node is made again.
 
 Contract: ``fence(topic)`` returns this instance's fence for the topic, claiming it if
 nobody owns it; raises ``NotOwnerError`` (with the owner's URL) when another instance
@@ -241,6 +242,14 @@ class Cluster:
             if stat.ephemeralOwner == self.client.client_id[0]:
                 return  # ours already (a claim whose fence failed, or was refused)
             owner = data.decode(errors="replace")
+            if owner == self.instance.id:
+                # This instance's previous life (killed, restarted under the same id):
+                # its node lasts until that session expires; take it now (its writes,
+                # if it were somehow alive, are refused by the fence taken next).
+                with contextlib.suppress(NoNodeError):
+                    self.client.delete(path, version=stat.version)
+                self.client.create(path, self.instance.id.encode(), ephemeral=True)
+                return
         url = self.url_of(owner)
         raise NotOwnerError(f"{topic} is owned by instance {owner!r}", url)
 
