@@ -14,7 +14,7 @@
     tms tail NS TOPIC [--from-start | --from-time MS | --from-id HEX] [--tx-server H:P]
                       [--tx-tls-ca PEM [--tx-tls-cert PEM --tx-tls-key PEM]]
     tms inspect NS TOPIC [--start-ms MS] [--end-ms MS] [--limit N] [--json]
-    tms cluster status
+    tms cluster status | up [--tms N] [--txn N]
 
 Client commands talk to ``--url`` (default ``$TMS_URL`` or http://127.0.0.1:15166; a
 cluster's instances separated by commas, the client fails over between them) with
@@ -146,6 +146,9 @@ def _parser() -> argparse.ArgumentParser:
         dest="action", required=True
     )
     cluster.add_parser("status", help="live instances and topic owners (GET /v1/cluster)")
+    up = cluster.add_parser("up", help="start a whole cluster on this machine, to try")
+    up.add_argument("--tms", type=int, default=3, help="messaging instances")
+    up.add_argument("--txn", type=int, default=2, help="transaction servers")
     return p
 
 
@@ -432,6 +435,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "cluster" and args.action == "up":
+            from tms.cluster.up import run_cluster  # noqa: PLC0415
+
+            return run_cluster(tms=args.tms, txn=args.txn)
         from tms.client import MessagingClient  # noqa: PLC0415
 
         with MessagingClient(args.url, token=args.token, ca_bundle=args.ca_bundle) as client:
