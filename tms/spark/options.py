@@ -3,7 +3,8 @@
 =====================  =============================================================
 option                 meaning
 =====================  =============================================================
-``url``                the messaging service (required)
+``url``                the messaging service (required; a cluster's instances
+                       separated by commas)
 ``namespace``          the topic's namespace (default ``default``)
 ``topic``              the topic (required)
 ``txServer``           ``HOST:PORT`` of the transaction server (needed to write, and to
