@@ -39,7 +39,7 @@ class StoreConfig:
         """The store, for messages (no password)."""
         if self.store_url is None:
             return str(self.data_dir)
-        from tms.store.postgres.connections import redact  # noqa: PLC0415
+        from txms_common.pgurl import redact  # noqa: PLC0415
 
         return redact(self.store_url)
 

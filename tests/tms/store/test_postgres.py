@@ -154,3 +154,21 @@ def test_a_waiter_on_one_instance_wakes_on_a_publish_through_another(pg_url: str
     finally:
         writer.close()
         reader.close()
+
+
+def test_sizes_are_estimated_from_statistics_once_the_table_has_them(pg_url: str) -> None:
+    store = PostgresStore(pg_url)
+    try:
+        table = store.table(b"m")
+        table.write([(b"a%04d" % i, bytes(1000)) for i in range(300)])
+        table.write([(b"b%04d" % i, bytes(1000)) for i in range(60)])
+        exact = (table.approximate_size(b"a", b"b"), table.approximate_size(b"b", b"c"))
+        assert exact == (300 * 1005, 60 * 1005)  # no statistics yet: summed
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("ANALYZE tms_kv")
+        estimated = (table.approximate_size(b"a", b"b"), table.approximate_size(b"b", b"c"))
+        assert store.analyzed()
+        assert estimated[0] > estimated[1] > 0
+        assert exact[0] / 3 < estimated[0] < exact[0] * 3
+    finally:
+        store.close()

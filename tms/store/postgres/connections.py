@@ -23,16 +23,7 @@ from psycopg.pq import TransactionStatus
 
 from tms.errors import StorageUnavailableError
 
-__all__ = ["Connections", "connect", "redact", "translated"]
-
-
-def redact(url: str) -> str:
-    """``url`` without a password, for messages."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.Error:
-        return "postgresql (unparsable URL)"
-    return f"postgresql://{info.get('host', '')}:{info.get('port', '')}/{info.get('dbname', '')}"
+__all__ = ["Connections", "connect", "translated"]
 
 
 @contextlib.contextmanager

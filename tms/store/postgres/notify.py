@@ -28,7 +28,8 @@ from typing import Any
 import psycopg
 
 from tms.model import TopicId
-from tms.store.postgres.connections import connect, redact
+from tms.store.postgres.connections import connect
+from txms_common.pgurl import redact
 
 __all__ = ["CHANNEL", "PgChangeFeed"]
 
