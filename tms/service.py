@@ -23,7 +23,10 @@ Contract (every method thread-safe unless marked; errors from ``tms.errors``):
   (``tms.changes.ChangeFeed``): a long-poll on one wakes on a write made through another.
 * reads: ``read`` starts a read (``tms.fetcher`` semantics) to iterate, ``fetch`` reads
   into a ``FetchResult``, ``bounds`` says where a read would start and stop without
-  reading payloads, ``inspect`` shows the raw rows (``tms.inspect``).
+  reading payloads, ``inspect`` shows the raw rows and ``recent_messages`` the newest
+  messages with their status (``tms.inspect``).
+* ``topic_stats`` / ``namespace_stats``: what topics hold (``tms.stats``; bounded cost,
+  estimates beyond a size).
 * long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
   entries; ``wait_for_change`` blocks until it moves past a version or a timeout, and
   ``add_listener`` tells event loops without blocking a thread (``tms.changes``).
@@ -48,14 +51,15 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from tms.changes import ChangeFeed, TopicChanges, TopicListener
 from tms.config import TmsConfig
-from tms.errors import FencedError, TmsError
+from tms.errors import FencedError, TmsError, TopicNotFoundError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
 from tms.guard import ClockGuard, WritePointerGuard
-from tms.inspect import inspect_topic
+from tms.ids import MessageId
+from tms.inspect import inspect_topic, recent_messages
 from tms.metrics import TmsMetrics
 from tms.model import (
     MarkersRequest,
@@ -69,10 +73,13 @@ from tms.model import (
     validate_namespace,
 )
 from tms.operations import Markers, Operation, Publish, Rollback, Store, Ticket
+from tms.ownership import Ownership
+from tms.stats import TopicStats, topic_stats
 from tms.store.kv import Fence, KeyValueStore
 from tms.store.tables import PurgeCounts, Tables
 from tms.writer import BatchStats, TopicWriter
 from txms_common.clock import SYSTEM_CLOCK, Clock
+from txn.transaction import Transaction
 
 __all__ = ["FetchResult", "MessagingService", "Ownership", "TopicListener"]
 
@@ -89,27 +96,6 @@ class FetchResult:
     messages: list[Message]
     held: bool
     version: int
-
-
-class Ownership(Protocol):
-    """Which topics this instance may write (``tms.cluster.Cluster``)."""
-
-    def fence(self, topic: TopicId) -> Fence:
-        """This instance's fence of ``topic``, claiming it if free; ``NotOwnerError``
-        when another instance owns it."""
-        ...
-
-    def owns(self, topic: TopicId, epoch: int) -> bool:
-        """Whether ``epoch`` is still this instance's claim of ``topic``."""
-        ...
-
-    def release(self, topic: TopicId, epoch: int) -> None:
-        """Give up ``topic`` (its fence ``epoch`` was refused by the store)."""
-        ...
-
-    def describe(self) -> dict[str, Any]:
-        """The cluster as this instance sees it (JSON: ``GET /v1/cluster``)."""
-        ...
 
 
 class MessagingService:
@@ -233,6 +219,21 @@ class MessagingService:
 
     def list_topics(self, namespace: str) -> list[TopicId]:
         return self._tables.metadata.list_topics(validate_namespace(namespace))
+
+    def topic_stats(self, topic: TopicId) -> TopicStats:
+        """Messages, bytes, first/last publish and rate of a topic (``tms.stats``)."""
+        return topic_stats(self._tables, self.get_topic(topic), self.now_ms())
+
+    def namespace_stats(self, namespace: str) -> list[TopicStats]:
+        """``topic_stats`` of every topic of a namespace, in name order (a topic deleted
+        meanwhile is left out)."""
+        stats = []
+        for topic in self.list_topics(namespace):
+            try:
+                stats.append(self.topic_stats(topic))
+            except TopicNotFoundError:
+                continue
+        return stats
 
     # -- writing ------------------------------------------------------------------------
 
@@ -411,6 +412,21 @@ class MessagingService:
     ) -> dict[str, Any]:
         """The raw rows of every generation of ``topic`` (``tms.inspect``)."""
         return inspect_topic(self._tables, topic, start_ms, end_ms, limit)
+
+    def recent_messages(
+        self,
+        topic: TopicId,
+        *,
+        limit: int = 50,
+        before: MessageId | None = None,
+        snapshot: Transaction | None = None,
+    ) -> dict[str, Any]:
+        """The newest messages of ``topic`` with their status against ``snapshot``
+        (``tms.inspect.recent_messages``)."""
+        metadata = self.get_topic(topic)
+        return recent_messages(
+            self._tables, metadata, limit=limit, before=before, snapshot=snapshot
+        )
 
     # -- maintenance (cleanup) ------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from itertools import islice
 from typing import Any, Protocol
 
 from tms.client.instances import Instances, owner_url, parse_urls
+from tms.client.observe import ObserveCalls
 from tms.client.transport import HttpTransport, Reply, TransportError
 from tms.codec import avro
 from tms.codec import json as jsonc
@@ -117,7 +118,7 @@ class _TxSource(Protocol):
     def abort(self, tx: Transaction) -> None: ...
 
 
-class MessagingClient:
+class MessagingClient(ObserveCalls):
     """See the module docstring. Thread-safe (connections are pooled per client)."""
 
     def __init__(
@@ -428,11 +429,6 @@ class MessagingClient:
             "GET", self._url(topic, action="inspect"), topic=topic, params=params
         ).json()
         return report
-
-    def cluster(self) -> dict[str, Any]:
-        """The cluster as the instance answering sees it (``GET /v1/cluster``)."""
-        status: dict[str, Any] = self._request("GET", "/v1/cluster").json()
-        return status
 
     def follow(
         self,

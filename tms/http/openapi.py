@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from tms.http.openapi_observe import OBSERVE_PATHS, OBSERVE_SCHEMAS
 from tms.http.routes import ROUTES, Route, Scope
 from tms.http.schemas import SCHEMAS
 
@@ -146,10 +147,11 @@ def _spec() -> dict[str, Any]:
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, **OBSERVE_SCHEMAS},
         },
         "security": [{}, {"bearer": []}],
         "paths": {
+            **OBSERVE_PATHS,
             "/v1/namespaces/{namespace}/topics": {
                 "get": {
                     "summary": "List the topics of a namespace",
