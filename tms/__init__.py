@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from tms.errors import FencedError as FencedError
     from tms.errors import ForbiddenError as ForbiddenError
     from tms.errors import NotOwnerError as NotOwnerError
+    from tms.errors import RequestTimeoutError as RequestTimeoutError
     from tms.errors import RequestTooLargeError as RequestTooLargeError
     from tms.errors import ServiceUnavailableError as ServiceUnavailableError
     from tms.errors import StorageUnavailableError as StorageUnavailableError
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from tms.errors import TransactionServiceError as TransactionServiceError
     from tms.errors import TransactionTooOldError as TransactionTooOldError
     from tms.errors import UnauthenticatedError as UnauthenticatedError
+    from tms.errors import UnsupportedOperationError as UnsupportedOperationError
     from tms.fetcher import FetchRequest as FetchRequest
     from tms.ids import MessageId as MessageId
     from tms.model import MarkersRequest as MarkersRequest
@@ -84,6 +86,7 @@ __all__ = [
     "Operation",
     "PostgresStore",
     "Publish",
+    "RequestTimeoutError",
     "RequestTooLargeError",
     "Rollback",
     "RollbackDetail",
@@ -106,6 +109,7 @@ __all__ = [
     "TransactionServiceError",
     "TransactionTooOldError",
     "UnauthenticatedError",
+    "UnsupportedOperationError",
 ]
 
 _HOMES = {
@@ -116,6 +120,7 @@ _HOMES = {
         "FencedError",
         "ForbiddenError",
         "NotOwnerError",
+        "RequestTimeoutError",
         "RequestTooLargeError",
         "ServiceUnavailableError",
         "StorageUnavailableError",
@@ -129,6 +134,7 @@ _HOMES = {
         "TransactionServiceError",
         "TransactionTooOldError",
         "UnauthenticatedError",
+        "UnsupportedOperationError",
     ),
     "tms.fetcher": ("FetchRequest",),
     "tms.ids": ("MessageId",),

@@ -4,7 +4,8 @@
 
     TmsError
      ├── TmsInvalidArgumentError      (also ValueError)      HTTP 400
-     │    └── TransactionTooOldError  a write past the transaction max lifetime
+     │    ├── TransactionTooOldError  a write past the transaction max lifetime
+     │    └── UnsupportedOperationError  an operation the server does not know
      ├── TopicNotFoundError                                  HTTP 404
      ├── TopicAlreadyExistsError                             HTTP 409
      ├── TransactionNotInProgressError                       HTTP 409
@@ -20,8 +21,9 @@
      │    │                           (a deposed topic owner): nothing was written
      │    ├── ServiceUnavailableError the service could not be reached (client side)
      │    ├── ClusterUnavailableError ZooKeeper could not be used (cluster mode)
-     │    └── NotOwnerError           another instance owns the topic    HTTP 307
-     │                                (``Location``: the owner's URL for the same path)
+     │    ├── NotOwnerError           another instance owns the topic    HTTP 307
+     │    │                           (``Location``: the owner's URL for the same path)
+     │    └── RequestTimeoutError     dropped unprocessed: it waited past its timeout
      └── TransactionServiceError      the transaction service failed (cleanup, fetches)
 
 ``status`` on each class is the HTTP status the REST layer answers with; ``code`` is the
@@ -39,6 +41,7 @@ __all__ = [
     "FencedError",
     "ForbiddenError",
     "NotOwnerError",
+    "RequestTimeoutError",
     "RequestTooLargeError",
     "ServiceUnavailableError",
     "StorageUnavailableError",
@@ -52,6 +55,7 @@ __all__ = [
     "TransactionServiceError",
     "TransactionTooOldError",
     "UnauthenticatedError",
+    "UnsupportedOperationError",
     "error_for",
     "write_interrupted",
 ]
@@ -91,6 +95,12 @@ class TransactionTooOldError(TmsInvalidArgumentError):
     """A transactional write whose transaction is older than the maximum lifetime."""
 
     code = "transaction_too_old"
+
+
+class UnsupportedOperationError(TmsInvalidArgumentError):
+    """An operation code the server does not know (a client newer than the server)."""
+
+    code = "unsupported_operation"
 
 
 class TopicNotFoundError(TmsError):
@@ -188,6 +198,14 @@ class NotOwnerError(TmsTransientError):
     def __init__(self, message: str, owner_url: str = "") -> None:
         super().__init__(message)
         self.owner_url = owner_url
+
+
+class RequestTimeoutError(TmsTransientError):
+    """The server dropped the request, unprocessed: it waited in the server's queues past
+    the timeout the client gave it. Nothing of it was done, so sending it again is safe."""
+
+    status = 408
+    code = "request_timeout"
 
 
 class TransactionServiceError(TmsError):

@@ -18,7 +18,10 @@ __all__ = ["Instances", "owner_url", "parse_urls"]
 
 
 def parse_urls(urls: str | Sequence[str]) -> list[str]:
-    """One URL, several separated by commas, or a list; without trailing slashes."""
+    """One URL, several separated by commas, or a list; without trailing slashes. A
+    binary-protocol URL (``tms://h1:p1,h2:p2``) is one: it names its addresses itself."""
+    if isinstance(urls, str) and urls.startswith(("tms://", "tmss://")):
+        return [urls]
     parts = urls.split(",") if isinstance(urls, str) else list(urls)
     found = [u.strip().rstrip("/") for u in parts if u.strip()]
     if not found:
