@@ -61,6 +61,7 @@ export const paths = {
     (before ? `&before=${before}` : ""),
   publish: (ns, t) => `/v1/namespaces/${encodeURIComponent(ns)}/topics/${encodeURIComponent(t)}/publish`,
   transactions: () => "/v1/transactions",
+  cluster: () => "/v1/cluster",
   history: () => "/v1/metrics/history",
   metrics: () => "/metrics",
 };

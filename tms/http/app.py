@@ -127,6 +127,7 @@ class Api(ObserveApi, ConsoleApi):
             "stats": True,
             "metricsHistory": config.history_interval_s > 0,
             "transactions": tx_watch is not None,
+            "cluster": service.ownership is not None,
         }
         """What the console may show (``GET /v1/console``): a panel whose feature is
         missing or False is not shown. Later features add their key here."""
