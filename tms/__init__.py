@@ -10,7 +10,10 @@ The public API, importable from ``tms`` itself::
   ``MarkersResult``, ``RollbackDetail``, ``TopicBounds``, ``FetchRequest``, ``Message``,
   ``MessageId``;
 * write operations (``MessagingService.submit``): ``Publish``, ``Store``, ``Rollback``,
-  ``Markers``, and ``Operation``, ``Ticket``;
+  ``Markers``, ``WritePosition``, ``RollbackPosition``, and ``Operation``, ``Ticket``;
+* subscriptions (``MessagingService.subscriptions``): ``SubscriptionId``,
+  ``Preferences``, ``Start``, ``Subscription``, ``Lag``, and the metadata store's
+  contract ``SubscriptionStore`` with ``KvSubscriptionStore``;
 * the client: ``MessagingClient`` (more in ``tms.client``);
 * the error tree rooted at ``TmsError`` (``tms.errors``).
 
@@ -26,14 +29,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tms.client import MessagingClient as MessagingClient
     from tms.config import TmsConfig as TmsConfig
+    from tms.errors import BadVersionError as BadVersionError
     from tms.errors import ClusterUnavailableError as ClusterUnavailableError
     from tms.errors import FencedError as FencedError
     from tms.errors import ForbiddenError as ForbiddenError
     from tms.errors import NotOwnerError as NotOwnerError
+    from tms.errors import PositionOutOfRangeError as PositionOutOfRangeError
     from tms.errors import RequestTimeoutError as RequestTimeoutError
     from tms.errors import RequestTooLargeError as RequestTooLargeError
     from tms.errors import ServiceUnavailableError as ServiceUnavailableError
     from tms.errors import StorageUnavailableError as StorageUnavailableError
+    from tms.errors import SubscriptionExistsError as SubscriptionExistsError
+    from tms.errors import SubscriptionNotFoundError as SubscriptionNotFoundError
     from tms.errors import TmsCodecError as TmsCodecError
     from tms.errors import TmsError as TmsError
     from tms.errors import TmsInvalidArgumentError as TmsInvalidArgumentError
@@ -59,20 +66,32 @@ if TYPE_CHECKING:
     from tms.operations import Operation as Operation
     from tms.operations import Publish as Publish
     from tms.operations import Rollback as Rollback
+    from tms.operations import RollbackPosition as RollbackPosition
     from tms.operations import Store as Store
     from tms.operations import Ticket as Ticket
+    from tms.operations import WritePosition as WritePosition
     from tms.service import FetchResult as FetchResult
     from tms.service import MessagingService as MessagingService
     from tms.store.leveldb import LevelDBStore as LevelDBStore
     from tms.store.memory import MemoryStore as MemoryStore
     from tms.store.postgres import PostgresStore as PostgresStore
+    from tms.store.subscriptions import KvSubscriptionStore as KvSubscriptionStore
+    from tms.store.subscriptions import SubscriptionStore as SubscriptionStore
+    from tms.subscription import Lag as Lag
+    from tms.subscription import Preferences as Preferences
+    from tms.subscription import Start as Start
+    from tms.subscription import Subscription as Subscription
+    from tms.subscription import SubscriptionId as SubscriptionId
 
 __all__ = [
+    "BadVersionError",
     "ClusterUnavailableError",
     "FencedError",
     "FetchRequest",
     "FetchResult",
     "ForbiddenError",
+    "KvSubscriptionStore",
+    "Lag",
     "LevelDBStore",
     "Markers",
     "MarkersRequest",
@@ -84,16 +103,25 @@ __all__ = [
     "MessagingService",
     "NotOwnerError",
     "Operation",
+    "PositionOutOfRangeError",
     "PostgresStore",
+    "Preferences",
     "Publish",
     "RequestTimeoutError",
     "RequestTooLargeError",
     "Rollback",
     "RollbackDetail",
+    "RollbackPosition",
     "ServiceUnavailableError",
+    "Start",
     "StorageUnavailableError",
     "Store",
     "StoreRequest",
+    "Subscription",
+    "SubscriptionExistsError",
+    "SubscriptionId",
+    "SubscriptionNotFoundError",
+    "SubscriptionStore",
     "Ticket",
     "TmsCodecError",
     "TmsConfig",
@@ -110,20 +138,25 @@ __all__ = [
     "TransactionTooOldError",
     "UnauthenticatedError",
     "UnsupportedOperationError",
+    "WritePosition",
 ]
 
 _HOMES = {
     "tms.client": ("MessagingClient",),
     "tms.config": ("TmsConfig",),
     "tms.errors": (
+        "BadVersionError",
         "ClusterUnavailableError",
         "FencedError",
         "ForbiddenError",
         "NotOwnerError",
         "RequestTimeoutError",
+        "PositionOutOfRangeError",
         "RequestTooLargeError",
         "ServiceUnavailableError",
         "StorageUnavailableError",
+        "SubscriptionExistsError",
+        "SubscriptionNotFoundError",
         "TmsCodecError",
         "TmsError",
         "TmsInvalidArgumentError",
@@ -148,11 +181,34 @@ _HOMES = {
         "TopicId",
         "TopicMetadata",
     ),
-    "tms.operations": ("Markers", "Operation", "Publish", "Rollback", "Store", "Ticket"),
-    "tms.service": ("FetchResult", "MessagingService"),
+    "tms.operations": (
+        "Markers",
+        "Operation",
+        "Publish",
+        "Rollback",
+        "RollbackPosition",
+        "Store",
+        "Ticket",
+        "WritePosition",
+    ),
+    "tms.service": (
+        "FetchResult",
+        "MessagingService",
+    ),
     "tms.store.leveldb": ("LevelDBStore",),
     "tms.store.memory": ("MemoryStore",),
     "tms.store.postgres": ("PostgresStore",),
+    "tms.store.subscriptions": (
+        "KvSubscriptionStore",
+        "SubscriptionStore",
+    ),
+    "tms.subscription": (
+        "Lag",
+        "Preferences",
+        "Start",
+        "Subscription",
+        "SubscriptionId",
+    ),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 

@@ -23,6 +23,11 @@ pointer of a batch (``check``), each with its use:
 ``TransactionNotInProgressError`` (409) or ``TransactionServiceError`` (503) when the
 transaction service cannot be asked. It never raises for a refusal.
 
+``state(pointers)`` is the manager's write-pointer state read after the call started
+(``invalid`` covering ``pointers``), for judging what is committed now (subscription
+positions, ``tms.positions``); None when the guard knows no transaction manager, and
+``TransactionServiceError`` when it cannot be asked.
+
 Guards:
 
 * ``ClockGuard`` — no transaction service: refuses pointers from the future (past the
@@ -73,6 +78,10 @@ class WritePointerGuard(Protocol):
         """Per (write pointer, use), in order: None if allowed, else the error."""
         ...
 
+    def state(self, pointers: Collection[int] = ()) -> WritePointerState | None:
+        """A fresh write-pointer state (see the module docstring)."""
+        ...
+
 
 class WritePointerSource(Protocol):
     """The part of ``txn.client.TxClient`` a ``TransactionStateGuard`` uses."""
@@ -113,6 +122,9 @@ class ClockGuard:
             else:
                 results.append(None)
         return results
+
+    def state(self, pointers: Collection[int] = ()) -> WritePointerState | None:
+        return None  # no transaction manager to ask
 
 
 @dataclass(slots=True)
@@ -178,6 +190,14 @@ class TransactionStateGuard:
             if not _allowed(fresh, wp, use):
                 results[i] = _refused(wp, use)
         return results
+
+    def state(self, pointers: Collection[int] = ()) -> WritePointerState | None:
+        try:
+            return self._refresh(pointers)
+        except Exception as exc:  # the transaction client's errors, mapped here
+            raise TransactionServiceError(
+                f"the transaction service cannot be asked: {exc}"
+            ) from exc
 
     def _refresh(self, asks: Collection[int]) -> WritePointerState:
         """A state read by a call that started after this one was made (see the module

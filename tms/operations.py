@@ -1,13 +1,18 @@
 """Write operations: every kind of write to a topic, a frozen value with its own result.
 
-=============  ==============================  =========================================
-kind           carries                         result
-=============  ==============================  =========================================
-``Publish``    a ``StoreRequest``              its ``RollbackDetail`` if transactional
-``Store``      a ``StoreRequest``              None
-``Rollback``   a topic and a ``RollbackDetail``  how many entries were negated
-``Markers``    a ``MarkersRequest``            ``MarkersResult``
-=============  ==============================  =========================================
+====================  ===============================  ===============================
+kind                  carries                          result
+====================  ===============================  ===============================
+``Publish``           a ``StoreRequest``               its ``RollbackDetail`` if
+                                                       transactional
+``Store``             a ``StoreRequest``               None
+``Rollback``          a topic and a ``RollbackDetail``   how many entries were negated
+``Markers``           a ``MarkersRequest``             ``MarkersResult``
+``WritePosition``     a subscription's position under  None
+                      a write pointer (``tms.positions``)
+``RollbackPosition``  a subscription and a write       how many rows were deleted
+                      pointer                          (0 or 1)
+====================  ===============================  ===============================
 
 Each operation says what makes it invalid on its own (``check``) and which write
 pointers it writes or rolls back under (``uses``: what the write-pointer guard and the
@@ -27,6 +32,7 @@ from typing import ClassVar, Generic, Protocol, TypeVar
 
 from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.guard import Use
+from tms.ids import MessageId
 from tms.model import MarkersRequest, MarkersResult, RollbackDetail, StoreRequest, TopicId
 
 __all__ = [
@@ -34,9 +40,11 @@ __all__ = [
     "Operation",
     "Publish",
     "Rollback",
+    "RollbackPosition",
     "Store",
     "Ticket",
     "WriteDispatch",
+    "WritePosition",
 ]
 
 R_co = TypeVar("R_co", covariant=True)
@@ -57,6 +65,10 @@ class WriteDispatch(Protocol):
     def rollback(self, op: Rollback) -> int: ...
 
     def markers(self, op: Markers) -> MarkersResult: ...
+
+    def write_position(self, op: WritePosition) -> None: ...
+
+    def rollback_position(self, op: RollbackPosition) -> int: ...
 
 
 class Operation(Protocol[R_co]):
@@ -169,6 +181,52 @@ class Markers:
 
     def apply(self, dispatch: WriteDispatch) -> MarkersResult:
         return dispatch.markers(self)
+
+
+@dataclass(frozen=True, slots=True)
+class WritePosition:
+    """Subscription ``name``'s position ``position`` written under ``write_pointer``, as
+    part of that transaction (``tms.positions``), with the stamp of the state it was
+    read from; ``superseded``: write pointers of the subscription's rows to delete in
+    the same batch (``tms.positions``, "Compaction")."""
+
+    topic: TopicId
+    name: str
+    write_pointer: int
+    stamp: int
+    position: MessageId
+    written_ms: int
+    superseded: tuple[int, ...] = ()
+    kind: ClassVar[str] = "position"
+
+    def check(self) -> None:
+        pass
+
+    def uses(self) -> PointerUses:
+        return ((self.write_pointer, Use.WRITE),)
+
+    def apply(self, dispatch: WriteDispatch) -> None:
+        return dispatch.write_position(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackPosition:
+    """Delete subscription ``name``'s position under ``write_pointer`` (in progress or
+    invalid, never committed: the guard checks)."""
+
+    topic: TopicId
+    name: str
+    write_pointer: int
+    kind: ClassVar[str] = "rollback_position"
+
+    def check(self) -> None:
+        pass
+
+    def uses(self) -> PointerUses:
+        return ((self.write_pointer, Use.ROLLBACK),)
+
+    def apply(self, dispatch: WriteDispatch) -> int:
+        return dispatch.rollback_position(self)
 
 
 class Ticket(Generic[R_co]):

@@ -30,32 +30,32 @@ Contract (every method thread-safe unless marked; errors from ``tms.errors``):
 * long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
   entries; ``wait_for_change`` blocks until it moves past a version or a timeout, and
   ``add_listener`` tells event loops without blocking a thread (``tms.changes``).
+  ``transactions_finished`` tells ``add_finish_listener``s that transactions are no
+  longer in progress (a publisher's post-commit step says so), to wake readers held
+  behind them.
+* ``subscriptions``: the topics' subscriptions (``tms.subscriptions``), their records in
+  a ``SubscriptionStore``; deleting a topic deletes them.
 * maintenance, for cleanup: ``all_topics``, ``purge_topic``, ``negate_invalid``.
-* several instances on one shared store (``ownership``, ``tms.cluster``): every write of
-  a topic — its messages and its metadata row — is made by the topic's owner only, under
-  the owner's fence; another instance raises ``NotOwnerError`` (naming the owner) for
-  it. The fence is taken before the writer reads the topic's last position, so a new
-  owner continues above everything stored. A write the store refuses for a superseded
-  fence (``FencedError``, 503) gives the topic up. Reads are served by any instance, with
-  the topic's metadata read from the store each time (another instance may have
-  changed it).
+* several instances on one shared store: every write of a topic, its metadata row's
+  too, by the topic's owner only, under its fence (``tms.ownership``); reads by any
+  instance, the topic's metadata read from the store each time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from tms.changes import ChangeFeed, TopicChanges, TopicListener
+from tms.changes import ChangeFeed, FinishListener, TopicChanges, TopicListener
 from tms.config import TmsConfig
-from tms.errors import FencedError, TmsError, TopicNotFoundError
+from tms.errors import TmsError, TopicNotFoundError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
 from tms.guard import ClockGuard, WritePointerGuard
 from tms.ids import MessageId
@@ -73,15 +73,17 @@ from tms.model import (
     validate_namespace,
 )
 from tms.operations import Markers, Operation, Publish, Rollback, Store, Ticket
-from tms.ownership import Ownership
+from tms.ownership import Ownership, fenced, given_up, stale
 from tms.stats import TopicStats, topic_stats
-from tms.store.kv import Fence, KeyValueStore
+from tms.store.kv import KeyValueStore
+from tms.store.subscriptions import KvSubscriptionStore, SubscriptionStore
 from tms.store.tables import PurgeCounts, Tables
+from tms.subscriptions import Subscriptions
 from tms.writer import BatchStats, TopicWriter
 from txms_common.clock import SYSTEM_CLOCK, Clock
 from txn.transaction import Transaction
 
-__all__ = ["FetchResult", "MessagingService", "Ownership", "TopicListener"]
+__all__ = ["FetchResult", "FinishListener", "MessagingService", "Ownership", "TopicListener"]
 
 R = TypeVar("R")
 
@@ -111,6 +113,7 @@ class MessagingService:
         guard: WritePointerGuard | None = None,
         ownership: Ownership | None = None,
         feed: ChangeFeed | None = None,
+        subscription_store: SubscriptionStore | None = None,
     ) -> None:
         self.config = config or TmsConfig()
         self.ownership = ownership
@@ -133,6 +136,12 @@ class MessagingService:
         self._executor = ThreadPoolExecutor(_WRITER_THREADS, thread_name_prefix="tms-writer")
         self._closed = False
         self.metrics.watch_topic_sizes(self.topic_sizes)
+        self.subscriptions = Subscriptions(
+            self, self._tables, subscription_store or KvSubscriptionStore(store)
+        )
+        """The topics' subscriptions (``tms.subscriptions``); their records live in
+        ``subscription_store`` (default: this store, ``KvSubscriptionStore``)."""
+        self.metrics.watch_subscription_lags(self.subscriptions.all_lags)
         if feed is not None:
             feed.start(self._changes.bump, self._changes.bump_all)
 
@@ -147,7 +156,7 @@ class MessagingService:
     ) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **(properties or {})}
         props.pop("generation", None)
-        with self._fenced(topic) as fence:
+        with fenced(self.ownership, topic) as fence:
             metadata = self._tables.metadata.create(topic, props, fence)
         with self._lock:
             self._topics[topic] = metadata
@@ -156,7 +165,7 @@ class MessagingService:
     def update_topic(self, topic: TopicId, properties: Mapping[str, str]) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **properties}
         props.pop("generation", None)
-        with self._fenced(topic) as fence:
+        with fenced(self.ownership, topic) as fence:
             metadata = self._tables.metadata.update(topic, props, fence)
         with self._lock:
             self._topics[topic] = metadata
@@ -166,7 +175,7 @@ class MessagingService:
         return metadata
 
     def delete_topic(self, topic: TopicId) -> None:
-        with self._fenced(topic) as fence:
+        with fenced(self.ownership, topic) as fence:
             deleted = self._tables.metadata.delete(topic, fence)
         with self._lock:
             self._topics.pop(topic, None)
@@ -176,20 +185,7 @@ class MessagingService:
             self._feed.announce(topic)
         if writer is not None:
             writer.close()
-
-    @contextlib.contextmanager
-    def _fenced(self, topic: TopicId) -> Iterator[Fence | None]:
-        """This instance's fence of ``topic`` for a change (None: no ownership); a
-        refused fence gives the topic up."""
-        if self.ownership is None:
-            yield None
-            return
-        fence = self.ownership.fence(topic)
-        try:
-            yield fence
-        except FencedError:
-            self.ownership.release(topic, fence[1])
-            raise
+        self.subscriptions.topic_deleted(topic)
 
     def get_topic(self, topic: TopicId) -> TopicMetadata:
         if self.ownership is not None:
@@ -221,8 +217,12 @@ class MessagingService:
         return self._tables.metadata.list_topics(validate_namespace(namespace))
 
     def topic_stats(self, topic: TopicId) -> TopicStats:
-        """Messages, bytes, first/last publish and rate of a topic (``tms.stats``)."""
-        return topic_stats(self._tables, self.get_topic(topic), self.now_ms())
+        """Messages, bytes, first/last publish and rate of a topic (``tms.stats``), and
+        how many subscriptions it has with the largest of their lags."""
+        metadata = self.get_topic(topic)
+        stats = topic_stats(self._tables, metadata, self.now_ms())
+        lags = [lag.messages for _sub, lag in self.subscriptions.topic_lags(metadata)]
+        return replace(stats, subscriptions=len(lags), max_lag=max(lags, default=None))
 
     def namespace_stats(self, namespace: str) -> list[TopicStats]:
         """``topic_stats`` of every topic of a namespace, in name order (a topic deleted
@@ -311,15 +311,7 @@ class MessagingService:
             if metadata is None or self._closed or self._epoch != self._tables.epoch:
                 return None
             writer = self._writers.get((topic, metadata.generation))
-        return writer if writer is not None and not self._stale(writer) else None
-
-    def _stale(self, writer: TopicWriter) -> bool:
-        if writer.stale:
-            return True
-        fence = writer.fence
-        return fence is not None and not (
-            self.ownership is not None and self.ownership.owns(writer.metadata.topic, fence[1])
-        )
+        return writer if writer is not None and not stale(writer, self.ownership) else None
 
     async def _opened(self, topic: TopicId, loop: asyncio.AbstractEventLoop) -> TopicWriter:
         """The topic's writer, opened on a thread (it reads the store): one opening for
@@ -346,7 +338,7 @@ class MessagingService:
             if fence is not None:
                 self._topics[topic] = metadata  # the owner's: only it changes the row
             writer = self._writers.get(key)
-            if writer is None or self._stale(writer) or writer.fence != fence:
+            if writer is None or stale(writer, self.ownership) or writer.fence != fence:
                 writer = TopicWriter(
                     self._tables,
                     metadata,
@@ -357,14 +349,10 @@ class MessagingService:
                     on_batch=self._on_batch,
                     epoch=epoch,
                     fence=fence,
-                    on_fenced=self._on_fenced,
+                    on_fenced=functools.partial(given_up, self.ownership),
                 )
                 self._writers[key] = writer
             return writer
-
-    def _on_fenced(self, writer: TopicWriter) -> None:
-        if self.ownership is not None and writer.fence is not None:
-            self.ownership.release(writer.metadata.topic, writer.fence[1])
 
     def _on_batch(self, metadata: TopicMetadata, stats: BatchStats) -> None:
         m = self.metrics
@@ -465,6 +453,18 @@ class MessagingService:
 
     def remove_listener(self, listener: TopicListener) -> None:
         self._changes.remove_listener(listener)
+
+    def transactions_finished(self, topic: TopicId, write_pointers: Sequence[int]) -> None:
+        """Tell the finish listeners that these transactions, which wrote to ``topic``,
+        are no longer in progress (a hint: readers held behind them can read on with a
+        new transaction; listeners check it where it matters)."""
+        self._changes.finished(topic, write_pointers)
+
+    def add_finish_listener(self, listener: FinishListener) -> None:
+        self._changes.add_finish_listener(listener)
+
+    def remove_finish_listener(self, listener: FinishListener) -> None:
+        self._changes.remove_finish_listener(listener)
 
     # -- lifecycle ----------------------------------------------------------------------
 

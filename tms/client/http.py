@@ -31,22 +31,18 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any, Protocol
 
-from tms.client.instances import Instances, owner_url, parse_urls
+from tms.client.instances import Instances, parse_urls
 from tms.client.observe import ObserveCalls
-from tms.client.transport import HttpTransport, Reply, TransportError
+from tms.client.routing import Routed, error_from_response
+from tms.client.subscriptions import SubscriptionCalls
+from tms.client.transport import HttpTransport
 from tms.codec import avro
 from tms.codec import json as jsonc
 from tms.codec.avro import ConsumeSpec
 from tms.errors import (
-    FencedError,
-    NotOwnerError,
     ServiceUnavailableError,
-    TmsError,
-    TmsTransientError,
-    error_for,
 )
 from tms.ids import MessageId
 from tms.model import Message, RollbackDetail, TopicBounds, TopicId
@@ -64,16 +60,6 @@ __all__ = [
 
 AVRO = "avro/binary"
 JSON = "application/json"
-
-
-def error_from_response(response: Reply, topic: object = None) -> TmsError:
-    """The ``tms`` error a non-200 response stands for (``tms.errors.error_for``)."""
-    try:
-        body = response.json()
-        code, message = body["error"], body["message"]
-    except (ValueError, KeyError, TypeError):
-        code, message = None, response.text or response.reason
-    return error_for(code, message, status=response.status, topic=topic)
 
 
 def _json(value: object) -> bytes:
@@ -108,8 +94,12 @@ def _start_from(start: MessageId | bytes | str | int | None) -> bytes | int | No
 
 @dataclass(frozen=True, slots=True)
 class PollResult:
+    """``held``: the read stopped at an entry of a transaction the reader cannot see;
+    ``held_finished``: that transaction has finished since (read on with a new one)."""
+
     messages: list[Message]
     held: bool
+    held_finished: bool = False
 
 
 class _TxSource(Protocol):
@@ -118,7 +108,7 @@ class _TxSource(Protocol):
     def abort(self, tx: Transaction) -> None: ...
 
 
-class MessagingClient(ObserveCalls):
+class MessagingClient(Routed, ObserveCalls, SubscriptionCalls):
     """See the module docstring. Thread-safe (connections are pooled per client).
 
     ``MessagingClient("tms://host:port")`` (or ``tmss://`` for TLS) makes a
@@ -165,6 +155,11 @@ class MessagingClient(ObserveCalls):
             self._headers["Authorization"] = f"Bearer {token}"
         self.instances = Instances(self.urls, transport=transport, ca_bundle=ca_bundle)
 
+    @property
+    def request_timeout_s(self) -> float:
+        """How long a request may take (a long poll: this plus its wait)."""
+        return self._timeout
+
     def close(self) -> None:
         self.instances.close()
 
@@ -183,60 +178,6 @@ class MessagingClient(ObserveCalls):
             return f"/v1/namespaces/{namespace}/topics"
         url = f"/v1/namespaces/{topic.namespace}/topics/{topic.topic}"
         return f"{url}/{action}" if action else url
-
-    def _request(
-        self,
-        method: str,
-        url: str,
-        *,
-        topic: object = None,
-        idempotent: bool = True,
-        timeout_s: float | None = None,
-        body: bytes | None = None,
-        content_type: str | None = None,
-        params: Mapping[str, str] | None = None,
-    ) -> Reply:
-        # Pauses before each retry; none for a call that must not be sent twice.
-        delays = islice(backoff(self._backoff, 4.0), self._retries if idempotent else 0)
-        timeout = timeout_s if timeout_s is not None else self._timeout
-        headers = {**self._headers, "Content-Type": content_type} if content_type else self._headers
-        hops = 0  # redirects, refusals by a deposed owner, instances tried: each bounded
-        while True:
-            target = self.instances.target(topic)
-            try:
-                response = self.instances.transport(target).request(
-                    method, url, body=body, headers=headers, params=params, timeout_s=timeout
-                )
-            except TransportError as exc:
-                error: TmsError = ServiceUnavailableError(str(exc))
-                error.__cause__ = exc
-                self.instances.failed(target, topic)
-                # another instance, unless an unanswered write may have been stored
-                if (
-                    len(self.urls) > 1
-                    and (idempotent or not exc.sent)
-                    and hops < 2 * len(self.urls)
-                ):
-                    hops += 1
-                    continue
-            else:
-                if response.status == 200:
-                    return response
-                error = error_from_response(response, topic)
-                if isinstance(error, (NotOwnerError, FencedError)) and hops < 8:
-                    # Not executed: send it again, to the owner named (or to find it).
-                    owner = owner_url(response.headers.get("Location", ""), url)
-                    self.instances.owner(topic, owner)
-                    hops += 1
-                    if not owner:  # the owner is changing: ask again in a moment
-                        self._sleep(min(0.05 * hops, 1.0))
-                    continue
-                if not isinstance(error, TmsTransientError):
-                    raise error
-            delay = next(delays, None)
-            if delay is None:
-                raise error
-            self._sleep(delay)
 
     # -- topics -------------------------------------------------------------------------
 
@@ -431,6 +372,7 @@ class MessagingClient(ObserveCalls):
         return PollResult(
             avro.decode_consume_response(response.content),
             response.headers.get("X-Tms-Held") == "true",
+            response.headers.get("X-Tms-Held-Finished") == "true",
         )
 
     def inspect(
@@ -496,10 +438,11 @@ class MessagingClient(ObserveCalls):
                 yield from result.messages
                 if result.held:
                     # An entry this transaction cannot see is in the way: read on with a
-                    # new transaction; if this one was new and got nowhere, wait a little
-                    # first (not spinning, not skipping the entry).
+                    # new transaction; if this one was new and got nowhere (and the
+                    # service did not say the entry's transaction finished meanwhile),
+                    # wait a little first (not spinning, not skipping the entry).
                     tx_started = -float("inf")
-                    if fresh and not result.messages:
+                    if fresh and not result.messages and not result.held_finished:
                         self._sleep(next(held))
                 if result.messages:
                     position, first = result.messages[-1][0], False

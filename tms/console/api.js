@@ -60,6 +60,9 @@ export const paths = {
     `/v1/namespaces/${encodeURIComponent(ns)}/topics/${encodeURIComponent(t)}/messages?limit=${limit}` +
     (before ? `&before=${before}` : ""),
   publish: (ns, t) => `/v1/namespaces/${encodeURIComponent(ns)}/topics/${encodeURIComponent(t)}/publish`,
+  subscriptions: (ns, t) => `/v1/namespaces/${encodeURIComponent(ns)}/topics/${encodeURIComponent(t)}/subscriptions`,
+  seek: (ns, t, name) =>
+    `/v1/namespaces/${encodeURIComponent(ns)}/topics/${encodeURIComponent(t)}/subscriptions/${encodeURIComponent(name)}/seek`,
   transactions: () => "/v1/transactions",
   cluster: () => "/v1/cluster",
   history: () => "/v1/metrics/history",

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tms.http.openapi_observe import OBSERVE_PATHS, OBSERVE_SCHEMAS
+from tms.http.openapi_subs import SUBSCRIPTION_PATHS, SUBSCRIPTION_SCHEMAS
 from tms.http.routes import ROUTES, Route, Scope
 from tms.http.schemas import SCHEMAS
 
@@ -147,11 +148,12 @@ def _spec() -> dict[str, Any]:
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {**SCHEMAS, **OBSERVE_SCHEMAS},
+            "schemas": {**SCHEMAS, **OBSERVE_SCHEMAS, **SUBSCRIPTION_SCHEMAS},
         },
         "security": [{}, {"bearer": []}],
         "paths": {
             **OBSERVE_PATHS,
+            **SUBSCRIPTION_PATHS,
             "/v1/namespaces/{namespace}/topics": {
                 "get": {
                     "summary": "List the topics of a namespace",

@@ -73,6 +73,7 @@ def test_console_info_tells_who_and_what(secured: Served) -> None:
         "stats": True,
         "metricsHistory": True,
         "transactions": False,
+        "subscriptions": True,
         "cluster": False,
     }
     assert secured.http.get(f"{secured.url}/v1/console").status_code == 401
