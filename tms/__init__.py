@@ -5,7 +5,7 @@ The public API, importable from ``tms`` itself::
     from tms import MessagingService, LevelDBStore, TopicId, StoreRequest, FetchRequest
 
 * the service and its stores: ``MessagingService`` (``FetchResult``), ``TmsConfig``,
-  ``LevelDBStore``, ``MemoryStore``;
+  ``LevelDBStore``, ``MemoryStore``, ``PostgresStore``;
 * values: ``TopicId``, ``TopicMetadata``, ``StoreRequest``, ``MarkersRequest``,
   ``MarkersResult``, ``RollbackDetail``, ``TopicBounds``, ``FetchRequest``, ``Message``,
   ``MessageId``;
@@ -30,7 +30,10 @@ if TYPE_CHECKING:
     from tms.client import MessagingClient as MessagingClient
     from tms.config import TmsConfig as TmsConfig
     from tms.errors import BadVersionError as BadVersionError
+    from tms.errors import ClusterUnavailableError as ClusterUnavailableError
+    from tms.errors import FencedError as FencedError
     from tms.errors import ForbiddenError as ForbiddenError
+    from tms.errors import NotOwnerError as NotOwnerError
     from tms.errors import PositionOutOfRangeError as PositionOutOfRangeError
     from tms.errors import RequestTimeoutError as RequestTimeoutError
     from tms.errors import RequestTooLargeError as RequestTooLargeError
@@ -71,6 +74,7 @@ if TYPE_CHECKING:
     from tms.service import MessagingService as MessagingService
     from tms.store.leveldb import LevelDBStore as LevelDBStore
     from tms.store.memory import MemoryStore as MemoryStore
+    from tms.store.postgres import PostgresStore as PostgresStore
     from tms.store.subscriptions import KvSubscriptionStore as KvSubscriptionStore
     from tms.store.subscriptions import SubscriptionStore as SubscriptionStore
     from tms.subscription import Lag as Lag
@@ -81,6 +85,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BadVersionError",
+    "ClusterUnavailableError",
+    "FencedError",
     "FetchRequest",
     "FetchResult",
     "ForbiddenError",
@@ -95,8 +101,10 @@ __all__ = [
     "MessageId",
     "MessagingClient",
     "MessagingService",
+    "NotOwnerError",
     "Operation",
     "PositionOutOfRangeError",
+    "PostgresStore",
     "Preferences",
     "Publish",
     "RequestTimeoutError",
@@ -138,7 +146,10 @@ _HOMES = {
     "tms.config": ("TmsConfig",),
     "tms.errors": (
         "BadVersionError",
+        "ClusterUnavailableError",
+        "FencedError",
         "ForbiddenError",
+        "NotOwnerError",
         "RequestTimeoutError",
         "PositionOutOfRangeError",
         "RequestTooLargeError",
@@ -186,6 +197,7 @@ _HOMES = {
     ),
     "tms.store.leveldb": ("LevelDBStore",),
     "tms.store.memory": ("MemoryStore",),
+    "tms.store.postgres": ("PostgresStore",),
     "tms.store.subscriptions": (
         "KvSubscriptionStore",
         "SubscriptionStore",

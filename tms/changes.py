@@ -6,6 +6,11 @@ listeners; ``wait_for_change`` blocks a thread until the version moves past one 
 and listeners let event loops wait without blocking a thread (``tms.http.app``).
 ``finished`` tells the finish listeners that transactions which wrote to a topic are no
 longer in progress (``tms.http.waiting`` wakes the reads held behind them).
+
+``ChangeFeed``: how instances sharing a store tell each other about changes (PostgreSQL:
+``tms.store.postgres.notify``): the service announces each topic it changed, and bumps
+the topics other instances announce (``bump``), or every topic when some announcements
+may have been missed (``bump_all``).
 """
 
 from __future__ import annotations
@@ -14,10 +19,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from tms.model import TopicId
 
-__all__ = ["FinishListener", "TopicChanges", "TopicListener"]
+__all__ = ["ChangeFeed", "FinishListener", "TopicChanges", "TopicListener"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +32,22 @@ TopicListener = Callable[[TopicId, int], None]
 
 FinishListener = Callable[[TopicId, Sequence[int]], None]
 """Called with (topic, write pointers) when transactions that wrote to it finished."""
+
+
+class ChangeFeed(Protocol):
+    """Changes told between the instances of one store (see the module docstring)."""
+
+    def start(self, on_change: Callable[[TopicId], object], on_gap: Callable[[], None]) -> None:
+        """Call ``on_change(topic)`` for each topic another instance announces, and
+        ``on_gap()`` when announcements may have been missed; from the return on, no
+        announcement is missed unless ``on_gap`` says so."""
+        ...
+
+    def announce(self, topic: TopicId) -> None:
+        """Tell the other instances (never blocks; called once the change is durable)."""
+        ...
+
+    def close(self) -> None: ...
 
 
 class TopicChanges:
@@ -50,6 +72,13 @@ class TopicChanges:
             except Exception:
                 log.exception("topic listener failed")
         return version
+
+    def bump_all(self) -> None:
+        """Bump every topic known here (waiters look again)."""
+        with self._changed:
+            topics = list(self._versions)
+        for topic in topics:
+            self.bump(topic)
 
     def version(self, topic: TopicId) -> int:
         with self._changed:

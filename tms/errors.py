@@ -23,7 +23,12 @@
      ├── RequestTooLargeError                                HTTP 413
      ├── TmsTransientError            retrying may succeed
      │    ├── StorageUnavailableError the store failed or is closed  HTTP 503
+     │    │    └── FencedError        a write under a fence that was taken by another
+     │    │                           (a deposed topic owner): nothing was written
      │    ├── ServiceUnavailableError the service could not be reached (client side)
+     │    ├── ClusterUnavailableError ZooKeeper could not be used (cluster mode)
+     │    ├── NotOwnerError           another instance owns the topic    HTTP 307
+     │    │                           (``Location``: the owner's URL for the same path)
      │    └── RequestTimeoutError     dropped unprocessed: it waited past its timeout
      └── TransactionServiceError      the transaction service failed (cleanup, fetches)
 
@@ -39,7 +44,10 @@ from __future__ import annotations
 __all__ = [
     "ERROR_CODES",
     "BadVersionError",
+    "ClusterUnavailableError",
+    "FencedError",
     "ForbiddenError",
+    "NotOwnerError",
     "PositionOutOfRangeError",
     "RequestTimeoutError",
     "RequestTooLargeError",
@@ -212,10 +220,36 @@ class StorageUnavailableError(TmsTransientError):
     code = "storage_unavailable"
 
 
+class FencedError(StorageUnavailableError):
+    """A write carried a fence (``tms.store.kv``) that is no longer the newest: another
+    owner took the topic since. Nothing of the write was applied; retrying through the
+    current owner may succeed."""
+
+    code = "fenced"
+
+
 class ServiceUnavailableError(TmsTransientError):
     """The messaging service could not be reached (raised by clients)."""
 
     code = "service_unavailable"
+
+
+class ClusterUnavailableError(TmsTransientError):
+    """ZooKeeper (topic ownership, membership) could not be used."""
+
+    code = "cluster_unavailable"
+
+
+class NotOwnerError(TmsTransientError):
+    """A write (or topic change) reached an instance that does not own the topic: the
+    owner at ``owner_url`` takes it (the REST layer answers 307 with that ``Location``)."""
+
+    status = 307
+    code = "not_owner"
+
+    def __init__(self, message: str, owner_url: str = "") -> None:
+        super().__init__(message)
+        self.owner_url = owner_url
 
 
 class RequestTimeoutError(TmsTransientError):

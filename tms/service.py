@@ -19,6 +19,8 @@ Contract (every method thread-safe unless marked; errors from ``tms.errors``):
   issued and holds in progress (``TransactionNotInProgressError``, or
   ``TransactionServiceError`` when it cannot be asked); without a transaction service
   only pointers from the future are refused (``ClockGuard``).
+* several instances on one store tell each other of changes through ``feed``
+  (``tms.changes.ChangeFeed``): a long-poll on one wakes on a write made through another.
 * reads: ``read`` starts a read (``tms.fetcher`` semantics) to iterate, ``fetch`` reads
   into a ``FetchResult``, ``bounds`` says where a read would start and stop without
   reading payloads, ``inspect`` shows the raw rows and ``recent_messages`` the newest
@@ -34,11 +36,15 @@ Contract (every method thread-safe unless marked; errors from ``tms.errors``):
 * ``subscriptions``: the topics' subscriptions (``tms.subscriptions``), their records in
   a ``SubscriptionStore``; deleting a topic deletes them.
 * maintenance, for cleanup: ``all_topics``, ``purge_topic``, ``negate_invalid``.
+* several instances on one shared store: every write of a topic, its metadata row's
+  too, by the topic's owner only, under its fence (``tms.ownership``); reads by any
+  instance, the topic's metadata read from the store each time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -47,7 +53,7 @@ from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from tms.changes import FinishListener, TopicChanges, TopicListener
+from tms.changes import ChangeFeed, FinishListener, TopicChanges, TopicListener
 from tms.config import TmsConfig
 from tms.errors import TmsError, TopicNotFoundError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
@@ -67,6 +73,7 @@ from tms.model import (
     validate_namespace,
 )
 from tms.operations import Markers, Operation, Publish, Rollback, Store, Ticket
+from tms.ownership import Ownership, fenced, given_up, stale
 from tms.stats import TopicStats, topic_stats
 from tms.store.kv import KeyValueStore
 from tms.store.subscriptions import KvSubscriptionStore, SubscriptionStore
@@ -76,7 +83,7 @@ from tms.writer import BatchStats, TopicWriter
 from txms_common.clock import SYSTEM_CLOCK, Clock
 from txn.transaction import Transaction
 
-__all__ = ["FetchResult", "FinishListener", "MessagingService", "TopicListener"]
+__all__ = ["FetchResult", "FinishListener", "MessagingService", "Ownership", "TopicListener"]
 
 R = TypeVar("R")
 
@@ -104,9 +111,13 @@ class MessagingService:
         clock: Clock = SYSTEM_CLOCK,
         metrics: TmsMetrics | None = None,
         guard: WritePointerGuard | None = None,
+        ownership: Ownership | None = None,
+        feed: ChangeFeed | None = None,
         subscription_store: SubscriptionStore | None = None,
     ) -> None:
         self.config = config or TmsConfig()
+        self.ownership = ownership
+        self._feed = feed
         self.guard = guard or ClockGuard(clock, self.config.tx_clock_skew_s)
         self.metrics = metrics or TmsMetrics()
         self._tables = Tables(store)
@@ -131,6 +142,8 @@ class MessagingService:
         """The topics' subscriptions (``tms.subscriptions``); their records live in
         ``subscription_store`` (default: this store, ``KvSubscriptionStore``)."""
         self.metrics.watch_subscription_lags(self.subscriptions.all_lags)
+        if feed is not None:
+            feed.start(self._changes.bump, self._changes.bump_all)
 
     def now_ms(self) -> int:
         """The service's clock."""
@@ -143,7 +156,8 @@ class MessagingService:
     ) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **(properties or {})}
         props.pop("generation", None)
-        metadata = self._tables.metadata.create(topic, props)
+        with fenced(self.ownership, topic) as fence:
+            metadata = self._tables.metadata.create(topic, props, fence)
         with self._lock:
             self._topics[topic] = metadata
         return metadata
@@ -151,7 +165,8 @@ class MessagingService:
     def update_topic(self, topic: TopicId, properties: Mapping[str, str]) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **properties}
         props.pop("generation", None)
-        metadata = self._tables.metadata.update(topic, props)
+        with fenced(self.ownership, topic) as fence:
+            metadata = self._tables.metadata.update(topic, props, fence)
         with self._lock:
             self._topics[topic] = metadata
             writer = self._writers.get((topic, metadata.generation))
@@ -160,16 +175,22 @@ class MessagingService:
         return metadata
 
     def delete_topic(self, topic: TopicId) -> None:
-        deleted = self._tables.metadata.delete(topic)
+        with fenced(self.ownership, topic) as fence:
+            deleted = self._tables.metadata.delete(topic, fence)
         with self._lock:
             self._topics.pop(topic, None)
             writer = self._writers.pop((topic, -deleted.generation), None)
         self._changes.bump(topic)
+        if self._feed is not None:
+            self._feed.announce(topic)
         if writer is not None:
             writer.close()
         self.subscriptions.topic_deleted(topic)
 
     def get_topic(self, topic: TopicId) -> TopicMetadata:
+        if self.ownership is not None:
+            # another instance may have changed it: never from a cache
+            return self._tables.metadata.get(topic)
         with self._lock:
             if self._epoch != self._tables.epoch:
                 # The store recovered from a failed write, which may have landed after
@@ -290,7 +311,7 @@ class MessagingService:
             if metadata is None or self._closed or self._epoch != self._tables.epoch:
                 return None
             writer = self._writers.get((topic, metadata.generation))
-        return writer if writer is not None and not writer.stale else None
+        return writer if writer is not None and not stale(writer, self.ownership) else None
 
     async def _opened(self, topic: TopicId, loop: asyncio.AbstractEventLoop) -> TopicWriter:
         """The topic's writer, opened on a thread (it reads the store): one opening for
@@ -306,14 +327,18 @@ class MessagingService:
         return await asyncio.shield(opening)  # one caller going away cancels nothing
 
     def _writer(self, topic: TopicId) -> TopicWriter:
+        # The fence first, then what the writer reads: see tms.store.kv (fences).
+        fence = None if self.ownership is None else self.ownership.fence(topic)
         epoch = self._tables.epoch  # before the metadata is read: see TopicWriter.epoch
         metadata = self.get_topic(topic)
         key = (topic, metadata.generation)
         with self._lock:
             if self._closed:
                 raise TmsError("the messaging service is closed")
+            if fence is not None:
+                self._topics[topic] = metadata  # the owner's: only it changes the row
             writer = self._writers.get(key)
-            if writer is None or writer.stale:
+            if writer is None or stale(writer, self.ownership) or writer.fence != fence:
                 writer = TopicWriter(
                     self._tables,
                     metadata,
@@ -323,6 +348,8 @@ class MessagingService:
                     executor=self._executor,
                     on_batch=self._on_batch,
                     epoch=epoch,
+                    fence=fence,
+                    on_fenced=functools.partial(given_up, self.ownership),
                 )
                 self._writers[key] = writer
             return writer
@@ -338,6 +365,8 @@ class MessagingService:
             m.rolled_back.inc(stats.rolled_back)
         if stats.published:
             self._changes.bump(metadata.topic)
+            if self._feed is not None:
+                self._feed.announce(metadata.topic)
 
     # -- reading ------------------------------------------------------------------------
 
@@ -448,5 +477,7 @@ class MessagingService:
         for writer in writers:
             writer.close()
         self._executor.shutdown(wait=True)
+        if self._feed is not None:
+            self._feed.close()
         self._changes.close()
         self._tables.close()

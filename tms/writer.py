@@ -37,7 +37,11 @@ So:
   storage failure fails the whole batch and nothing of it is written.
 
 The writer assumes it is the only one adding rows to its topic generation (the storage
-contract's one-writer-per-topic assumption, ``tms.store.kv``).
+contract's one-writer-per-topic assumption, ``tms.store.kv``). With several instances
+on one store it is made with its instance's ``fence`` of the topic (taken before the
+writer reads its last position), every batch carries it, and a batch the store refuses
+(``FencedError``: another instance owns the topic now) fails whole and makes the writer
+``stale`` for good (``on_fenced`` is told).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from dataclasses import dataclass
 from tms.codec import keys
 from tms.commit import GroupCommit
 from tms.errors import (
+    FencedError,
     RequestTimeoutError,
     StorageUnavailableError,
     TmsError,
@@ -70,6 +75,7 @@ from tms.operations import (
     Ticket,
     WritePosition,
 )
+from tms.store.kv import Fence
 from tms.store.tables import PayloadRow, TableBatch, Tables
 from txms_common.clock import Clock
 from txn.transaction import MAX_TX_PER_MS
@@ -108,8 +114,13 @@ class TopicWriter:
         on_batch: Callable[[TopicMetadata, BatchStats], None] | None = None,
         monotonic: Callable[[], float] = time.perf_counter,
         epoch: int | None = None,
+        fence: Fence | None = None,
+        on_fenced: Callable[[TopicWriter], None] | None = None,
     ) -> None:
         """``executor`` leads batches for event-loop callers (``submit_async``)."""
+        self.fence = fence
+        self._on_fenced = on_fenced
+        self.fenced = False
         self.metadata = metadata
         self._tables = tables
         self._clock = clock
@@ -161,7 +172,7 @@ class TopicWriter:
     @property
     def stale(self) -> bool:
         """The store recovered from a failure since this writer was made."""
-        return self.epoch != self._tables.epoch
+        return self.fenced or self.epoch != self._tables.epoch
 
     # -- one batch ----------------------------------------------------------------------
 
@@ -175,11 +186,16 @@ class TopicWriter:
         if not batch.rows:
             return
         try:
-            self._tables.write(batch.rows, sync=True, epoch=self.epoch)
+            self._tables.write(batch.rows, sync=True, epoch=self.epoch, fence=self.fence)
         except TmsError as exc:
             for ticket in batch.applied:
                 ticket.fail(exc)
             self._payload_positions.clear()  # positions handed out were not written
+            if isinstance(exc, FencedError):
+                self.fenced = True
+                self.close()
+                if self._on_fenced is not None:
+                    self._on_fenced(self)
             return
         if self._on_batch is not None:
             self._on_batch(self.metadata, batch.stats(len(tickets), self._monotonic() - started))

@@ -300,6 +300,7 @@ def test_the_open_service_needs_no_sign_in(tmp_path: Path) -> None:
         )
         assert "no authentication" in text(driver, "header.top .who")
         assert driver.find_elements(By.ID, "panel-transactions")
+        assert not driver.find_elements(By.ID, "panel-instances")  # no cluster here
         assert ORDERS.topic in text(driver, "[data-table=topics]") and EVENTS.topic in text(
             driver, "[data-table=topics]"
         )

@@ -13,7 +13,7 @@ from tms.store.tables import Tables
 @pytest.fixture(params=list(ENGINES))
 def kv(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KeyValueStore]:
     """A new store on each engine (``tests.tms.store.engines``)."""
-    store = ENGINES[request.param](tmp_path)
+    store = ENGINES[request.param](request, tmp_path)
     yield store
     store.close()
 

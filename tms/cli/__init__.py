@@ -14,10 +14,12 @@
     tms import NS TOPIC FILE [--format jsonl|avro]
     tms top NS [--interval S] [--iterations N]
     tms metrics [--match TEXT]
+    tms cluster status | up [--tms N] [--txn N]
     tms completion bash|zsh
 
 Client commands talk to ``--url`` (default ``$TMS_URL`` or http://127.0.0.1:15166; a
-``tms://`` URL speaks the binary protocol) with ``--token`` (default ``$TMS_TOKEN``); an
+``tms://`` URL speaks the binary protocol; a cluster's instances are several URLs
+separated by commas, tried in turn) with ``--token`` (default ``$TMS_TOKEN``); an
 https service's certificate is verified against ``--ca-bundle`` (default
 ``$TMS_CA_BUNDLE``, else the system's trust store). Output, times, payloads, progress
 and errors follow ``txn.clikit``. Exit codes: 0 success, 1 failure (one line on stderr,
@@ -41,7 +43,7 @@ import os
 import sys
 from types import ModuleType
 
-from tms.cli import messages, observe, serve, subscriptions, topics, transfer
+from tms.cli import cluster, messages, observe, serve, subscriptions, topics, transfer
 from tms.errors import TmsError
 from txn.clikit import add_completion_command, add_version_option, guarded
 from txn.errors import TxError
@@ -50,7 +52,15 @@ __all__ = ["DEFAULT_URL", "FAMILIES", "build_parser", "main"]
 
 DEFAULT_URL = "http://127.0.0.1:15166"
 
-FAMILIES: tuple[ModuleType, ...] = (serve, topics, subscriptions, messages, transfer, observe)
+FAMILIES: tuple[ModuleType, ...] = (
+    serve,
+    topics,
+    subscriptions,
+    messages,
+    transfer,
+    observe,
+    cluster,
+)
 """The modules that register commands, in the order ``tms --help`` lists them."""
 
 
@@ -67,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--url",
         default=os.environ.get("TMS_URL", DEFAULT_URL),
-        help=f"the messaging service (default $TMS_URL, else {DEFAULT_URL})",
+        help=f"the messaging service (default $TMS_URL, else {DEFAULT_URL}); a cluster: "
+        "several URLs separated by commas",
     )
     p.add_argument(
         "--token",

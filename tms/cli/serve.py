@@ -5,6 +5,8 @@
     tms serve [--host H] [--port P] [--rpc-port P] [--data-dir D] [--tx-server H:P] [--auth FILE]
               [--tls-cert PEM [--tls-key PEM]] [--config FILE.toml]
               [--tx-tls-ca PEM [--tx-tls-cert PEM --tx-tls-key PEM]]
+              [--store postgresql://... [--zookeeper H:P,... [--zk-path /P] [--name ID]
+               [--session-timeout-s S] [--advertise URL]]]
 """
 
 from __future__ import annotations
@@ -56,6 +58,29 @@ def register(commands: Any) -> None:
     serve.add_argument("--tls-cert", help="PEM certificate (chain): serve HTTPS only")
     serve.add_argument("--tls-key", help="PEM private key, if not in the certificate file")
     serve.add_argument("--config", type=Path, help="TOML file: [tms], [http] and [rpc] tables")
+    serve.add_argument(
+        "--store",
+        help="postgresql://... : keep the tables in PostgreSQL (several instances may share "
+        "it, with --zookeeper); default: LevelDB in --data-dir",
+    )
+    serve.add_argument(
+        "--zookeeper",
+        help="H1:P1,H2:P2,... : run as one instance of a cluster (topic ownership and "
+        "membership in ZooKeeper); needs a PostgreSQL --store",
+    )
+    serve.add_argument(
+        "--zk-path", default="/txms/tms", help="the cluster's ZooKeeper path (/txms/tms)"
+    )
+    serve.add_argument("--name", help="this instance's id in the cluster (default host-pid)")
+    serve.add_argument(
+        "--session-timeout-s",
+        type=float,
+        default=10.0,
+        help="ZooKeeper session: a dead instance's topics are free after it (default 10)",
+    )
+    serve.add_argument(
+        "--advertise", help="the URL other instances send clients to (default: where it listens)"
+    )
     add_client_tls_arguments(serve, "--tx-tls-")
     serve.set_defaults(handler=_serve, client=False)
 
@@ -99,6 +124,7 @@ async def _listen(starting: Awaitable[object], host: str, port: int) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     from tms.cleanup import Cleaner, CleanupLoop  # noqa: PLC0415 - server-only imports
+    from tms.cluster.setup import StoreConfig, open_store  # noqa: PLC0415
     from tms.config import TmsConfig  # noqa: PLC0415
     from tms.guard import TransactionStateGuard  # noqa: PLC0415
     from tms.http.app import HttpConfig  # noqa: PLC0415
@@ -107,7 +133,6 @@ def _serve(args: argparse.Namespace) -> int:
     from tms.rpc.config import RpcConfig  # noqa: PLC0415
     from tms.rpc.server import RpcServer  # noqa: PLC0415
     from tms.service import MessagingService  # noqa: PLC0415
-    from tms.store.leveldb import LevelDBStore  # noqa: PLC0415
     from tms.txwatch import TxWatch  # noqa: PLC0415
     from txms_common.loop import new_event_loop  # noqa: PLC0415
     from txms_common.retry import RetryNTimes  # noqa: PLC0415
@@ -146,7 +171,14 @@ def _serve(args: argparse.Namespace) -> int:
         # retry with Tephra's backoff for half a minute.
         guard_client = ThriftTxClient(args.tx_server, tls=tls, timeout_s=5, retry=RetryNTimes(2))
         guard = TransactionStateGuard(guard_client, max_age_s=tms_config.tx_state_cache_s)
-    service = MessagingService(LevelDBStore(args.data_dir), tms_config, guard=guard)
+    stores = StoreConfig(
+        args.data_dir, args.store, args.zookeeper, args.zk_path, args.name, args.session_timeout_s
+    )
+    opened = open_store(stores)
+    cluster = opened.cluster
+    service = MessagingService(
+        opened.store, tms_config, guard=guard, ownership=cluster, feed=opened.feed
+    )
     cleanup = None
     if tms_config.cleanup_interval_s > 0:
         participant = tms_config.prune_participant if tx_client is not None else ""
@@ -173,11 +205,12 @@ def _serve(args: argparse.Namespace) -> int:
                 await server.stop()
                 raise
         stop = _stop_on_signal()  # before the address is out: a caller may signal at once
+        if cluster is not None:
+            cluster.start(args.advertise or server.url)
         if cleanup is not None:
             cleanup.start()
         print(
-            f"tms: messaging service listening on {server.url} (data: {args.data_dir})",
-            flush=True,
+            f"tms: messaging service listening on {server.url} (data: {stores.where})", flush=True
         )
         if rpc is not None:
             print(f"tms: binary protocol listening on {rpc.url}", flush=True)
@@ -195,6 +228,8 @@ def _serve(args: argparse.Namespace) -> int:
         if tx_client is not None:
             tx_client.close()
             guard_client.close()
+        if cluster is not None:
+            cluster.close()
         service.close()
     print("tms: stopped", flush=True)
     return 0

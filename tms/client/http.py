@@ -10,6 +10,11 @@ yielded and reconnecting with backoff when the service is unavailable; with a tr
 client it reads with a transaction no older than ``tx_refresh_s``, replaced at once when a
 read stopped at an entry that transaction cannot see.
 
+**A cluster** (``base_url`` names several instances): an unreachable instance is left
+for the next (a write only if it was never sent, or is idempotent); a write answered
+``307`` (not the topic's owner) or ``fenced`` (its owner was just deposed: nothing
+stored) is sent again, to the owner named, who is remembered (``tms.client.instances``).
+
 Requests go through ``tms.client.transport.Transport`` (urllib3, the engine under
 ``requests``, called directly: a third of the CPU per request), which reads the
 environment's proxy settings once, as ``requests`` would, when the client is made;
@@ -24,18 +29,21 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any, Protocol
 
+from tms.client.instances import Instances, parse_urls
 from tms.client.observe import ObserveCalls
+from tms.client.routing import Routed, error_from_response
 from tms.client.subscriptions import SubscriptionCalls
-from tms.client.transport import HttpTransport, Reply, Transport, TransportError
+from tms.client.transport import HttpTransport
 from tms.codec import avro
 from tms.codec import json as jsonc
 from tms.codec.avro import ConsumeSpec
-from tms.errors import ServiceUnavailableError, TmsError, TmsTransientError, error_for
+from tms.errors import (
+    ServiceUnavailableError,
+)
 from tms.ids import MessageId
 from tms.model import Message, RollbackDetail, TopicBounds, TopicId
 from txms_common.retry import backoff
@@ -52,16 +60,6 @@ __all__ = [
 
 AVRO = "avro/binary"
 JSON = "application/json"
-
-
-def error_from_response(response: Reply, topic: object = None) -> TmsError:
-    """The ``tms`` error a non-200 response stands for (``tms.errors.error_for``)."""
-    try:
-        body = response.json()
-        code, message = body["error"], body["message"]
-    except (ValueError, KeyError, TypeError):
-        code, message = None, response.text or response.reason
-    return error_for(code, message, status=response.status, topic=topic)
 
 
 def _json(value: object) -> bytes:
@@ -110,15 +108,19 @@ class _TxSource(Protocol):
     def abort(self, tx: Transaction) -> None: ...
 
 
-class MessagingClient(ObserveCalls, SubscriptionCalls):
+class MessagingClient(Routed, ObserveCalls, SubscriptionCalls):
     """See the module docstring. Thread-safe (connections are pooled per client).
 
     ``MessagingClient("tms://host:port")`` (or ``tmss://`` for TLS) makes a
     ``tms.client.rpc.RpcMessagingClient``: the same methods over the binary protocol
     (docs/rpc.md)."""
 
-    def __new__(cls, base_url: str, *args: Any, **kwargs: Any) -> MessagingClient:
-        if cls is MessagingClient and base_url.startswith(("tms://", "tmss://")):
+    def __new__(cls, base_url: str | Sequence[str], *args: Any, **kwargs: Any) -> MessagingClient:
+        if (
+            cls is MessagingClient
+            and isinstance(base_url, str)
+            and base_url.startswith(("tms://", "tmss://"))
+        ):
             from tms.client.rpc import RpcMessagingClient  # noqa: PLC0415 - import cycle
 
             return super().__new__(RpcMessagingClient)
@@ -126,7 +128,7 @@ class MessagingClient(ObserveCalls, SubscriptionCalls):
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         *,
         token: str | None = None,
         timeout_s: float = 30.0,
@@ -135,11 +137,14 @@ class MessagingClient(ObserveCalls, SubscriptionCalls):
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
         ca_bundle: str | os.PathLike[str] | None = None,
-        transport: HttpTransport | None = None,
+        transport: HttpTransport | Mapping[str, HttpTransport] | None = None,
     ) -> None:
-        """``transport``: what sends the requests (default: ``Transport`` on
-        ``base_url``, verifying HTTPS against ``ca_bundle``)."""
-        self.base_url = base_url.rstrip("/")
+        """``base_url``: one instance, or several (a list, or separated by commas);
+        ``transport``: what sends the requests to the first of them, or a transport
+        per URL (default: a ``Transport`` per URL, verifying HTTPS against
+        ``ca_bundle``)."""
+        self.urls = parse_urls(base_url)
+        self.base_url = self.urls[0]
         self._timeout = timeout_s
         self._retries = retries
         self._backoff = backoff_s
@@ -148,9 +153,7 @@ class MessagingClient(ObserveCalls, SubscriptionCalls):
         self._headers = {"User-Agent": "txms-client", "Accept-Encoding": "identity"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
-        self._http: HttpTransport = (
-            transport if transport is not None else Transport(self.base_url, ca_bundle=ca_bundle)
-        )
+        self.instances = Instances(self.urls, transport=transport, ca_bundle=ca_bundle)
 
     @property
     def request_timeout_s(self) -> float:
@@ -158,7 +161,7 @@ class MessagingClient(ObserveCalls, SubscriptionCalls):
         return self._timeout
 
     def close(self) -> None:
-        self._http.close()
+        self.instances.close()
 
     def __enter__(self) -> MessagingClient:
         return self
@@ -175,41 +178,6 @@ class MessagingClient(ObserveCalls, SubscriptionCalls):
             return f"/v1/namespaces/{namespace}/topics"
         url = f"/v1/namespaces/{topic.namespace}/topics/{topic.topic}"
         return f"{url}/{action}" if action else url
-
-    def _request(
-        self,
-        method: str,
-        url: str,
-        *,
-        topic: object = None,
-        idempotent: bool = True,
-        timeout_s: float | None = None,
-        body: bytes | None = None,
-        content_type: str | None = None,
-        params: Mapping[str, str] | None = None,
-    ) -> Reply:
-        # Pauses before each retry; none for a call that must not be sent twice.
-        delays = islice(backoff(self._backoff, 4.0), self._retries if idempotent else 0)
-        timeout = timeout_s if timeout_s is not None else self._timeout
-        headers = {**self._headers, "Content-Type": content_type} if content_type else self._headers
-        while True:
-            try:
-                response = self._http.request(
-                    method, url, body=body, headers=headers, params=params, timeout_s=timeout
-                )
-            except TransportError as exc:
-                error: TmsError = ServiceUnavailableError(str(exc))
-                error.__cause__ = exc
-            else:
-                if response.status == 200:
-                    return response
-                error = error_from_response(response, topic)
-                if not isinstance(error, TmsTransientError):
-                    raise error
-            delay = next(delays, None)
-            if delay is None:
-                raise error
-            self._sleep(delay)
 
     # -- topics -------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""The observing calls of ``MessagingClient`` (``tms.http.observe``): topic stats and
-metrics. A part of ``MessagingClient``; see there for errors and retries."""
+"""The observing calls of ``MessagingClient`` (``tms.http.observe``): topic stats,
+metrics and the cluster. A part of ``MessagingClient``; see there for errors and retries."""
 
 from __future__ import annotations
 
@@ -24,6 +24,11 @@ class ObserveCalls:
         path = f"/v1/namespaces/{validate_namespace(namespace)}/stats"
         stats: list[dict[str, Any]] = self._request("GET", path).json()
         return stats
+
+    def cluster(self: Requests) -> dict[str, Any]:
+        """The cluster as the instance answering sees it (``GET /v1/cluster``)."""
+        status: dict[str, Any] = self._request("GET", "/v1/cluster").json()
+        return status
 
     def metrics_text(self: Requests) -> str:
         """The Prometheus text of ``/metrics`` (needs the metrics grant)."""

@@ -33,13 +33,18 @@ from urllib.parse import urlencode, urlsplit
 
 import requests.utils
 import urllib3
-from urllib3.exceptions import HTTPError
+from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError
 
 __all__ = ["HttpTransport", "Reply", "Requests", "Transport", "TransportError"]
 
 
 class TransportError(Exception):
-    """The request did not get an answer (connection refused or lost, timeout)."""
+    """The request did not get an answer (connection refused or lost, timeout).
+    ``sent`` is False when no connection could be made: the service never saw it."""
+
+    def __init__(self, message: str, *, sent: bool = True) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +178,8 @@ class Transport:
             else:  # through the proxy: the absolute URL
                 response = self._manager.urlopen(method, self._origin + target, **options)
         except (HTTPError, OSError) as exc:
-            raise TransportError(f"{method} {self.base_url}{path}: {exc}") from exc
+            unsent = isinstance(exc, (NewConnectionError, ConnectTimeoutError))
+            raise TransportError(f"{method} {self.base_url}{path}: {exc}", sent=not unsent) from exc
         return Reply(response.status, response.reason or "", response.headers, response.data)
 
     def close(self) -> None:

@@ -64,6 +64,7 @@ export const paths = {
   seek: (ns, t, name) =>
     `/v1/namespaces/${encodeURIComponent(ns)}/topics/${encodeURIComponent(t)}/subscriptions/${encodeURIComponent(name)}/seek`,
   transactions: () => "/v1/transactions",
+  cluster: () => "/v1/cluster",
   history: () => "/v1/metrics/history",
   metrics: () => "/metrics",
 };

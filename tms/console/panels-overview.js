@@ -1,5 +1,5 @@
-// The overview page: the namespace's topics, live throughput and latency, and the
-// transaction manager.
+// The overview page: the namespace's topics, live throughput and latency, the
+// transaction manager, and (in a cluster) the instances.
 
 import { api, paths } from "./api.js";
 import { ago, bytes, count, duration, isoTime, rate } from "./format.js";
@@ -151,5 +151,36 @@ registerPanel({
             { label: "in progress", values: hist.map((p) => p.inProgress), color: "#ca8a04" },
           ]} />`
         : html`<p class="muted">The invalid list's trend appears after a few samples.</p>`}`;
+  },
+});
+
+// A cluster's live instances (GET /v1/cluster): each one's URL, how many topics it owns,
+// and which one answered (the one this page talks to).
+registerPanel({
+  id: "instances",
+  page: "overview",
+  title: "Instances",
+  order: 15,
+  feature: "cluster",
+  refreshMs: 5000,
+  load: () => api(paths.cluster()),
+  view: (c) => {
+    const owns = {};
+    for (const owner of Object.values(c.owners)) owns[owner] = (owns[owner] || 0) + 1;
+    return html`<div class="stats compact">
+        <${Stat} label="live instances" value=${count(c.instances.length)} field="instanceCount" />
+        <${Stat} label="owned topics" value=${count(Object.keys(c.owners).length)} field="ownedTopics" />
+      </div>
+      <table class="grid" data-table="instances">
+        <thead><tr><th>Instance</th><th>URL</th><th class="num">Topics owned</th><th></th></tr></thead>
+        <tbody>${c.instances.map(
+          (i) => html`<tr data-instance=${i.id}>
+            <td>${i.id}</td>
+            <td><a href=${`${i.url}/ui/`}>${i.url}</a></td>
+            <td class="num" data-field="owns">${count(owns[i.id] || 0)}</td>
+            <td class="muted">${i.id === c.self.id ? "this one" : ""}</td>
+          </tr>`,
+        )}</tbody>
+      </table>`;
   },
 });

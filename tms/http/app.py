@@ -35,6 +35,7 @@ from aiohttp import web
 from tms.codec import avro
 from tms.codec import json as jsonc
 from tms.errors import (
+    NotOwnerError,
     RequestTooLargeError,
     TmsError,
     TmsInvalidArgumentError,
@@ -104,6 +105,7 @@ class Api(ObserveApi, ConsoleApi, SubscriptionApi):
             "metricsHistory": config.history_interval_s > 0,
             "transactions": tx_watch is not None,
             "subscriptions": True,
+            "cluster": service.ownership is not None,
         }
         """What the console may show (``GET /v1/console``): a panel whose feature is
         missing or False is not shown. Later features add their key here."""
@@ -399,6 +401,12 @@ def create_app(
         response: web.StreamResponse
         try:
             response = await handler(request)
+        except NotOwnerError as exc:
+            # 307: the owner takes the same request (method and body kept)
+            status = 307 if exc.owner_url else 503
+            response = error_response(status, exc.code, str(exc))
+            if exc.owner_url:
+                response.headers["Location"] = exc.owner_url.rstrip("/") + request.path_qs
         except TmsError as exc:
             response = error_response(exc.status, exc.code, str(exc))
         except web.HTTPException as exc:

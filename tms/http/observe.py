@@ -1,7 +1,8 @@
 """Routes for looking at the service rather than using it: topic stats
 (``tms.stats``), the newest messages with their transactional status (the table
 debugger, ``tms.inspect.recent_messages``), the transaction manager's state
-(``tms.txwatch``) and the metrics over time (``tms.history``).
+(``tms.txwatch``), the metrics over time (``tms.history``) and the cluster's instances
+(``tms.cluster``).
 
 ``ObserveApi`` is a part of ``tms.http.app.Api``: its handlers are named in
 ``tms.http.routes.ROUTES`` like the others, with their access declared there.
@@ -94,6 +95,12 @@ class ObserveApi:
         if self.tx_watch is None:
             return web.json_response({"manager": None})
         return web.json_response(await self._call(self.tx_watch.to_json))
+
+    async def cluster(self, request: web.Request) -> web.Response:
+        ownership = self.svc.ownership
+        if ownership is None:
+            return web.json_response({"mode": "standalone"})
+        return web.json_response(await self._call(ownership.describe))
 
     async def metrics_history(self, request: web.Request) -> web.Response:
         assert self.history is not None

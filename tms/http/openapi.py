@@ -347,6 +347,20 @@ def _spec() -> dict[str, Any]:
                     },
                 }
             },
+            "/v1/cluster": {
+                "get": {
+                    "summary": "The cluster: this instance, the live ones, the topics' owners",
+                    "operationId": "cluster",
+                    "responses": {
+                        "200": {
+                            "description": "mode 'standalone', or 'cluster' with self, "
+                            "instances [{id, url}] and owners {ns.topic: id}",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        },
+                        **_errors(401),
+                    },
+                }
+            },
             "/v1/openapi.json": {
                 "get": {
                     "summary": "This document",

@@ -121,6 +121,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/ping", "ping", Scope.PUBLIC),
     Route("GET", "/metrics", "metrics", Scope.SERVICE, _P.METRICS),
     Route("GET", "/v1/openapi.json", "openapi", Scope.AUTHENTICATED),
+    Route("GET", "/v1/cluster", "cluster", Scope.AUTHENTICATED),
     # The transaction manager's state and the metrics over time span the whole service.
     Route("GET", "/v1/transactions", "transactions", Scope.SERVICE, _P.METRICS),
     Route("GET", "/v1/metrics/history", "metrics_history", Scope.SERVICE, _P.METRICS),

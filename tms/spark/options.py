@@ -6,7 +6,8 @@ belongs to: a misspelt option never silently does nothing.
 =========================  =======  ========================================================
 option                     uses     meaning
 =========================  =======  ========================================================
-``url``                    all      the messaging service (required)
+``url``                    all      the messaging service (required; a cluster's
+                                    instances separated by commas)
 ``namespace``              all      the topics' namespace (default ``default``)
 ``token``                  all      bearer token for the messaging service
 ``txServer``               all      ``HOST:PORT`` of the transaction server (needed to

@@ -1,8 +1,9 @@
 """``KeyValueStore``: the ordered byte store the messaging tables are built on, and what
 an engine must guarantee to be one. Engines: ``memory`` (tests), ``leveldb`` (the
-embedded default). A new engine is one module here plus one entry in the test suite's
-engine list (``tests/tms/store/engines.py``): the contract suite (``tests/tms/store``)
-and the service's tests then run on it.
+embedded default), ``postgres`` (shared by several service instances). A new engine is
+one module here plus one entry in the test suite's engine list
+(``tests/tms/store/engines.py``): the contract suite (``tests/tms/store``) and the
+service's tests then run on it.
 
 **Data.** Keys and values are ``bytes``; keys order as unsigned bytes. A store holds
 several tables; ``table(name)`` is a view whose keys are the table's own.
@@ -43,17 +44,20 @@ process holds the database's lock). A shared engine (several service instances o
 database) must make it true by topic ownership, and must *fence* a former owner: see
 below.
 
-**Where fencing goes (a shared engine, not built).** An owner that paused past its
-lease can wake up and write; ownership alone does not stop it. The check belongs inside
-the same atomic write as the rows: ``write`` would take, with the ops, conditions
-``(table, key, expected value)`` — the topic's owner row holding the owner's epoch —
-checked in the same database transaction as the changes (PostgreSQL: the owner row
-read ``FOR UPDATE`` or a conditional ``UPDATE ... WHERE epoch = $1`` whose row count is
-checked, before the inserts, then ``COMMIT``), applying nothing and raising a
-``StorageUnavailableError`` subclass when one does not hold. The topic writer would add
-its topic's condition to every batch it writes (``TableBatch`` is where it collects
-what one write carries), and a fenced writer stops and is replaced, resuming ids above
-the last stored one (``last_position``), whatever its clock says.
+**Fences (how a shared engine stays one writer per topic).** An owner that paused past
+its lease can wake up and write; ownership alone does not stop it. So a write may carry
+a *fence* ``(name, epoch)``: it is applied only while ``epoch`` is the newest epoch taken
+of ``name``, checked in the same atomic step as the write (PostgreSQL: the fence row
+read ``FOR SHARE`` in the same database transaction), else it raises ``FencedError``
+(a ``StorageUnavailableError``) and changes nothing — a *known* outcome, so the store
+does not go down for it. ``acquire_fence(name)`` takes a new epoch, one above every
+epoch taken of that name before (1 the first time), durably; once it has returned, no
+write fenced by an older epoch is applied, and every write such a fence let through
+before is visible to reads. A new owner therefore takes its fence *first* and reads its
+position (``last_position``) *after*: it resumes above everything the deposed owner
+stored, whatever either clock says. Fences are independent of ``epoch`` above (which
+is the store's own recovery count). Writes without a fence (topic metadata, cleanup's
+deletes and negations, which are idempotent) are never refused by one.
 
 **Sizes.** ``approximate_size(start, stop)`` is roughly how many bytes a table's key range
 takes in storage (LevelDB: on disk, compressed; writes still in its write buffer are not
@@ -65,10 +69,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-__all__ = ["KeyValueStore", "TableStore", "WriteOp"]
+__all__ = ["Fence", "KeyValueStore", "TableStore", "WriteOp"]
 
 WriteOp = tuple[bytes, bytes, bytes | None]
 """(table name, key, value); a value of None deletes the key."""
+
+Fence = tuple[bytes, int]
+"""(fence name, epoch): a write carrying it is applied only while ``epoch`` is the newest
+epoch taken of the name (see the module docstring)."""
 
 
 class TableStore(Protocol):
@@ -114,8 +122,21 @@ class KeyValueStore(Protocol):
 
     def table(self, name: bytes) -> TableStore: ...
 
-    def write(self, ops: Sequence[WriteOp], *, sync: bool = True, epoch: int | None = None) -> None:
-        """Apply ``ops`` atomically (see the module docstring)."""
+    def write(
+        self,
+        ops: Sequence[WriteOp],
+        *,
+        sync: bool = True,
+        epoch: int | None = None,
+        fence: Fence | None = None,
+    ) -> None:
+        """Apply ``ops`` atomically (see the module docstring); with ``fence``, only
+        while it is the newest of its name (else ``FencedError``, nothing applied)."""
+
+    def acquire_fence(self, name: bytes) -> int:
+        """A new epoch of fence ``name``, above every earlier one; durable when it
+        returns, and from then on writes fenced by an older epoch are refused."""
+        ...
 
     def close(self) -> None:
         """Release the store; later calls raise ``StorageUnavailableError``."""

@@ -6,8 +6,8 @@ import threading
 from bisect import bisect_left, insort
 from collections.abc import Iterator, Sequence
 
-from tms.errors import StorageUnavailableError
-from tms.store.kv import WriteOp
+from tms.errors import FencedError, StorageUnavailableError
+from tms.store.kv import Fence, WriteOp
 
 __all__ = ["MemoryStore"]
 
@@ -83,6 +83,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self._tables: dict[bytes, _MemoryTable] = {}
+        self._fences: dict[bytes, int] = {}
         self._closed = False
 
     epoch = 0
@@ -100,14 +101,29 @@ class MemoryStore:
                 self._tables[name] = _MemoryTable(self)
             return self._tables[name]
 
-    def write(self, ops: Sequence[WriteOp], *, sync: bool = True, epoch: int | None = None) -> None:
+    def write(
+        self,
+        ops: Sequence[WriteOp],
+        *,
+        sync: bool = True,
+        epoch: int | None = None,
+        fence: Fence | None = None,
+    ) -> None:
         with self.lock:
             self.check_open(epoch)
+            if fence is not None and self._fences.get(fence[0]) != fence[1]:
+                raise FencedError(f"fence {fence[0]!r} epoch {fence[1]} is not the newest")
             tables = self._tables
             for name, key, value in ops:
                 if name not in tables:
                     tables[name] = _MemoryTable(self)
                 tables[name].apply(key, value)
+
+    def acquire_fence(self, name: bytes) -> int:
+        with self.lock:
+            self.check_open()
+            epoch = self._fences[name] = self._fences.get(name, 0) + 1
+            return epoch
 
     def close(self) -> None:
         self._closed = True

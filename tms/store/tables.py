@@ -45,7 +45,7 @@ from tms.codec.values import (
 )
 from tms.ids import MessageId
 from tms.model import RollbackDetail, TopicMetadata
-from tms.store.kv import KeyValueStore, TableStore, WriteOp
+from tms.store.kv import Fence, KeyValueStore, TableStore, WriteOp
 from tms.store.metadata import MetadataTable
 from tms.store.positions import POSITION_TABLE, PositionTable
 
@@ -361,7 +361,7 @@ class Tables:
         self.kv = store
         self.messages = MessageTable(store.table(MESSAGE_TABLE))
         self.payloads = PayloadTable(store.table(PAYLOAD_TABLE))
-        self.metadata = MetadataTable(store.table(METADATA_TABLE))
+        self.metadata = MetadataTable(store, METADATA_TABLE)
         self.idempotency = IdempotencyTable(store.table(IDEMPOTENCY_TABLE))
         self.positions = PositionTable(store.table(POSITION_TABLE))
 
@@ -370,11 +370,19 @@ class Tables:
         """The store's epoch (``tms.store.kv``)."""
         return self.kv.epoch
 
-    def write(self, batch: TableBatch, *, sync: bool = True, epoch: int | None = None) -> None:
+    def write(
+        self,
+        batch: TableBatch,
+        *,
+        sync: bool = True,
+        epoch: int | None = None,
+        fence: Fence | None = None,
+    ) -> None:
         """Apply ``batch`` atomically (durably with ``sync``); with ``epoch``, only if the
-        store has not recovered from a failure since. Raises ``StorageUnavailableError``."""
+        store has not recovered from a failure since; with ``fence``, only while it is
+        the newest (``FencedError``). Raises ``StorageUnavailableError``."""
         if batch.ops:
-            self.kv.write(batch.ops, sync=sync, epoch=epoch)
+            self.kv.write(batch.ops, sync=sync, epoch=epoch, fence=fence)
 
     def topic_bytes(self, metadata: TopicMetadata) -> int:
         """Approximately how many bytes a topic's current generation takes (both tables)."""

@@ -42,6 +42,7 @@ from typing import Any
 
 import psycopg
 
+from txms_common.pgurl import redact
 from txn.errors import FencedError, TxStorageError
 
 __all__ = ["PostgresStorage"]
@@ -84,15 +85,6 @@ ON CONFLICT (id) DO UPDATE
     SET epoch = txn_leader.epoch + 1, holder = EXCLUDED.holder, since = now()
 RETURNING epoch
 """
-
-
-def _redact(url: str) -> str:
-    """``url`` without a password, for messages."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.Error:
-        return "postgresql (unparsable URL)"
-    return f"postgresql://{info.get('host', '')}:{info.get('port', '')}/{info.get('dbname', '')}"
 
 
 class _Conn:
@@ -167,7 +159,7 @@ class PostgresStorage:
 
     def __init__(self, url: str, *, holder: str = "") -> None:
         self._url = url
-        self._where = _redact(url)
+        self._where = redact(url)
         self.holder = holder or "txn"
         self.epoch = 0
         """The epoch taken by ``open()`` (0 before)."""

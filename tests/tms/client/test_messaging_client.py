@@ -267,3 +267,68 @@ def test_follow_takes_a_new_transaction_when_held_and_waits_only_if_it_got_nowhe
     assert slept == pytest.approx([0.01, 0.02])
     assert len(transactions.started) == 4
     assert transactions.aborted == transactions.started  # each replaced one, then the last
+
+
+# -- a cluster of instances --------------------------------------------------------------
+
+A, B, C = "http://a:1", "http://b:1", "http://c:1"
+
+
+def cluster_client(**transports: ScriptedTransport) -> MessagingClient:
+    urls = {"a": A, "b": B, "c": C}
+    return MessagingClient(
+        [A, B, C],
+        transport={urls[k]: t for k, t in transports.items()},
+        sleep=lambda _s: None,
+    )
+
+
+def redirect(to: str, path: str) -> Reply:
+    body = json.dumps({"error": "not_owner", "message": "elsewhere"}).encode()
+    return Reply(307, "", {"Location": to + path}, body)
+
+
+def test_a_write_follows_the_redirect_to_the_owner_and_remembers_it() -> None:
+    a = ScriptedTransport(redirect(B, BASE + "/publish"))
+    b = ScriptedTransport(ok(), ok())
+    client = cluster_client(a=a, b=b)
+    client.publish(T, [b"x"])
+    client.publish(T, [b"y"])
+    # the same request went to the owner, and the next one went there directly
+    assert [s.path for s in a.sent] == [BASE + "/publish"]
+    assert b.sent[0].body == a.sent[0].body
+    assert avro.decode_publish_request(b.sent[1].body or b"") == (None, [b"y"])
+
+
+def test_a_write_refused_by_a_deposed_owner_is_sent_again() -> None:
+    # nothing was stored by the fenced instance: the write goes again, to the new owner
+    a = ScriptedTransport(error(503, "fenced", "superseded"), redirect(B, BASE + "/publish"))
+    b = ScriptedTransport(ok())
+    cluster_client(a=a, b=b).publish(T, [b"x"])
+    assert len(a.sent) == 2 and len(b.sent) == 1
+
+
+def test_an_unreachable_instance_is_skipped_for_writes_never_sent() -> None:
+    a = ScriptedTransport(TransportError("refused", sent=False))
+    b = ScriptedTransport(ok(), ok(b"[]"))
+    client = cluster_client(a=a, b=b)
+    client.publish(T, [b"x"])
+    assert len(b.sent) == 1
+    client.list_topics("ns")  # and the client stays with the instance that answered
+    assert len(a.sent) == 1 and len(b.sent) == 2
+
+
+def test_a_write_whose_answer_was_lost_is_not_sent_to_another_instance() -> None:
+    a = ScriptedTransport(TransportError("reset", sent=True))
+    b = ScriptedTransport()
+    with pytest.raises(ServiceUnavailableError):
+        cluster_client(a=a, b=b).publish(T, [b"x"])
+    assert b.sent == []
+
+
+def test_reads_go_round_the_instances_until_one_answers() -> None:
+    a = ScriptedTransport(TransportError("reset"))
+    b = ScriptedTransport(TransportError("reset"))
+    c = ScriptedTransport(ok(b'{"ttl": "1", "generation": "1"}'))
+    assert cluster_client(a=a, b=b, c=c).get_topic(T)["generation"] == "1"
+    assert MessagingClient("http://a:1, http://b:1/").urls == [A, B]

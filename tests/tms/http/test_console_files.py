@@ -74,6 +74,7 @@ def test_console_info_tells_who_and_what(secured: Served) -> None:
         "metricsHistory": True,
         "transactions": False,
         "subscriptions": True,
+        "cluster": False,
     }
     assert secured.http.get(f"{secured.url}/v1/console").status_code == 401
 

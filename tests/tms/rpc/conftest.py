@@ -31,7 +31,7 @@ from tms.rpc.frames import (
 )
 from tms.rpc.server import RpcServer
 from tms.service import MessagingService
-from tms.store.kv import KeyValueStore, TableStore, WriteOp
+from tms.store.kv import Fence, KeyValueStore, TableStore, WriteOp
 from tms.store.leveldb import LevelDBStore
 
 NOW = 1_700_000_000_000
@@ -59,11 +59,21 @@ class GatedStore:
     def table(self, name: bytes) -> TableStore:
         return cast(TableStore, _GatedReads(self.inner.table(name), self))
 
-    def write(self, ops: Sequence[WriteOp], *, sync: bool = True, epoch: int | None = None) -> None:
+    def write(
+        self,
+        ops: Sequence[WriteOp],
+        *,
+        sync: bool = True,
+        epoch: int | None = None,
+        fence: Fence | None = None,
+    ) -> None:
         if not self.gate.is_set():
             self.waiting.set()
             self.gate.wait(30)
-        self.inner.write(ops, sync=sync, epoch=epoch)
+        self.inner.write(ops, sync=sync, epoch=epoch, fence=fence)
+
+    def acquire_fence(self, name: bytes) -> int:
+        return self.inner.acquire_fence(name)
 
     def close(self) -> None:
         self.gate.set()

@@ -15,7 +15,7 @@ from tests.servers import Stack, running_stack
 from tms.aio import AsyncMessagingClient, AsyncTxClient, Consumer, Producer
 from tms.errors import ServiceUnavailableError, TopicNotFoundError
 from tms.model import Message, TopicId
-from tms.store.kv import WriteOp
+from tms.store.kv import Fence, WriteOp
 from txn.errors import TransactionConflictError, TxServiceUnavailableError
 from txn.transaction import Transaction
 
@@ -128,9 +128,15 @@ class _GatedWrites:
         kv = stack.tables.kv  # the service's store too
         real = kv.write
 
-        def write(ops: Sequence[WriteOp], *, sync: bool = True, epoch: int | None = None) -> None:
+        def write(
+            ops: Sequence[WriteOp],
+            *,
+            sync: bool = True,
+            epoch: int | None = None,
+            fence: Fence | None = None,
+        ) -> None:
             self.gate.wait(30)
-            real(ops, sync=sync, epoch=epoch)
+            real(ops, sync=sync, epoch=epoch, fence=fence)
 
         monkeypatch.setattr(kv, "write", write)
 

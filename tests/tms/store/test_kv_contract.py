@@ -1,13 +1,17 @@
 """The key-value contract (``tms.store.kv``) on every engine (``tests.tms.store.engines``):
-order and ranges, atomic multi-table batches, scans that see one state, epochs, and a
-closed store refusing every call. Failures of the medium are engine-specific to inject:
+order and ranges, atomic multi-table batches, scans that see one state, epochs, fences,
+and a closed store refusing every call. Failures of the medium are engine-specific to inject:
 LevelDB's are in ``test_leveldb_faults``."""
 
 from __future__ import annotations
 
+import itertools
+import threading
+import time
+
 import pytest
 
-from tms.errors import StorageUnavailableError
+from tms.errors import FencedError, StorageUnavailableError
 from tms.store.kv import KeyValueStore
 
 
@@ -110,3 +114,62 @@ def test_kv_closed_store_is_unavailable(kv: KeyValueStore) -> None:
         list(table.scan())
     with pytest.raises(StorageUnavailableError):
         list(table.scan_chunks())
+
+
+def test_kv_fence_epochs_grow_per_name(kv: KeyValueStore) -> None:
+    assert [kv.acquire_fence(b"a"), kv.acquire_fence(b"a"), kv.acquire_fence(b"b")] == [1, 2, 1]
+    assert kv.acquire_fence(b"a") == 3
+
+
+def test_kv_fenced_write_applies_only_under_the_newest_epoch(kv: KeyValueStore) -> None:
+    # Given an owner's fence, under which writes go in
+    first = kv.acquire_fence(b"topic")
+    kv.write([(b"x", b"a", b"1")], fence=(b"topic", first))
+    # When another takes the fence
+    second = kv.acquire_fence(b"topic")
+    # Then the first owner's writes are refused whole, and change nothing
+    before = kv.epoch
+    with pytest.raises(FencedError):
+        kv.write([(b"x", b"b", b"2"), (b"y", b"c", b"3")], fence=(b"topic", first))
+    with pytest.raises(FencedError):
+        kv.write([(b"x", b"b", b"2")], fence=(b"never-taken", 1))
+    assert list(kv.table(b"x").scan()) == [(b"a", b"1")] and list(kv.table(b"y").scan()) == []
+    # and the store did not go down for it: the new owner and unfenced writes go on
+    assert kv.epoch == before
+    kv.write([(b"x", b"b", b"new")], fence=(b"topic", second))
+    kv.write([(b"x", b"c", b"free")])
+    kv.write([(b"x", b"d", b"other")], fence=(b"topic", second), epoch=kv.epoch)
+    assert [k for k, _ in kv.table(b"x").scan()] == [b"a", b"b", b"c", b"d"]
+
+
+def test_kv_no_old_fence_write_lands_after_a_new_fence_is_taken(kv: KeyValueStore) -> None:
+    # Given writers appending under one fence epoch as fast as they can, until refused
+    epoch = kv.acquire_fence(b"t")
+    counter = itertools.count()
+    written: list[int] = []
+    refused: list[int] = []
+
+    def append() -> None:
+        while True:
+            n = next(counter)
+            try:
+                kv.write([(b"x", b"%08d" % n, b"v")], fence=(b"t", epoch))
+            except FencedError:
+                refused.append(n)
+                return
+            written.append(n)
+
+    writers = [threading.Thread(target=append, daemon=True) for _ in range(4)]
+    for w in writers:
+        w.start()
+    while len(written) < 100:
+        time.sleep(0.001)
+    # When a new epoch is taken mid-stream
+    kv.acquire_fence(b"t")
+    seen = list(kv.table(b"x").scan())
+    for w in writers:
+        w.join(30)
+    # Then every writer was refused from then on, and nothing was added after it
+    assert len(refused) == 4
+    assert list(kv.table(b"x").scan()) == seen
+    assert {int(k) for k, _ in seen} == set(written)

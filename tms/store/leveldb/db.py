@@ -23,12 +23,13 @@ from typing import Any
 import plyvel
 
 from tms.errors import StorageUnavailableError
-from tms.store.kv import WriteOp
+from tms.store.kv import Fence, WriteOp
 from tms.store.leveldb.handle import DB_ERRORS, DBHandle
 
 __all__ = ["LevelDBStore"]
 
 _MAX_CHUNK = 256
+_FENCE_PREFIX = b"/fence/"  # no table's keys start with '/' (a name is never empty)
 
 
 class _LevelDBTable:
@@ -162,7 +163,14 @@ class LevelDBStore:
             self._tables[name] = _LevelDBTable(self, name)
         return self._tables[name]
 
-    def write(self, ops: Sequence[WriteOp], *, sync: bool = True, epoch: int | None = None) -> None:
+    def write(
+        self,
+        ops: Sequence[WriteOp],
+        *,
+        sync: bool = True,
+        epoch: int | None = None,
+        fence: Fence | None = None,
+    ) -> None:
         def fill(batch: Any) -> None:
             prefixes: dict[bytes, bytes] = {}
             put, delete = batch.put, batch.delete
@@ -175,7 +183,11 @@ class LevelDBStore:
                 else:
                     put(prefix + key, value)
 
-        self.handle.write(fill, sync=sync, epoch=epoch)
+        db_fence = None if fence is None else (_FENCE_PREFIX + fence[0], fence[1])
+        self.handle.write(fill, sync=sync, epoch=epoch, fence=db_fence)
+
+    def acquire_fence(self, name: bytes) -> int:
+        return self.handle.acquire_fence(_FENCE_PREFIX + name)
 
     def close(self) -> None:
         self.handle.close()

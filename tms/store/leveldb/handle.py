@@ -24,6 +24,11 @@ Contract:
   merges as well, but its callers learn of a failure only when their threads run again,
   possibly after a later write's success was acknowledged). A failure fails every batch
   of that write;
+* fences (``tms.store.kv``): a write may carry ``fence = (key, epoch)``, the database
+  key of a fence and the epoch it must still hold; ``acquire_fence(key)`` writes the
+  next epoch there. Both go through the same serialized writes, so a fence is checked
+  against every acquisition before it (in earlier batches, or earlier in its own), and
+  a refused write (``FencedError``) is left out of the LevelDB batch;
 * ``epoch`` grows by one with every reopen: state derived from reads before it (writer
   positions, caches) must be read again. A write given ``epoch`` is refused once the
   handle has been reopened since (a write that failed may have landed after all);
@@ -44,7 +49,7 @@ from typing import Any
 import plyvel
 
 from tms.commit import GroupCommit
-from tms.errors import StorageUnavailableError, write_interrupted
+from tms.errors import FencedError, StorageUnavailableError, write_interrupted
 
 __all__ = ["DBHandle", "Fill"]
 
@@ -62,7 +67,14 @@ class _Write:
     fill: Fill
     sync: bool
     epoch: int | None
+    fence: tuple[bytes, int] | None = None
+    acquire: bytes | None = None  # a fence key to take the next epoch of
+    acquired: int = 0
     error: StorageUnavailableError | None = None
+
+
+def _noop(_batch: Any) -> None:
+    pass
 
 
 class DBHandle:
@@ -123,14 +135,30 @@ class DBHandle:
 
     # -- writes -------------------------------------------------------------------------
 
-    def write(self, fill: Fill, *, sync: bool = True, epoch: int | None = None) -> None:
+    def write(
+        self,
+        fill: Fill,
+        *,
+        sync: bool = True,
+        epoch: int | None = None,
+        fence: tuple[bytes, int] | None = None,
+    ) -> None:
         """Apply ``fill``'s changes atomically (durably with ``sync``); see the module
         docstring. With ``epoch``, only if the database was not reopened since (the
-        caller's state is from that epoch). Raises ``StorageUnavailableError``."""
-        mine = _Write(fill, sync, epoch)
+        caller's state is from that epoch); with ``fence``, only while the fence holds.
+        Raises ``StorageUnavailableError`` (``FencedError``)."""
+        mine = _Write(fill, sync, epoch, fence)
         self._writes.run([mine])
         if mine.error is not None:
             raise mine.error
+
+    def acquire_fence(self, key: bytes) -> int:
+        """Durably store the next epoch of the fence at ``key``; that epoch."""
+        mine = _Write(_noop, True, None, acquire=key)
+        self._writes.run([mine])
+        if mine.error is not None:
+            raise mine.error
+        return mine.acquired
 
     def _write_now(self, batch: list[_Write]) -> None:
         """Write ``batch`` as one LevelDB batch, setting each one's ``error``."""
@@ -142,23 +170,32 @@ class DBHandle:
             return
         try:
             writes = []
-            for w in batch:
-                if w.epoch is None or w.epoch == self.epoch:
-                    writes.append(w)
-                else:
-                    w.error = StorageUnavailableError(
-                        "the store was reopened after a failure since this write was prepared"
-                    )
-            if not writes:
-                return
+            fences: dict[bytes, int] = {}  # fence epochs as of this point of the batch
             error: StorageUnavailableError | None
             try:
+                for w in batch:
+                    if w.epoch is not None and w.epoch != self.epoch:
+                        w.error = StorageUnavailableError(
+                            "the store was reopened after a failure since this write was prepared"
+                        )
+                    elif w.acquire is not None:
+                        w.acquired = fences[w.acquire] = self._fence(db, fences, w.acquire) + 1
+                        writes.append(w)
+                    elif w.fence is not None and self._fence(db, fences, w.fence[0]) != w.fence[1]:
+                        w.error = FencedError(f"fence epoch {w.fence[1]} is not the newest")
+                    else:
+                        writes.append(w)
+                if not writes:
+                    return
                 wb = db.write_batch(sync=any(w.sync for w in writes))
                 for w in writes:
                     w.fill(wb)
+                for key, value in fences.items():
+                    wb.put(key, b"%d" % value)
             except Exception as exc:  # a bad operation (a bug): nothing was written
                 log.exception("building a LevelDB write batch failed")
                 error = StorageUnavailableError(f"a write batch could not be built: {exc!r}")
+                writes = [w for w in batch if w.error is None]
             else:
                 try:
                     wb.write()
@@ -172,6 +209,13 @@ class DBHandle:
                 w.error = error
         finally:
             self._leave()
+
+    @staticmethod
+    def _fence(db: plyvel.DB, fences: dict[bytes, int], key: bytes) -> int:
+        if key in fences:
+            return fences[key]
+        value = db.get(key)
+        return int(value) if value is not None else 0
 
     # -- failure and recovery -----------------------------------------------------------
 

@@ -1,0 +1,426 @@
+"""``PostgresStore``: the messaging tables in PostgreSQL, shared by several service
+instances. See ``tms.store.kv`` for the contract; this module says how it is met.
+
+Schema (created on first use, under an advisory lock so instances starting together do
+not race)::
+
+    tms_kv(t bytea, k bytea, v bytea, PRIMARY KEY (t, k))   every table's rows
+    tms_fence(name bytea PRIMARY KEY, epoch bigint)           fences (topic ownership)
+
+``bytea`` compares as unsigned bytes, shorter first on a common prefix: the contract's
+key order, served by the primary key's index.
+
+* **Writes** are serialized through a ``tms.commit.GroupCommit`` on one connection:
+  whoever finds no write running takes every write queued meanwhile (of any topics) and
+  applies them in **one database transaction** — one commit, one WAL flush, as the
+  LevelDB handle shares one sync. In it: the fences of the fenced writes are read
+  ``FOR SHARE`` (a concurrent ``acquire_fence``, an ``UPDATE`` of the row, waits for this
+  transaction and vice versa), writes whose fence is not the newest are left out with
+  ``FencedError``; the others' changes, collapsed in order (a later change of a key
+  wins), go in as one multi-row ``DELETE`` and one multi-row ``INSERT`` (``unnest`` of
+  arrays, binary parameters). It is first sent as one pipeline (one round trip) with a
+  fence check that fails the transaction when any fence does not hold, and a plain
+  ``INSERT`` (most writes append new rows; ``ON CONFLICT DO UPDATE`` costs about 40 %
+  more per row here); when that fails — a stale fence, a key that exists — nothing was
+  applied, and the transaction is made again reading the fences and with ``INSERT ... ON
+  CONFLICT DO UPDATE``. ``sync=False`` commits with ``synchronous_commit = off`` (atomic,
+  not yet flushed).
+* **A failed write** (an error, or an answer lost: the commit may or may not have
+  happened) takes the store *down*: its connection is dropped, and every call raises
+  ``StorageUnavailableError`` until a new connection has been made (at most one attempt
+  per ``retry_interval_s``), which bumps ``epoch`` — state read before may be stale.
+  A refused fence is a known outcome and takes nothing down.
+* **Scans** run in a REPEATABLE READ, READ ONLY transaction on a pooled connection
+  (``tms.store.postgres.connections``), read in key-range chunks (``LIMIT``, 32 rows
+  growing to 1,024, continuing after the last key): every chunk comes from the
+  transaction's one snapshot, taken when the first chunk is read. The connection is held
+  until the scan is exhausted or closed.
+* ``get`` is one statement (its own snapshot); ``approximate_size`` is the planner's
+  estimate for the range (rows x average row width, from the statistics autovacuum
+  keeps: no row is read), or, until the table has statistics, the rows' lengths summed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any
+
+import psycopg
+
+from tms.commit import GroupCommit
+from tms.errors import FencedError, StorageUnavailableError, write_interrupted
+from tms.store.kv import Fence, WriteOp
+from tms.store.postgres.connections import Connections, connect, translated
+from txms_common.pgurl import redact
+
+__all__ = ["PostgresStore"]
+
+log = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tms_kv (
+    t bytea NOT NULL,
+    k bytea NOT NULL,
+    v bytea NOT NULL,
+    PRIMARY KEY (t, k)
+);
+CREATE TABLE IF NOT EXISTS tms_fence (
+    name  bytea PRIMARY KEY,
+    epoch bigint NOT NULL,
+    since timestamptz NOT NULL DEFAULT now()
+);
+"""
+_SCHEMA_LOCK = 0x746D_735F_7363_6800  # pg_advisory_xact_lock key: "tms_sch"
+_INSERT = "INSERT INTO tms_kv (t, k, v) SELECT * FROM unnest(%b::bytea[], %b::bytea[], %b::bytea[])"
+_UPSERT = _INSERT + " ON CONFLICT (t, k) DO UPDATE SET v = EXCLUDED.v"
+_DELETE = "DELETE FROM tms_kv WHERE (t, k) IN (SELECT * FROM unnest(%b::bytea[], %b::bytea[]))"
+_FENCES = "SELECT name, epoch FROM tms_fence WHERE name = ANY(%b::bytea[]) FOR SHARE"
+_ALL_FENCES_HOLD = (
+    "WITH held AS (SELECT 1 FROM tms_fence WHERE (name, epoch) IN "
+    "(SELECT * FROM unnest(%b::bytea[], %s::bigint[])) FOR SHARE) "
+    "SELECT 1 / (CASE WHEN count(*) = %s THEN 1 ELSE 0 END) FROM held"
+)
+_ACQUIRE = """
+INSERT INTO tms_fence (name, epoch) VALUES (%b, 1)
+ON CONFLICT (name) DO UPDATE SET epoch = tms_fence.epoch + 1, since = now()
+RETURNING epoch
+"""
+_FIRST_CHUNK = 32
+_MAX_CHUNK = 1024
+
+
+@dataclass(slots=True)
+class _Write:
+    ops: Sequence[WriteOp]
+    sync: bool
+    epoch: int | None
+    fence: Fence | None
+    error: StorageUnavailableError | None = None
+
+
+class _PgTable:
+    def __init__(self, owner: PostgresStore, name: bytes) -> None:
+        self._owner = owner
+        self.name = name
+
+    @property
+    def epoch(self) -> int:
+        return self._owner.epoch
+
+    def get(self, key: bytes) -> bytes | None:
+        row = self._owner.read_one(
+            "SELECT v FROM tms_kv WHERE t = %b AND k = %b", (self.name, key), "read a row"
+        )
+        return None if row is None else bytes(row[0])
+
+    def scan(
+        self, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        return chain.from_iterable(self.scan_chunks(start, stop, reverse=reverse))
+
+    def scan_chunks(
+        self, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[list[tuple[bytes, bytes]]]:
+        return self._owner.scan_chunks(self.name, start, stop, reverse)
+
+    def write(
+        self,
+        puts: Sequence[tuple[bytes, bytes]] = (),
+        deletes: Sequence[bytes] = (),
+        *,
+        sync: bool = True,
+        epoch: int | None = None,
+    ) -> None:
+        name = self.name
+        ops: list[WriteOp] = [(name, k, v) for k, v in puts]
+        ops.extend((name, k, None) for k in deletes)
+        self._owner.write(ops, sync=sync, epoch=epoch)
+
+    def approximate_size(self, start: bytes, stop: bytes | None) -> int:
+        where = "WHERE t = %b AND k >= %b" + ("" if stop is None else " AND k < %b")
+        params = (self.name, start) if stop is None else (self.name, start, stop)
+        if not self._owner.analyzed():
+            # no statistics yet (a young, small table): the rows' lengths, summed
+            row = self._owner.read_one(
+                f"SELECT coalesce(sum(length(k) + length(v)), 0) FROM tms_kv {where}",
+                params,
+                "measure a size",
+            )
+            return int(row[0]) if row is not None else 0
+        # The planner's estimate (rows x average width, from the table's statistics):
+        # no row is read, so a metrics scrape costs the same for any topic size.
+        row = self._owner.read_one(
+            f"EXPLAIN (FORMAT JSON) SELECT k, v FROM tms_kv {where}", params, "estimate a size"
+        )
+        plan = row[0][0]["Plan"] if row is not None else {"Plan Rows": 0, "Plan Width": 0}
+        return int(plan["Plan Rows"] * plan["Plan Width"])
+
+
+class PostgresStore:
+    """See the module docstring and ``tms.store.kv.KeyValueStore``. Thread-safe."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str = "tms",
+        retry_interval_s: float = 1.0,
+        timeout_s: float = 10.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Connects and creates the schema (``StorageUnavailableError`` when it cannot)."""
+        self.url = url
+        self.where = redact(url)
+        self._name = name
+        self._timeout_s = timeout_s
+        self._retry_interval_s = retry_interval_s
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._tables: dict[bytes, _PgTable] = {}
+        self._reads = Connections(url, f"{name}-read", timeout_s=timeout_s)
+        self._fence_lock = threading.Lock()
+        self._closed = False
+        self._analyzed = False
+        self._failure = ""
+        self._next_attempt = 0.0
+        self.epoch = 0
+        with translated("open the store", self.where):
+            self._conn: psycopg.Connection[Any] | None = self._connect()
+            self._fence_conn: psycopg.Connection[Any] | None = None
+            with self._conn.transaction():
+                self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                self._conn.execute(_SCHEMA)
+        self._writes: GroupCommit[_Write] = GroupCommit(self._write_now, failed=write_interrupted)
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        return connect(self.url, f"{self._name}-write", timeout_s=self._timeout_s)
+
+    # -- availability -------------------------------------------------------------------
+
+    def _check(self) -> None:
+        """Raise unless the store is open and up; recover it if it is due (see the module
+        docstring)."""
+        with self._lock:
+            if self._closed:
+                raise StorageUnavailableError("the store is closed")
+            if self._conn is not None:
+                return
+            if self._monotonic() < self._next_attempt:
+                raise StorageUnavailableError(
+                    f"the store is down after a failed write ({self._failure}); reconnecting"
+                )
+            self._next_attempt = self._monotonic() + self._retry_interval_s
+            try:
+                with translated("reconnect", self.where):
+                    self._conn = self._connect()
+            except StorageUnavailableError:
+                log.warning("reconnecting to %s failed, retrying later", self.where)
+                raise
+            self.epoch += 1
+            log.warning("PostgreSQL store up again after a failed write (%s)", self._failure)
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+            self._failure = str(exc)
+            self._next_attempt = self._monotonic()  # the next call tries at once
+        if conn is not None:
+            conn.close()
+        log.error("a write to %s failed; the store is down until reconnected: %s", self.where, exc)
+
+    # -- reads --------------------------------------------------------------------------
+
+    def table(self, name: bytes) -> _PgTable:
+        if not name:
+            raise ValueError("table names are non-empty")
+        with self._lock:
+            if name not in self._tables:
+                self._tables[name] = _PgTable(self, name)
+            return self._tables[name]
+
+    def read_one(self, sql: str, params: Sequence[object], what: str) -> tuple[Any, ...] | None:
+        self._check()
+        with translated(what, self.where), self._reads.connection() as conn:
+            row: tuple[Any, ...] | None = conn.execute(sql, params).fetchone()
+            return row
+
+    def analyzed(self) -> bool:
+        """Whether ``tms_kv`` has planner statistics (autovacuum analyzes it as it grows)."""
+        if not self._analyzed:
+            row = self.read_one(
+                "SELECT reltuples >= 0 FROM pg_class WHERE oid = 'tms_kv'::regclass",
+                (),
+                "read the table's statistics",
+            )
+            self._analyzed = bool(row and row[0])
+        return self._analyzed
+
+    def scan_chunks(
+        self, table: bytes, start: bytes, stop: bytes | None, reverse: bool
+    ) -> Iterator[list[tuple[bytes, bytes]]]:
+        # Checked at the first chunk (a generator runs nothing before it), as LevelDB's.
+        self._check()
+        order = "DESC" if reverse else "ASC"
+        base = "SELECT k, v FROM tms_kv WHERE t = %b AND k >= %b"
+        if stop is not None:
+            base += " AND k < %b"
+        bounds: tuple[bytes, ...] = (table, start) if stop is None else (table, start, stop)
+        after = " AND k < %b" if reverse else " AND k > %b"
+        size = _FIRST_CHUNK
+        last: bytes | None = None
+        with (
+            translated("scan", self.where),
+            self._reads.connection() as conn,
+            conn.transaction(),  # one snapshot for every chunk
+        ):
+            while True:
+                if last is None:
+                    sql, params = f"{base} ORDER BY k {order} LIMIT %s", (*bounds, size)
+                else:
+                    sql = f"{base}{after} ORDER BY k {order} LIMIT %s"
+                    params = (*bounds, last, size)
+                rows = conn.execute(sql, params).fetchall()
+                if rows:
+                    chunk = [(bytes(k), bytes(v)) for k, v in rows]
+                    last = chunk[-1][0]
+                    yield chunk
+                if len(rows) < size:
+                    return
+                size = min(size * 2, _MAX_CHUNK)
+
+    # -- writes -------------------------------------------------------------------------
+
+    def write(
+        self,
+        ops: Sequence[WriteOp],
+        *,
+        sync: bool = True,
+        epoch: int | None = None,
+        fence: Fence | None = None,
+    ) -> None:
+        mine = _Write(ops, sync, epoch, fence)
+        self._writes.run([mine])
+        if mine.error is not None:
+            raise mine.error
+
+    def _write_now(self, batch: list[_Write]) -> None:
+        """Apply ``batch`` in one database transaction, setting each one's ``error``."""
+        try:
+            self._check()
+        except StorageUnavailableError as exc:
+            for w in batch:
+                w.error = exc
+            return
+        conn = self._conn
+        assert conn is not None  # only this thread (the leader) replaces it
+        writes = []
+        for w in batch:
+            if w.epoch is not None and w.epoch != self.epoch:
+                w.error = StorageUnavailableError(
+                    "the store reconnected after a failed write since this write was prepared"
+                )
+            else:
+                writes.append(w)
+        if not writes:
+            return
+        sync = any(w.sync for w in writes)
+        fences = sorted({w.fence for w in writes if w.fence is not None})
+        try:
+            try:
+                # Usually every fence holds and every key is new (rows are appended): one
+                # round trip (a pipeline) of plain inserts, which fails whole — nothing
+                # applied — when a fence does not hold (division by zero) or a key exists.
+                with conn.pipeline(), conn.transaction():
+                    if not sync:
+                        conn.execute("SET LOCAL synchronous_commit = off")
+                    if fences:
+                        names, epochs = [f[0] for f in fences], [f[1] for f in fences]
+                        conn.execute(_ALL_FENCES_HOLD, (names, epochs, len(fences)))
+                    self._apply(conn, writes, _INSERT)
+                return
+            except (psycopg.errors.DivisionByZero, psycopg.errors.UniqueViolation):
+                pass
+            with conn.transaction():  # which fences do not hold; keys replaced
+                if not sync:
+                    conn.execute("SET LOCAL synchronous_commit = off")
+                names = sorted({name for name, _epoch in fences})
+                rows = conn.execute(_FENCES, (names,)).fetchall()
+                current = {bytes(n): int(e) for n, e in rows}
+                for w in writes:
+                    if w.fence is not None and current.get(w.fence[0]) != w.fence[1]:
+                        name, epoch = w.fence
+                        w.error = FencedError(
+                            f"fence {name!r} epoch {epoch} was superseded "
+                            f"(now {current.get(name)}) in {self.where}"
+                        )
+                self._apply(conn, [w for w in writes if w.error is None], _UPSERT)
+        except psycopg.Error as exc:
+            self._fail(exc)
+            error = StorageUnavailableError(f"PostgreSQL: a write to {self.where} failed: {exc}")
+            for w in writes:
+                if w.error is None:
+                    w.error = error
+
+    @staticmethod
+    def _apply(conn: psycopg.Connection[Any], writes: list[_Write], insert: str) -> None:
+        final: dict[tuple[bytes, bytes], bytes | None] = {}
+        for w in writes:
+            for name, key, value in w.ops:
+                final[(name, key)] = value
+        put_t: list[bytes] = []
+        put_k: list[bytes] = []
+        put_v: list[bytes] = []
+        del_t: list[bytes] = []
+        del_k: list[bytes] = []
+        for (name, key), value in final.items():
+            if value is None:
+                del_t.append(name)
+                del_k.append(key)
+            else:
+                put_t.append(name)
+                put_k.append(key)
+                put_v.append(value)
+        if del_t:
+            conn.execute(_DELETE, (del_t, del_k))
+        if put_t:
+            conn.execute(insert, (put_t, put_k, put_v))
+
+    # -- fences -------------------------------------------------------------------------
+
+    def acquire_fence(self, name: bytes) -> int:
+        self._check()
+        with self._fence_lock, translated(f"take fence {name!r}", self.where):
+            try:
+                if self._fence_conn is None or self._fence_conn.closed or self._fence_conn.broken:
+                    self._fence_conn = connect(
+                        self.url, f"{self._name}-fence", timeout_s=self._timeout_s
+                    )
+                row = self._fence_conn.execute(_ACQUIRE, (name,)).fetchone()
+            except psycopg.Error:
+                if self._fence_conn is not None:
+                    self._fence_conn.close()
+                self._fence_conn = None
+                raise
+        assert row is not None
+        return int(row[0])
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self._reads.close()
+        # a write under way finishes first: the write connection is the leader's
+        self._writes.run([_Write((), True, None, None)])
+        with self._lock:
+            conn, self._conn = self._conn, None
+        with self._fence_lock:
+            fence_conn, self._fence_conn = self._fence_conn, None
+        for c in (conn, fence_conn):
+            if c is not None:
+                c.close()
