@@ -25,23 +25,31 @@ Contract (every method thread-safe unless marked; errors from ``tms.errors``):
 * long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
   entries; ``wait_for_change`` blocks until it moves past a version or a timeout, and
   ``add_listener`` tells event loops without blocking a thread (``tms.changes``).
+* queues (topics with ``kind=queue``, ``tms.queues``): ``enqueue``, ``receive``, ``ack``,
+  ``nack``, ``settle`` are ``submit`` of their operation; ``queue_stats`` counts the
+  messages per state, ``queue_messages`` lists them with their lease state, and
+  ``maintain_queues`` runs every queue's housekeeping (the cleanup loop calls it).
+  Reads of a queue (``read``, ``fetch``, ``bounds``) and topic writes to it are refused.
 * maintenance, for cleanup: ``all_topics``, ``purge_topic``, ``negate_invalid``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 from operator import itemgetter
 from typing import Any, TypeVar
 
 from tms.changes import TopicChanges, TopicListener
+from tms.codec import keys
 from tms.config import TmsConfig
-from tms.errors import TmsError
+from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
 from tms.guard import ClockGuard, WritePointerGuard
 from tms.inspect import inspect_topic
@@ -57,7 +65,34 @@ from tms.model import (
     TopicMetadata,
     validate_namespace,
 )
-from tms.operations import Markers, Operation, Publish, Rollback, Store, Ticket
+from tms.operations import (
+    Ack,
+    Enqueue,
+    Maintain,
+    Markers,
+    Nack,
+    Operation,
+    Publish,
+    Receive,
+    Rollback,
+    Settle,
+    Store,
+    Ticket,
+)
+from tms.queues import (
+    AckOutcome,
+    AckRequest,
+    Enqueued,
+    EnqueueRequest,
+    NackRequest,
+    QueueConfig,
+    QueueMessage,
+    QueueState,
+    QueueStats,
+    ReceiveRequest,
+    ReceiveResult,
+    SettleRequest,
+)
 from tms.store.kv import KeyValueStore
 from tms.store.tables import PurgeCounts, Tables
 from tms.writer import BatchStats, TopicWriter
@@ -91,12 +126,15 @@ class MessagingService:
         clock: Clock = SYSTEM_CLOCK,
         metrics: TmsMetrics | None = None,
         guard: WritePointerGuard | None = None,
+        rng: random.Random | None = None,
     ) -> None:
+        """``rng``: the jitter of queue back-offs (tests seed it)."""
         self.config = config or TmsConfig()
         self.guard = guard or ClockGuard(clock, self.config.tx_clock_skew_s)
         self.metrics = metrics or TmsMetrics()
         self._tables = Tables(store)
         self._clock = clock
+        self._rng = rng or random.Random()
         self._lock = threading.Lock()
         self._topics: dict[TopicId, TopicMetadata] = {}
         self._epoch = self._tables.epoch
@@ -123,6 +161,7 @@ class MessagingService:
     ) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **(properties or {})}
         props.pop("generation", None)
+        QueueConfig.of(props)  # valid queue settings, if a queue
         metadata = self._tables.metadata.create(topic, props)
         with self._lock:
             self._topics[topic] = metadata
@@ -131,6 +170,8 @@ class MessagingService:
     def update_topic(self, topic: TopicId, properties: Mapping[str, str]) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **properties}
         props.pop("generation", None)
+        if (QueueConfig.of(props) is None) != (self.queue_config(topic) is None):
+            raise TmsInvalidArgumentError(f"the kind of {topic} (topic or queue) cannot change")
         metadata = self._tables.metadata.update(topic, props)
         with self._lock:
             self._topics[topic] = metadata
@@ -281,6 +322,7 @@ class MessagingService:
                     executor=self._executor,
                     on_batch=self._on_batch,
                     epoch=epoch,
+                    rng=self._rng,
                 )
                 self._writers[key] = writer
             return writer
@@ -303,14 +345,14 @@ class MessagingService:
         """A read of ``topic`` to iterate (lazily, in chunks if the caller likes; its
         ``held`` tells where it stopped). Counts nothing in the metrics: ``fetch`` does,
         and so must a caller of this (``metrics.fetched``)."""
-        metadata = self.get_topic(topic)
+        metadata = self._topic_not_queue(topic)
         return MessageFetcher(self._tables, metadata, request or FetchRequest(), self.now_ms())
 
     def fetch(self, topic: TopicId, request: FetchRequest | None = None) -> FetchResult:
         """Read ``topic``; ``version`` is the topic's version before the read (wait on it
         when the result is empty or held)."""
         started = time.perf_counter()
-        metadata = self.get_topic(topic)
+        metadata = self._topic_not_queue(topic)
         version = self.version(topic)
         fetcher = MessageFetcher(
             self._tables, metadata, request or FetchRequest(), self._clock.now_ms()
@@ -323,7 +365,7 @@ class MessagingService:
     def bounds(self, topic: TopicId, request: FetchRequest | None = None) -> TopicBounds:
         """Where a read would start and stop (``tms.fetcher.TopicBounds``), without reading
         payloads: how a reader plans parallel reads of one consistent snapshot."""
-        metadata = self.get_topic(topic)
+        metadata = self._topic_not_queue(topic)
         return scan_bounds(self._tables, metadata, request or FetchRequest(), self.now_ms())
 
     def inspect(
@@ -331,6 +373,70 @@ class MessagingService:
     ) -> dict[str, Any]:
         """The raw rows of every generation of ``topic`` (``tms.inspect``)."""
         return inspect_topic(self._tables, topic, start_ms, end_ms, limit)
+
+    def _topic_not_queue(self, topic: TopicId) -> TopicMetadata:
+        metadata = self.get_topic(topic)
+        if metadata.properties.get("kind") == QueueConfig.KIND:
+            raise TmsInvalidArgumentError(f"{topic} is a queue: receive from it, do not poll")
+        return metadata
+
+    # -- queues ---------------------------------------------------------------------------
+
+    def queue_config(self, topic: TopicId) -> QueueConfig | None:
+        """The topic's queue settings; None if it is not a queue."""
+        return QueueConfig.of(self.get_topic(topic).properties)
+
+    def enqueue(self, request: EnqueueRequest) -> tuple[Enqueued, ...]:
+        return self.submit(Enqueue(request))
+
+    def receive(self, request: ReceiveRequest) -> ReceiveResult:
+        return self.submit(Receive(request))
+
+    def ack(self, request: AckRequest) -> tuple[AckOutcome, ...]:
+        return self.submit(Ack(request))
+
+    def nack(self, request: NackRequest) -> tuple[AckOutcome, ...]:
+        return self.submit(Nack(request))
+
+    def settle(self, request: SettleRequest) -> int:
+        return self.submit(Settle(request))
+
+    def queue_stats(self, topic: TopicId) -> QueueStats:
+        """Messages per state, after the queue's housekeeping (expired leases and due
+        messages counted where they now are)."""
+        self.submit(Maintain(topic))
+        prefix = self._queue_prefix(topic)
+        counts = self._tables.queues.counters(prefix)
+        pending, scheduled, ready, leased, acked, dead = counts
+        oldest = self._tables.queues.first_ready_due(prefix)
+        return QueueStats(pending, scheduled, ready, leased, acked, dead, oldest)
+
+    def queue_messages(
+        self, topic: TopicId, start: bytes = b"", limit: int = 100
+    ) -> list[tuple[QueueState, int, QueueMessage]]:
+        """Messages from id ``start`` on, in id order, with their state and the write
+        pointer of their pending transaction (0: none): what ``inspect`` shows."""
+        rows = self._tables.queues.scan_rows(self._queue_prefix(topic), start)
+        return [(row.state, row.tx_write_pointer, row.message()) for row in islice(rows, limit)]
+
+    def _queue_prefix(self, topic: TopicId) -> bytes:
+        metadata = self.get_topic(topic)
+        if QueueConfig.of(metadata.properties) is None:
+            raise TmsInvalidArgumentError(f"{topic} is not a queue")
+        return keys.topic_prefix(topic, metadata.generation)
+
+    def maintain_queues(self, *, purge: bool = True) -> int:
+        """Every queue's housekeeping (``Maintain``); how many messages changed."""
+        queues = [
+            m.topic
+            for m in self._tables.metadata.scan_all()
+            if m.exists and m.properties.get("kind") == QueueConfig.KIND
+        ]
+        return sum(
+            ticket.result()  # type: ignore[misc]
+            for ticket in self.write([Maintain(topic, purge) for topic in queues])
+            if ticket.error is None
+        )
 
     # -- maintenance (cleanup) ------------------------------------------------------------
 

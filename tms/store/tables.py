@@ -43,6 +43,7 @@ from tms.codec.values import (
 from tms.model import RollbackDetail, TopicMetadata
 from tms.store.kv import KeyValueStore, TableStore, WriteOp
 from tms.store.metadata import MetadataTable
+from tms.store.queues import QueueTables
 
 __all__ = [
     "IdempotencyTable",
@@ -309,6 +310,7 @@ class Tables:
         self.payloads = PayloadTable(store.table(PAYLOAD_TABLE))
         self.metadata = MetadataTable(store.table(METADATA_TABLE))
         self.idempotency = IdempotencyTable(store.table(IDEMPOTENCY_TABLE))
+        self.queues = QueueTables(store)
 
     @property
     def epoch(self) -> int:
@@ -380,6 +382,11 @@ class Tables:
             else:
                 continue  # keyed by name, not time
             batch = delete(IDEMPOTENCY_TABLE, key)
+        for table, key in self.queues.old_generation_rows(
+            name_prefix, lambda generation: is_older_generation(generation, current)
+        ):
+            old += 1
+            batch = delete(table, key)
         self.write(batch, sync=False)
         return PurgeCounts(expired, old)
 
