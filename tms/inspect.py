@@ -4,6 +4,8 @@
 range, each with its kind, write pointer, rolled-back mark and payload size, and after
 each commit marker the payload-table rows it references (and its seal). Nothing is
 filtered: rolled-back entries, other generations and expired rows all show.
+
+``inspect_queue`` lists a queue's messages with their state and lease (``tms.queues``).
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from typing import Any
 
 from tms.codec import keys
 from tms.ids import MessageId
-from tms.model import TopicId
+from tms.model import TopicId, TopicMetadata
 from tms.store.tables import Tables
 
-__all__ = ["inspect_topic"]
+__all__ = ["inspect_queue", "inspect_topic"]
 
 
 def inspect_topic(
@@ -89,5 +91,40 @@ def _report(generation: int, rows: list[dict[str, Any]], *, truncated: bool) -> 
         "generation": generation,
         "deleted": generation < 0,
         "rows": rows,
+        "truncated": truncated,
+    }
+
+
+def inspect_queue(
+    tables: Tables, metadata: TopicMetadata, start_ms: int = 0, limit: int = 1000
+) -> dict[str, Any]:
+    """A queue's messages enqueued from ``start_ms`` on, in id order, with their state,
+    attempts, schedule, lease expiry and pending transaction (at most ``limit``)."""
+    prefix = keys.topic_prefix(metadata.topic, metadata.generation)
+    rows: list[dict[str, Any]] = []
+    truncated = False
+    for row in tables.queues.scan_rows(prefix, keys.pack_position(start_ms, 0)):
+        if len(rows) >= limit:
+            truncated = True
+            break
+        rows.append(
+            {
+                "id": row.id.hex(),
+                "state": row.state.name.lower(),
+                "attempts": row.attempts,
+                "priority": row.priority,
+                "enqueueTime": row.enqueued_ms,
+                "due": row.due_ms,
+                "leaseExpires": row.lease_ms or None,
+                "doneTime": row.done_ms or None,
+                "transactionWritePointer": row.tx_write_pointer or None,
+                "key": row.key,
+                "payloadSize": len(row.payload),
+            }
+        )
+    return {
+        "kind": "queue",
+        "generation": metadata.generation,
+        "messages": rows,
         "truncated": truncated,
     }

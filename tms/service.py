@@ -27,7 +27,7 @@ Contract (every method thread-safe unless marked; errors from ``tms.errors``):
   ``add_listener`` tells event loops without blocking a thread (``tms.changes``).
 * queues (topics with ``kind=queue``, ``tms.queues``): ``enqueue``, ``receive``, ``ack``,
   ``nack``, ``settle`` are ``submit`` of their operation; ``queue_stats`` counts the
-  messages per state, ``queue_messages`` lists them with their lease state, and
+  messages per state, ``inspect`` lists them with their lease state, and
   ``maintain_queues`` runs every queue's housekeeping (the cleanup loop calls it).
   Reads of a queue (``read``, ``fetch``, ``bounds``) and topic writes to it are refused.
 * maintenance, for cleanup: ``all_topics``, ``purge_topic``, ``negate_invalid``.
@@ -42,7 +42,6 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import islice
 from operator import itemgetter
 from typing import Any, TypeVar
 
@@ -52,7 +51,7 @@ from tms.config import TmsConfig
 from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
 from tms.guard import ClockGuard, WritePointerGuard
-from tms.inspect import inspect_topic
+from tms.inspect import inspect_queue, inspect_topic
 from tms.metrics import TmsMetrics
 from tms.model import (
     MarkersRequest,
@@ -86,8 +85,6 @@ from tms.queues import (
     EnqueueRequest,
     NackRequest,
     QueueConfig,
-    QueueMessage,
-    QueueState,
     QueueStats,
     ReceiveRequest,
     ReceiveResult,
@@ -371,7 +368,11 @@ class MessagingService:
     def inspect(
         self, topic: TopicId, start_ms: int = 0, end_ms: int | None = None, limit: int = 1000
     ) -> dict[str, Any]:
-        """The raw rows of every generation of ``topic`` (``tms.inspect``)."""
+        """The raw rows of every generation of ``topic``; of a queue, its messages with
+        their state (``tms.inspect``)."""
+        metadata = self.get_topic(topic)
+        if metadata.properties.get("kind") == QueueConfig.KIND:
+            return inspect_queue(self._tables, metadata, start_ms, limit)
         return inspect_topic(self._tables, topic, start_ms, end_ms, limit)
 
     def _topic_not_queue(self, topic: TopicId) -> TopicMetadata:
@@ -410,14 +411,6 @@ class MessagingService:
         pending, scheduled, ready, leased, acked, dead = counts
         oldest = self._tables.queues.first_ready_due(prefix)
         return QueueStats(pending, scheduled, ready, leased, acked, dead, oldest)
-
-    def queue_messages(
-        self, topic: TopicId, start: bytes = b"", limit: int = 100
-    ) -> list[tuple[QueueState, int, QueueMessage]]:
-        """Messages from id ``start`` on, in id order, with their state and the write
-        pointer of their pending transaction (0: none): what ``inspect`` shows."""
-        rows = self._tables.queues.scan_rows(self._queue_prefix(topic), start)
-        return [(row.state, row.tx_write_pointer, row.message()) for row in islice(rows, limit)]
 
     def _queue_prefix(self, topic: TopicId) -> bytes:
         metadata = self.get_topic(topic)

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tms.client.transport import HttpTransport, Reply, Transport, TransportError
 from tms.codec import avro
@@ -39,6 +39,9 @@ from tms.model import Message, RollbackDetail, TopicBounds, TopicId
 from txms_common.retry import backoff
 from txn.codec import encode_transaction
 from txn.transaction import Transaction
+
+if TYPE_CHECKING:
+    from tms.client.queue import Queue
 
 __all__ = [
     "MarkersOutcome",
@@ -220,6 +223,12 @@ class MessagingClient:
 
     def delete_topic(self, topic: TopicId) -> None:
         self._request("DELETE", self._url(topic), topic=topic, idempotent=False)
+
+    def queue(self, topic: TopicId) -> Queue:
+        """The queue ``topic`` (a topic created with ``{"kind": "queue"}``)."""
+        from tms.client.queue import Queue  # noqa: PLC0415 (it builds on this module)
+
+        return Queue(self, topic)
 
     # -- writing ------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from tms.http.auth import Authorizer
 from tms.http.config import HttpConfig
 from tms.http.openapi import openapi_spec
 from tms.http.protocol import code_for_status, error_response
+from tms.http.queues import QueueHandlers
 from tms.http.routes import ROUTES, Route, authorize
 from tms.ids import MESSAGE_ID_SIZE, MessageId
 from tms.model import MarkersRequest, Message, StoreRequest, TopicId, validate_namespace
@@ -107,7 +108,7 @@ class TopicWaiters:
                 del self._waiting[topic]
 
 
-class Api:
+class Api(QueueHandlers):
     def __init__(
         self,
         service: MessagingService,
