@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tms.http.routes import ROUTES, Route, Scope
-from tms.http.schemas import SCHEMAS
+from tms.http.schemas import QUEUE_SCHEMAS, SCHEMAS
 
 __all__ = ["openapi_spec"]
 
@@ -91,6 +91,63 @@ def openapi_spec(routes: Iterable[Route] = ROUTES) -> dict[str, Any]:
     return spec
 
 
+_QUEUE_OPS = {
+    "enqueue": ("Enqueue messages (a queue topic)", "EnqueueRequest", "EnqueueResponse"),
+    "receive": (
+        "Lease due messages; ?wait_ms=N waits up to N ms for one",
+        "ReceiveRequest",
+        "ReceiveResponse",
+    ),
+    "ack": ("Finish deliveries (at commit, with a write pointer)", "AckRequest", "AckResponse"),
+    "nack": ("Return deliveries to the queue", "NackRequest", "AckResponse"),
+    "settle": (
+        "Settle a transaction's pending enqueues and acks (after commit, or instead of it)",
+        "SettleRequest",
+        "SettleResponse",
+    ),
+}
+
+
+def _queue_paths() -> dict[str, Any]:
+    """The queue routes (``tms.http.queues``); bodies are JSON only."""
+    base = "/v1/namespaces/{namespace}/topics/{topic}/"
+    paths: dict[str, Any] = {}
+    for action, (summary, request, response) in _QUEUE_OPS.items():
+        params = list(_TOPIC_PARAMS)
+        if action == "receive":
+            params.append({"name": "wait_ms", "in": "query", "schema": {"type": "integer"}})
+        paths[base + action] = {
+            "post": {
+                "summary": summary,
+                "operationId": f"queue{action.capitalize()}",
+                "parameters": params,
+                "requestBody": _body(request, None),
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "content": {"application/json": {"schema": _ref(response)}},
+                    },
+                    **_errors(400, 401, 403, 404, 409, 413, 503),
+                },
+            }
+        }
+    paths[base + "queue"] = {
+        "get": {
+            "summary": "A queue's messages per state, and its oldest ready message",
+            "operationId": "queueStats",
+            "parameters": _TOPIC_PARAMS,
+            "responses": {
+                "200": {
+                    "description": "Counts",
+                    "content": {"application/json": {"schema": _ref("QueueStats")}},
+                },
+                **_errors(400, 401, 403, 404, 503),
+            },
+        }
+    }
+    return paths
+
+
 def _spec() -> dict[str, Any]:
     ok = {"description": "OK"}
     topic_ops: dict[str, Any] = {
@@ -146,10 +203,11 @@ def _spec() -> dict[str, Any]:
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, **QUEUE_SCHEMAS},
         },
         "security": [{}, {"bearer": []}],
         "paths": {
+            **_queue_paths(),
             "/v1/namespaces/{namespace}/topics": {
                 "get": {
                     "summary": "List the topics of a namespace",

@@ -185,6 +185,22 @@ def test_real_json_answers_fit_their_schemas(served: Served) -> None:
         http.post(f"{base}/t/bounds", data=plain, headers={"Content-Type": "application/json"}),
     )
     check("GET", TOPIC + "/inspect", http.get(f"{base}/t/inspect"))
+    # A queue's routes (docs/queues.md)
+    assert http.put(f"{base}/q", json={"kind": "queue"}).status_code == 200
+    enqueue = {"messages": [{"payload": "aGk=", "key": "k", "priority": 1}, {"payload": ""}]}
+    assert not undeclared(enqueue, request_schema("POST", TOPIC + "/enqueue"))
+    check("POST", TOPIC + "/enqueue", http.post(f"{base}/q/enqueue", json=enqueue))
+    receive = {"max": 2, "leaseMs": 60_000}
+    assert not undeclared(receive, request_schema("POST", TOPIC + "/receive"))
+    received = http.post(f"{base}/q/receive", json=receive)
+    check("POST", TOPIC + "/receive", received)
+    first, second = (m["receipt"] for m in received.json()["messages"])
+    check("POST", TOPIC + "/ack", http.post(f"{base}/q/ack", json={"receipts": [first]}))
+    nack = {"receipts": [second], "delayMs": 10}
+    check("POST", TOPIC + "/nack", http.post(f"{base}/q/nack", json=nack))
+    settle = {"transactionWritePointer": wp + 30, "commit": False}
+    check("POST", TOPIC + "/settle", http.post(f"{base}/q/settle", json=settle))
+    check("GET", TOPIC + "/queue", http.get(f"{base}/q/queue"))
 
     assert {path for _m, path, _v in checks} >= {
         r.path for r in ROUTES if r.path.startswith("/v1/namespaces") and r.handler != "store"
