@@ -330,10 +330,7 @@ class QueueBatch:
                 self._put(row, self._waiting(row, row.due_ms))
 
     def _settle_known(self) -> None:
-        pointers: set[int] = set()
-        for kind in (b"p", b"w"):
-            for key in _limit(self._q.entries(self._prefix, kind), _HOUSEKEEPING_ROWS):
-                pointers.add(qc.index_entry_time(key))
+        pointers = self._q.pending_pointers(self._prefix, _HOUSEKEEPING_ROWS)
         for wp, committed in self._guard.outcomes(pointers).items():
             self._settle(wp, committed)
 

@@ -418,13 +418,28 @@ class MessagingService:
             raise TmsInvalidArgumentError(f"{topic} is not a queue")
         return keys.topic_prefix(topic, metadata.generation)
 
-    def maintain_queues(self, *, purge: bool = True) -> int:
-        """Every queue's housekeeping (``Maintain``); how many messages changed."""
-        queues = [
-            m.topic
+    def _queues(self) -> list[TopicMetadata]:
+        return [
+            m
             for m in self._tables.metadata.scan_all()
             if m.exists and m.properties.get("kind") == QueueConfig.KIND
         ]
+
+    def pending_queue_pointers(self) -> dict[TopicId, set[int]]:
+        """Per queue, write pointers of transactions with enqueues or acks pending there
+        (the oldest ones first, up to 10,000 entries a queue): for cleanup, which settles
+        them and keeps the invalid list's prune bound below them."""
+        found = {
+            m.topic: self._tables.queues.pending_pointers(
+                keys.topic_prefix(m.topic, m.generation), 10_000
+            )
+            for m in self._queues()
+        }
+        return {topic: pointers for topic, pointers in found.items() if pointers}
+
+    def maintain_queues(self, *, purge: bool = True) -> int:
+        """Every queue's housekeeping (``Maintain``); how many messages changed."""
+        queues = [m.topic for m in self._queues()]
         return sum(
             ticket.result()  # type: ignore[misc]
             for ticket in self.write([Maintain(topic, purge) for topic in queues])

@@ -6,11 +6,14 @@ transaction manager."""
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.fakes import FakeClock
+from tms.cleanup import Cleaner
+from tms.config import TmsConfig
 from tms.errors import TmsInvalidArgumentError, TransactionNotInProgressError
 from tms.guard import TransactionStateGuard
 from tms.model import StoreRequest, TopicId
@@ -318,3 +321,32 @@ def test_transactional_ack_takes_effect_only_at_commit(
     clock.advance(50 + 2_000)  # its lease, then the back-off of attempt 1 (<= 2 s)
     [again] = receive(txsvc)
     assert again.payload == b"b" and again.attempt == 2
+
+
+def test_cleanup_settles_pending_work_of_finished_transactions_and_bounds_pruning(
+    kv: KeyValueStore, manager: TransactionManager
+) -> None:
+    # Given a service that cannot ask the manager itself (no guard), whose clients died
+    # before settling: one transaction committed, one invalidated, one still running
+    svc = MessagingService(kv, TmsConfig(tx_max_lifetime_s=1, cleanup_grace_s=0))
+    svc.create_topic(Q, PROPS)
+    txns = InProcessTxClient(manager)
+    committed, invalid, running = txns.start_short(), txns.start_short(), txns.start_short()
+    enqueue(svc, b"committed", wp=committed.write_pointer)
+    enqueue(svc, b"invalid", wp=invalid.write_pointer)
+    enqueue(svc, b"running", wp=running.write_pointer)
+    txns.commit_or_throw(committed)
+    txns.invalidate(invalid.transaction_id)
+    assert receive(svc) == []  # nothing settles them without the manager
+    time.sleep(1.1)  # the transactions are past their lifetime: the bound may pass them
+    # When cleanup runs with the manager's view
+    report = Cleaner(svc, txns).run_once()
+    # Then the committed enqueue is deliverable, the invalid one gone, the running one
+    # still pending, and the prune bound stays below it
+    assert [m.payload for m in receive(svc)] == [b"committed"]
+    stats = svc.queue_stats(Q)
+    assert stats.pending == 1
+    assert report.prune_upper_bound < running.write_pointer
+    assert report.prune_upper_bound >= invalid.write_pointer
+    txns.abort(running)
+    svc.close()

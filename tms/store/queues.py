@@ -83,6 +83,17 @@ class QueueTables:
         for key, value in self.rows.scan(prefix + start, keys.stop_key_for_prefix(prefix)):
             yield qc.decode_queue_row(key[n:], value)
 
+    def pending_pointers(self, prefix: bytes, limit: int) -> set[int]:
+        """Write pointers with pending enqueues or acks in a queue (from the oldest, at
+        most ``limit`` index entries looked at per kind)."""
+        pointers: set[int] = set()
+        for kind in (b"p", b"w"):
+            for n, key in enumerate(self.entries(prefix, kind)):
+                if n >= limit:
+                    break
+                pointers.add(qc.index_entry_time(key))
+        return pointers
+
     def first_ready_due(self, prefix: bytes) -> int | None:
         """The earliest due time among ready messages: one seek per priority present."""
         base = prefix + b"r"
