@@ -7,6 +7,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP  := $(VENV)/.installed
+# The native engine is compiled by the install (txn/native/src): reinstall when it changes.
+NATIVE := $(wildcard txn/native/src/*.c txn/native/src/*.h)
 
 # `make run` settings: make variables, e.g. `make run HTTP_PORT=8080 AUTH=auth.toml`.
 DATA_DIR  ?= ./data
@@ -18,9 +20,9 @@ TLS_CERT  ?=
 TLS_KEY   ?=
 
 .PHONY: run example test lint typecheck unit bench bench-txn bench-tms bench-http bench-spark bench-quick clean \
-        bench-deps bench-peers bench-peers-quick interop interop-deps system-deps bench-ha
+        bench-deps bench-peers bench-peers-quick interop interop-deps system-deps bench-ha console-screenshots
 
-$(RUN_STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml $(NATIVE)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e .
@@ -45,8 +47,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The whole suite on the default engine (native: make builds it), then the transaction
+# suite again on the pure-Python engine (docs/txn.md, "The native engine").
 unit: $(STAMP)
-	$(BIN)/pytest
+	@$(BIN)/python -c "import sys, txn.native as n; sys.exit(0 if n.AVAILABLE else \
+		'the native engine was not built (a C compiler and Python headers are needed)')"
+	TXN_ENGINE=native $(BIN)/pytest
+	TXN_ENGINE=python $(BIN)/pytest tests/txn tests/integration
 
 test: lint typecheck unit
 
@@ -99,8 +106,9 @@ bench-peers-quick: $(BENCH_STAMP)
 # bounded to 10 minutes): Apache Thrift's compiler and Java library for the generated-client
 # test, ZooKeeper and PostgreSQL for the highly available mode (the tests start their own
 # throwaway ensemble and cluster on loopback, never the packages' services). A test whose
-# engine is missing is skipped.
-SYSTEM_PACKAGES := thrift-compiler libthrift-java libslf4j-java zookeeper postgresql
+# engine is missing is skipped. Chromium and its WebDriver run the console's browser tests.
+SYSTEM_PACKAGES := thrift-compiler libthrift-java libslf4j-java zookeeper postgresql \
+                   chromium chromium-driver zsh
 
 system-deps:
 	$(SUDO) apt-get update -qq
@@ -111,6 +119,10 @@ interop-deps: system-deps
 
 interop: $(STAMP)
 	$(BIN)/python -m tests.interop
+
+# The screenshots of docs/console.md, from a seeded stack in headless Chromium.
+console-screenshots: $(STAMP)
+	$(BIN)/python -m tests.console.screenshots docs/img
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

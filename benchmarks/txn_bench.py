@@ -14,9 +14,12 @@ call is fsynced before it returns. Measured in one run:
   server's single loop runs out); and the same against ``txn serve --in-memory`` (no log:
   the server's capacity without the disk);
 * disk floor: ``write`` + ``fdatasync`` of 600-byte appends (a 16-client batch) from 1 and
-  4 threads, in the state directory's file system: what the disk allows.
+  4 threads, in the state directory's file system: what the disk allows;
+* engines: the native and the Python engine alternately against the disk's bound
+  (``benchmarks.txn_engines``).
 
     python -m benchmarks.txn_bench [--quick] [--seconds S] [--out FILE] [--server-config TOML]
+                                   [--engine auto|native|python] [--rounds N]
 
 Results go to ``benchmarks/results/txn.json`` and are printed as a table. Never assert
 timings in tests; this is where they are measured.
@@ -26,13 +29,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing as mp
 import os
-import shutil
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,7 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import new_report, run_threads, write_report
+from benchmarks.txn_engines import compare_engines
+from benchmarks.txn_external import cpu_seconds, group_commit_bound, java_sections
 from txms_common.loop import new_event_loop
+from txn import engine
 
 RESULTS = Path(__file__).with_name("results")
 ECHO_IDL = Path(__file__).with_name("echo.thrift")
@@ -174,11 +177,6 @@ async def _async_cycles(address: tuple[str, int], i: int, deadline: float) -> in
     return done
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _machine_idle() -> tuple[int, int]:
     """(all, idle + iowait) jiffies of the machine so far."""
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -199,7 +197,7 @@ def _saturate(
         )
         return sum(counts)
 
-    server0, mine0, (all0, idle0) = _cpu_seconds(server_pid), time.process_time(), _machine_idle()
+    server0, mine0, (all0, idle0) = cpu_seconds(server_pid), time.process_time(), _machine_idle()
     started = time.perf_counter()
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         cycles = runner.run(drive())
@@ -207,7 +205,7 @@ def _saturate(
     all1, idle1 = _machine_idle()
     return {
         "per_second": round(cycles / elapsed, 1),
-        "server_cpus": round((_cpu_seconds(server_pid) - server0) / elapsed, 2),
+        "server_cpus": round((cpu_seconds(server_pid) - server0) / elapsed, 2),
         "generator_cpus": round((time.process_time() - mine0) / elapsed, 2),
         "machine_busy": round(1 - (idle1 - idle0) / max(1, all1 - all0), 2),
     }
@@ -367,93 +365,6 @@ def _echo_server_main(port_out: Any) -> None:
 # -- in-process ---------------------------------------------------------------------------
 
 
-def _group_commit_bound(root: Path, seconds: float) -> dict[str, Any]:
-    """The disk's own bound for durable cycles: ``benchmarks/group_commit_bound.c`` (an
-    ideal group commit in C, no server, no RPC) at 1, 4 and 16 clients; at 16 also with
-    two syncers and with a 200 µs commit delay. Skipped (with a note) without a C
-    compiler."""
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        print("group-commit bound: skipped, no C compiler", flush=True)
-        return {"skipped": "no C compiler"}
-    program = root / "group_commit_bound"
-    source = Path(__file__).parent / "group_commit_bound.c"
-    subprocess.run([compiler, "-O2", "-pthread", "-o", program, source], check=True)
-    section: dict[str, Any] = {}
-    for key, clients, syncers, delay_us in (
-        ("1", 1, 1, 0),
-        ("4", 4, 1, 0),
-        ("16", 16, 1, 0),
-        ("16-two-syncers", 16, 2, 0),
-        ("16-commit-delay-200us", 16, 1, 200),
-    ):
-        log = root / "bound.log"
-        command = [program, clients, seconds, log, syncers, delay_us]
-        out = subprocess.run(list(map(str, command)), check=True, capture_output=True, text=True)
-        section[key] = r = json.loads(out.stdout)
-        print(f"group-commit bound {key:>21}: {r}", flush=True)
-    return section
-
-
-def _java_cycles(
-    classes: Path, address: tuple[str, int], server_pid: int, threads: int, seconds: float
-) -> dict[str, Any]:
-    """Cycles from ``threads`` Java threads (``benchmarks/java/TxLoad.java`` on the client
-    Apache Thrift generates), with the server's CPU over the measured window."""
-    from tests.interop.__main__ import JAVA_CLASSPATH
-
-    command = ["java", "-cp", f"{classes}:{JAVA_CLASSPATH}", "TxLoad", *map(str, address)]
-    with subprocess.Popen(
-        [*command, str(threads), str(seconds)], stdout=subprocess.PIPE, text=True
-    ) as proc:
-        assert proc.stdout is not None
-        lines = iter(proc.stdout)
-        if next(lines).strip() != "measuring":
-            raise RuntimeError("TxLoad: unexpected output")
-        cpu0 = _cpu_seconds(server_pid)
-        next(lines)
-        cpu = _cpu_seconds(server_pid) - cpu0
-        run = json.loads(next(lines))
-    if proc.returncode != 0:
-        raise RuntimeError(f"TxLoad exited with {proc.returncode}")
-    cycles = run["cycles"]
-    return {
-        "ops": cycles,
-        "seconds": run["seconds"],
-        "per_second": round(cycles / run["seconds"], 1),
-        "p50_ms": run["p50_ms"],
-        "p99_ms": run["p99_ms"],
-        "server_cpus": round(cpu / run["seconds"], 2),
-        "server_cpu_us_per_cycle": round(cpu / max(1, cycles) * 1e6, 1),
-    }
-
-
-def _java_sections(report: dict[str, Any], root: Path, config: Path | None, seconds: float) -> None:
-    """The Java client generated by Apache Thrift's compiler against a durable and an
-    in-memory ``txn serve``; skipped (with a note) without the Debian packages."""
-    from tests.interop.__main__ import generate, missing_tools
-
-    missing = missing_tools()
-    if missing:
-        report["thrift_java_client"] = {"skipped": f"needs {missing} (make interop-deps)"}
-        print(f"java client: skipped, needs {missing} (make interop-deps)", flush=True)
-        return
-    _, classes = generate(root / "java", Path(__file__).parent / "java" / "TxLoad.java")
-    for section, data_dir, points in (
-        ("thrift_java_client", root / "served-java", (1, 4, 16)),
-        ("thrift_java_client_in_memory", None, (16,)),
-    ):
-        report[section] = {}
-        server, address = _start_txn_server(data_dir, config)
-        try:
-            for n in points:
-                r = _java_cycles(classes, address, server.proc.pid, n, seconds)
-                report[section][str(n)] = r
-                print(f"{section} {n:>2} threads: {_line(r)}", flush=True)
-        finally:
-            server.terminate()
-
-
 def _in_process(data_dir: Path, threads: int, seconds: float) -> dict[str, Any]:
     from txn import LocalDirStorage, TransactionManager, TransactionStateStore, TxConfig
 
@@ -471,11 +382,10 @@ def _in_process(data_dir: Path, threads: int, seconds: float) -> dict[str, Any]:
         return 1
 
     run = run_threads(threads, seconds, cycle, latencies=True)
-    wal = manager._wal  # the benchmark reports group-commit batching
-    stats = wal.stats if wal is not None else None
+    stats = manager.log.stats  # the benchmark reports group-commit batching
     manager.stop()
     result = _summary(run.items, run.seconds, run.latencies)
-    if stats is not None and stats.syncs:
+    if stats.syncs:
         result["edits_per_fsync"] = round(stats.edits / stats.syncs, 2)
     return result
 
@@ -493,11 +403,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--out", type=Path, default=RESULTS / "txn.json")
     parser.add_argument(
+        "--engine",
+        choices=("auto", "native", "python"),
+        default="auto",
+        help="the engine of every section but 'engines', which compares both (txn.engine)",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the 'engines' section")
+    parser.add_argument(
         "--server-config",
         type=Path,
         help="TOML for txn serve, e.g. [server] sync_helper = false (see docs/txn.md)",
     )
     args = parser.parse_args(argv)
+    os.environ["TXN_ENGINE"] = args.engine  # the servers this benchmark starts read it
+    engine.set_default(args.engine)
     seconds = args.seconds or (1.5 if args.quick else 6.0)
     concurrency = [1, 4, 16]
     report: dict[str, Any] = new_report(
@@ -541,12 +460,14 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             server.terminate()
 
-        _java_sections(report, root, args.server_config, seconds)
+        java_sections(report, root, seconds, lambda d: _start_txn_server(d, args.server_config))
 
         for n in (1, 4):
             report["disk_floor"][str(n)] = r = _disk_floor(root, n, seconds)
             print(f"disk floor  {n:>2} threads: {r}", flush=True)
-        report["group_commit_bound"] = _group_commit_bound(root, seconds)
+        report["group_commit_bound"] = group_commit_bound(root, seconds)
+        rounds = 1 if args.quick else args.rounds
+        report["engines"] = compare_engines(root, rounds, min(seconds, 4.0))
 
         ctx = mp.get_context("fork")
         port_q = ctx.Queue()

@@ -22,7 +22,7 @@ from txn.manager import TransactionManager
 from txn.persist.local import LocalDirStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.server import ServerThread, ThriftServer
+from txn.rpc.server import ServerThread, new_server
 
 
 @dataclass
@@ -50,7 +50,7 @@ def running_stack(root: Path) -> Iterator[Stack]:
         TransactionStateStore(LocalDirStorage(root / "txn")),
     )
     manager.start()
-    tx_server = ServerThread(ThriftServer(manager, ServerConfig(port=0)))
+    tx_server = ServerThread(new_server(manager, ServerConfig(port=0)))
     host, port = tx_server.start()
     # As deployed: transactional writes are checked against the transaction server.
     guard_client = ThriftTxClient((host, port), retry=RetryNTimes(2), timeout_s=5)

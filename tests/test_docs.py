@@ -89,8 +89,12 @@ def test_readme_try_it_block_runs(tmp_path: Path) -> None:
         )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert [line.split(" ", 1)[1] for line in lines[:2]] == ["hello", "world"]  # tail
-    assert lines[-1] == "OK"  # txn status
+    assert lines[:2] == [
+        "created topic demo:events (ttl 7d)",
+        "published 2 messages to demo:events",
+    ]
+    assert [line.split(maxsplit=2)[2] for line in lines[2:4]] == ["hello", "world"]  # tail
+    assert "status                      OK" in lines  # txn status
 
 
 def test_toml_blocks_parse_and_the_auth_example_loads(tmp_path: Path) -> None:

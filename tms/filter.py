@@ -19,7 +19,7 @@ import enum
 
 from txn.transaction import Transaction
 
-__all__ = ["FilterResult", "accept"]
+__all__ = ["FilterResult", "accept", "classify"]
 
 
 class FilterResult(enum.Enum):
@@ -38,3 +38,22 @@ def accept(tx: Transaction | None, ptr: int | None) -> FilterResult:
     if tx.is_invalid(ptr):
         return FilterResult.SKIP
     return FilterResult.HOLD
+
+
+def classify(tx: Transaction | None, ptr: int | None) -> str:
+    """What an entry is, as the table debugger shows it, against a fresh transaction
+    ``tx``: ``"plain"`` (non-transactional), ``"rolled back"`` (a negated pointer:
+    rolled back, or an invalid transaction's entry that cleanup negated),
+    ``"committed"``, ``"invalid"``, ``"in progress"``; ``"unknown"`` for a
+    transactional entry when there is no transaction to judge by."""
+    if ptr is None:
+        return "plain"
+    if ptr < 0:
+        return "rolled back"
+    if tx is None:
+        return "unknown"
+    if tx.is_invalid(ptr):
+        return "invalid"
+    if tx.is_visible(ptr):
+        return "committed"
+    return "in progress"

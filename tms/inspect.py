@@ -1,5 +1,9 @@
 """The design's "table debugger": raw rows of a topic, without consuming anything.
 
+``recent_messages`` lists the newest messages of a topic's live generation, newest
+first, each with its transactional status (``tms.filter.classify``) against a fresh
+transaction: what the console's topic page shows.
+
 ``inspect_topic`` lists the message-table rows of every generation of a topic in a time
 range, each with its kind, write pointer, rolled-back mark and payload size, and after
 each commit marker the payload-table rows it references (and its seal). Nothing is
@@ -13,11 +17,71 @@ from __future__ import annotations
 from typing import Any
 
 from tms.codec import keys
+from tms.filter import classify
 from tms.ids import MessageId
 from tms.model import TopicId, TopicMetadata
 from tms.store.tables import Tables
+from txn.transaction import Transaction
 
-__all__ = ["inspect_queue", "inspect_topic"]
+__all__ = ["MAX_RECENT", "inspect_queue", "inspect_topic", "recent_messages"]
+
+MAX_RECENT = 1000
+
+
+def recent_messages(
+    tables: Tables,
+    metadata: TopicMetadata,
+    *,
+    limit: int = 50,
+    before: MessageId | None = None,
+    snapshot: Transaction | None = None,
+    preview_bytes: int = 1024,
+) -> dict[str, Any]:
+    """The newest ``limit`` messages of the live generation with ids below ``before``
+    (None: the newest), newest first. Each has its id, publish time, the first
+    ``preview_bytes`` of its payload (``truncated`` when cut), its ``size``, kind, raw
+    write pointer and status judged against ``snapshot``. ``more``: older messages
+    exist (ask again with the last id as ``before``). Rolled-back and uncommitted
+    messages are listed too (a non-transactional read sees them as well)."""
+    prefix = keys.topic_prefix(metadata.topic, metadata.generation)
+    # The row at ``before`` itself is read too: a commit marker there may hold payloads
+    # with smaller ids than ``before``.
+    through = (before.publish_ms, before.seq) if before is not None else None
+    out: list[dict[str, Any]] = []
+    for row in tables.messages.scan_back(prefix, through):
+        if len(out) > limit:
+            break
+        entry = row.entry
+        ptr = entry.tx_write_pointer
+        common = {
+            "publishTime": row.publish_ms,
+            "sequenceId": row.seq,
+            "txWritePointer": ptr,
+            "status": classify(snapshot, ptr),
+        }
+        if entry.payload is not None:
+            kind = "plain" if ptr is None else "transactional"
+            items = [(MessageId(row.publish_ms, row.seq), entry.payload, kind)]
+        else:
+            assert ptr is not None  # a reference always has a pointer
+            items = [
+                (MessageId(row.publish_ms, row.seq, p.write_ms, p.p_seq), p.payload, "reference")
+                for p in tables.payloads.scan(prefix, abs(ptr))
+            ]
+        for message_id, payload, kind in reversed(items):
+            if before is not None and message_id >= before:
+                continue
+            out.append(
+                {
+                    "id": message_id.hex,
+                    **common,
+                    "kind": kind,
+                    "size": len(payload),
+                    "payload": payload[:preview_bytes],
+                    "truncated": len(payload) > preview_bytes,
+                }
+            )
+    return {"messages": out[:limit], "more": len(out) > limit}
 
 
 def inspect_topic(

@@ -21,7 +21,10 @@ Contract (every method thread-safe unless marked; errors from ``tms.errors``):
   only pointers from the future are refused (``ClockGuard``).
 * reads: ``read`` starts a read (``tms.fetcher`` semantics) to iterate, ``fetch`` reads
   into a ``FetchResult``, ``bounds`` says where a read would start and stop without
-  reading payloads, ``inspect`` shows the raw rows (``tms.inspect``).
+  reading payloads, ``inspect`` shows the raw rows and ``recent_messages`` the newest
+  messages with their status (``tms.inspect``).
+* ``topic_stats`` / ``namespace_stats``: what topics hold (``tms.stats``; bounded cost,
+  estimates beyond a size).
 * long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
   entries; ``wait_for_change`` blocks until it moves past a version or a timeout, and
   ``add_listener`` tells event loops without blocking a thread (``tms.changes``).
@@ -46,12 +49,12 @@ from operator import itemgetter
 from typing import Any, TypeVar
 
 from tms.changes import TopicChanges, TopicListener
-from tms.codec import keys
 from tms.config import TmsConfig
-from tms.errors import TmsError, TmsInvalidArgumentError
+from tms.errors import TmsError, TmsInvalidArgumentError, TopicNotFoundError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
 from tms.guard import ClockGuard, WritePointerGuard
-from tms.inspect import inspect_queue, inspect_topic
+from tms.ids import MessageId
+from tms.inspect import inspect_queue, inspect_topic, recent_messages
 from tms.metrics import TmsMetrics
 from tms.model import (
     MarkersRequest,
@@ -64,36 +67,15 @@ from tms.model import (
     TopicMetadata,
     validate_namespace,
 )
-from tms.operations import (
-    Ack,
-    Enqueue,
-    Maintain,
-    Markers,
-    Nack,
-    Operation,
-    Publish,
-    Receive,
-    Rollback,
-    Settle,
-    Store,
-    Ticket,
-)
-from tms.queues import (
-    AckOutcome,
-    AckRequest,
-    Enqueued,
-    EnqueueRequest,
-    NackRequest,
-    QueueConfig,
-    QueueStats,
-    ReceiveRequest,
-    ReceiveResult,
-    SettleRequest,
-)
+from tms.operations import Markers, Operation, Publish, Rollback, Store, Ticket
+from tms.queues import QueueConfig
+from tms.service_queues import QueueMethods
+from tms.stats import TopicStats, topic_stats
 from tms.store.kv import KeyValueStore
 from tms.store.tables import PurgeCounts, Tables
 from tms.writer import BatchStats, TopicWriter
 from txms_common.clock import SYSTEM_CLOCK, Clock
+from txn.transaction import Transaction
 
 __all__ = ["FetchResult", "MessagingService", "TopicListener"]
 
@@ -112,7 +94,7 @@ class FetchResult:
     version: int
 
 
-class MessagingService:
+class MessagingService(QueueMethods):
     """See the module docstring."""
 
     def __init__(
@@ -211,6 +193,21 @@ class MessagingService:
 
     def list_topics(self, namespace: str) -> list[TopicId]:
         return self._tables.metadata.list_topics(validate_namespace(namespace))
+
+    def topic_stats(self, topic: TopicId) -> TopicStats:
+        """Messages, bytes, first/last publish and rate of a topic (``tms.stats``)."""
+        return topic_stats(self._tables, self.get_topic(topic), self.now_ms())
+
+    def namespace_stats(self, namespace: str) -> list[TopicStats]:
+        """``topic_stats`` of every topic of a namespace, in name order (a topic deleted
+        meanwhile is left out)."""
+        stats = []
+        for topic in self.list_topics(namespace):
+            try:
+                stats.append(self.topic_stats(topic))
+            except TopicNotFoundError:
+                continue
+        return stats
 
     # -- writing ------------------------------------------------------------------------
 
@@ -375,75 +372,19 @@ class MessagingService:
             return inspect_queue(self._tables, metadata, start_ms, limit)
         return inspect_topic(self._tables, topic, start_ms, end_ms, limit)
 
-    def _topic_not_queue(self, topic: TopicId) -> TopicMetadata:
+    def recent_messages(
+        self,
+        topic: TopicId,
+        *,
+        limit: int = 50,
+        before: MessageId | None = None,
+        snapshot: Transaction | None = None,
+    ) -> dict[str, Any]:
+        """The newest messages of ``topic`` with their status against ``snapshot``
+        (``tms.inspect.recent_messages``)."""
         metadata = self.get_topic(topic)
-        if metadata.properties.get("kind") == QueueConfig.KIND:
-            raise TmsInvalidArgumentError(f"{topic} is a queue: receive from it, do not poll")
-        return metadata
-
-    # -- queues ---------------------------------------------------------------------------
-
-    def queue_config(self, topic: TopicId) -> QueueConfig | None:
-        """The topic's queue settings; None if it is not a queue."""
-        return QueueConfig.of(self.get_topic(topic).properties)
-
-    def enqueue(self, request: EnqueueRequest) -> tuple[Enqueued, ...]:
-        return self.submit(Enqueue(request))
-
-    def receive(self, request: ReceiveRequest) -> ReceiveResult:
-        return self.submit(Receive(request))
-
-    def ack(self, request: AckRequest) -> tuple[AckOutcome, ...]:
-        return self.submit(Ack(request))
-
-    def nack(self, request: NackRequest) -> tuple[AckOutcome, ...]:
-        return self.submit(Nack(request))
-
-    def settle(self, request: SettleRequest) -> int:
-        return self.submit(Settle(request))
-
-    def queue_stats(self, topic: TopicId) -> QueueStats:
-        """Messages per state, after the queue's housekeeping (expired leases and due
-        messages counted where they now are)."""
-        self.submit(Maintain(topic))
-        prefix = self._queue_prefix(topic)
-        counts = self._tables.queues.counters(prefix)
-        pending, scheduled, ready, leased, acked, dead = counts
-        oldest = self._tables.queues.first_ready_due(prefix)
-        return QueueStats(pending, scheduled, ready, leased, acked, dead, oldest)
-
-    def _queue_prefix(self, topic: TopicId) -> bytes:
-        metadata = self.get_topic(topic)
-        if QueueConfig.of(metadata.properties) is None:
-            raise TmsInvalidArgumentError(f"{topic} is not a queue")
-        return keys.topic_prefix(topic, metadata.generation)
-
-    def _queues(self) -> list[TopicMetadata]:
-        return [
-            m
-            for m in self._tables.metadata.scan_all()
-            if m.exists and m.properties.get("kind") == QueueConfig.KIND
-        ]
-
-    def pending_queue_pointers(self) -> dict[TopicId, set[int]]:
-        """Per queue, write pointers of transactions with enqueues or acks pending there
-        (the oldest ones first, up to 10,000 entries a queue): for cleanup, which settles
-        them and keeps the invalid list's prune bound below them."""
-        found = {
-            m.topic: self._tables.queues.pending_pointers(
-                keys.topic_prefix(m.topic, m.generation), 10_000
-            )
-            for m in self._queues()
-        }
-        return {topic: pointers for topic, pointers in found.items() if pointers}
-
-    def maintain_queues(self, *, purge: bool = True) -> int:
-        """Every queue's housekeeping (``Maintain``); how many messages changed."""
-        queues = [m.topic for m in self._queues()]
-        return sum(
-            ticket.result()  # type: ignore[misc]
-            for ticket in self.write([Maintain(topic, purge) for topic in queues])
-            if ticket.error is None
+        return recent_messages(
+            self._tables, metadata, limit=limit, before=before, snapshot=snapshot
         )
 
     # -- maintenance (cleanup) ------------------------------------------------------------

@@ -54,7 +54,9 @@ from tms.http.config import HttpConfig
 from tms.http.server import HttpServer, server_ssl_context
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from tms.txwatch import TxWatch
 from txms_common.loop import new_event_loop
+from txn import engine
 from txn.config import DEFAULT_PORT, ServerConfig, TxConfig
 from txn.errors import TxError
 from txn.inmemory import InProcessTxClient, manager_pruner
@@ -64,7 +66,7 @@ from txn.persist.store import TransactionStateStore
 from txn.prune import PruningService
 from txn.rlimit import raise_open_file_limit
 from txn.rpc.handler import TephraHandler
-from txn.rpc.server import ThriftServer
+from txn.rpc.server import new_server
 
 __all__ = ["Launched", "main", "try_commands"]
 
@@ -98,6 +100,7 @@ def _banner(url: str, tx: str, args: argparse.Namespace, limits: str) -> str:
         "txms is running.",
         f"  transaction server (Tephra Thrift protocol): {tx}",
         f"  messaging service (REST, OpenAPI at {url}/v1/openapi.json): {url}",
+        f"  operations console: {url}/ui/",
     ]
     if args.auth is not None:
         lines.append(f"  bearer tokens and grants: {args.auth}")
@@ -166,8 +169,13 @@ async def _run(args: argparse.Namespace) -> None:
     # Cleanup never truncates: the manager's pruning does, below every participant's bound.
     pruner = manager_pruner(manager, [cleaner]) if tx_config.prune_enable else None
     pruning = None if pruner is None else PruningService(pruner, tx_config.prune_interval_s)
-    tx_server = ThriftServer(manager, server_config, TephraHandler(manager, pruner))
-    http_server = HttpServer(service, http_config, authorizer)
+    tx_server = new_server(manager, server_config, TephraHandler(manager, pruner))
+    watch = TxWatch(
+        InProcessTxClient(manager),
+        where="in process",
+        last_prune=(lambda: pruner.last_run) if pruner is not None else None,
+    )
+    http_server = HttpServer(service, http_config, authorizer, watch)
     try:
         tx_host, tx_port = await _listen("transaction server", tx_server.start(), server_config)
         await _listen("messaging service", http_server.start(), http_config)
@@ -298,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
+        engine.set_default(os.environ.get("TXN_ENGINE", "auto"))  # see txn.engine
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(_run(args))
     except (StartError, TmsError, TxError, OSError, ValueError) as exc:

@@ -4,18 +4,23 @@ offline inspector for state directories.
 ::
 
     txn serve [--host H] [--port P] [--data-dir D | --in-memory] [--config FILE.toml]
-              [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
+              [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]] [--engine E]
     txn serve --zookeeper H:P,... --state postgresql://... [--zk-path /txms/txn]
               [--session-timeout-s S] [--advertise HOST] [--name NAME] [...]
     txn leader --zookeeper H:P,... [--zk-path /txms/txn]
     txn status | invalid-size | snapshot | reset-state | prune-now        [--server H:P]
     txn truncate-invalid-tx ID[,ID...]                                    [--server H:P]
-    txn truncate-invalid-tx-before TIME_MS                                [--server H:P]
+    txn truncate-invalid-tx-before TIME                                   [--server H:P]
     txn inspect --data-dir D
+    txn completion bash|zsh
 
 Every admin command also takes ``--tls-ca PEM [--tls-cert PEM --tls-key PEM]`` for a
-server behind TLS. Exit codes: 0 success, 1 the operation failed (message on stderr),
-2 bad usage.
+server behind TLS. ``--engine`` (or ``[txn] engine``) picks ``native``, ``python`` or
+``auto``; ``auto`` follows the ``TXN_ENGINE`` environment variable, then native when built
+(``txn.engine``). Output, times, progress and errors follow ``txn.clikit`` (``status``,
+``snapshot`` and ``inspect`` take ``--output table|json`` and ``--utc``; the mutating
+commands say what they did). Exit codes: 0 success, 1 the operation failed (one line on
+stderr), 2 bad usage, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import asyncio
 import ipaddress
 import json
 import logging
+import os
 import signal
 import sys
 import tomllib
@@ -33,6 +39,19 @@ from typing import Any
 
 from txms_common.loop import new_event_loop
 from txms_common.retry import RetryNTimes
+from txn import engine
+from txn.clikit import (
+    Column,
+    add_completion_command,
+    add_output_options,
+    add_version_option,
+    emit,
+    emit_object,
+    format_time,
+    guarded,
+    parse_time,
+    said,
+)
 from txn.config import DEFAULT_PORT, ServerConfig, TxConfig
 from txn.errors import InvalidArgumentError, TxError
 from txn.ha.zk import DEFAULT_BASE, ZkTarget
@@ -45,19 +64,25 @@ from txn.prune import PruningService, TransactionPruner
 from txn.rlimit import raise_open_file_limit
 from txn.rpc.client import ThriftTxClient, default_client_id
 from txn.rpc.handler import TephraHandler
-from txn.rpc.server import ThriftServer
+from txn.rpc.server import ThriftServer, new_server
 from txn.rpc.tls import add_client_tls_arguments, client_tls
 from txn.state import TransactionSnapshot
+from txn.transaction import MAX_TX_PER_MS
 
 __all__ = ["main"]
 
 log = logging.getLogger("txn")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="txn", description="Tephra-compatible transaction manager")
-    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
-    sub = p.add_subparsers(dest="command", required=True)
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="txn",
+        description="Tephra-compatible transaction manager: the server and its admin commands",
+        epilog="Each command has its own --help. Docs: docs/txn.md.",
+    )
+    add_version_option(p, "txn")
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run the transaction server")
     serve.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
@@ -68,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--data-dir", type=Path, help="state directory (snapshots and logs)")
     where.add_argument("--in-memory", action="store_true", help="keep no state on disk")
     serve.add_argument("--config", type=Path, help="TOML file: [txn] and [server] tables")
+    serve.add_argument(
+        "--engine", choices=engine.ENGINE_NAMES, help="native, python or auto ([txn] engine)"
+    )
     ha = serve.add_argument_group("highly available mode (docs/operations.md)")
     ha.add_argument("--zookeeper", help="ensemble H:P,H:P,...: serve only while elected")
     ha.add_argument("--state", help="postgresql://... URL of the shared state (with --zookeeper)")
@@ -85,20 +113,35 @@ def _parser() -> argparse.ArgumentParser:
 
     def admin(name: str, help_text: str) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help_text)
-        cmd.add_argument("--server", default=f"127.0.0.1:{DEFAULT_PORT}", help="HOST:PORT")
+        cmd.add_argument(
+            "--server",
+            default=f"127.0.0.1:{DEFAULT_PORT}",
+            help=f"HOST:PORT of the transaction server (default 127.0.0.1:{DEFAULT_PORT})",
+        )
         add_client_tls_arguments(cmd, "--tls-")
         return cmd
 
-    admin("status", "print OK or NOTOK")
+    status = admin(
+        "status",
+        "OK or NOTOK, with the read and write pointers, transactions in progress and the "
+        "invalid list (exit 1 unless OK)",
+    )
+    add_output_options(status)
     admin("invalid-size", "print the size of the invalid list")
-    snap = admin("snapshot", "fetch the server's state")
+    snap = admin("snapshot", "fetch and describe the server's state")
     snap.add_argument("--out", type=Path, help="write the raw snapshot (codec V4) here")
+    add_output_options(snap)
     admin("reset-state", "forget every transaction (dangerous)")
     admin("prune-now", "run invalid-list pruning now")
     trunc = admin("truncate-invalid-tx", "remove ids from the invalid list")
     trunc.add_argument("ids", help="comma-separated transaction ids")
     before = admin("truncate-invalid-tx-before", "remove invalid ids started before a time")
-    before.add_argument("time_ms", type=int, help="milliseconds since the epoch")
+    before.add_argument(
+        "time_ms",
+        type=parse_time,
+        metavar="TIME",
+        help="milliseconds since the epoch, or ISO-8601 (local unless it has an offset or Z)",
+    )
 
     leader = sub.add_parser("leader", help="print the elected server's HOST:PORT")
     leader.add_argument("--zookeeper", required=True, help="ensemble H:P,H:P,...")
@@ -107,7 +150,9 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     inspect = sub.add_parser("inspect", help="describe a state directory (offline)")
-    inspect.add_argument("--data-dir", type=Path, required=True)
+    inspect.add_argument("--data-dir", type=Path, required=True, help="the state directory")
+    add_output_options(inspect)
+    add_completion_command(sub, "txn", build_parser)
     return p
 
 
@@ -131,6 +176,8 @@ def _serve(args: argparse.Namespace) -> int:
     for key in ("tls_cert", "tls_key", "tls_client_ca"):
         if getattr(args, key) is not None:
             server_values[key] = getattr(args, key)
+    if args.engine is not None:
+        txn_values["engine"] = args.engine
     config = TxConfig.from_mapping(txn_values)
     try:
         server_config = ServerConfig(**server_values)
@@ -171,7 +218,7 @@ async def _run_server(
     pruner: TransactionPruner | None,
     store: TransactionStateStore | None,
 ) -> int:
-    server = ThriftServer(manager, config, TephraHandler(manager, pruner))
+    server = new_server(manager, config, TephraHandler(manager, pruner))
     host, port = await server.start()
     where = store.location if store is not None else "memory only"
     if config.tls_client_ca is None and not ipaddress.ip_address(host).is_loopback:
@@ -184,7 +231,12 @@ async def _run_server(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"txn: transaction server listening on {host}:{port} (state: {where})", flush=True)
+    kind = "python" if isinstance(server, ThriftServer) else "native"
+    serving = manager.engine.name + ("" if kind == manager.engine.name else f", {kind} server")
+    print(
+        f"txn: transaction server listening on {host}:{port} (state: {where}; engine: {serving})",
+        flush=True,
+    )
     code = 0
     while not stop.is_set():
         try:
@@ -266,8 +318,51 @@ def _describe(snapshot: TransactionSnapshot) -> dict[str, Any]:
     }
 
 
-def _inspect(data_dir: Path) -> int:
-    storage = LocalDirStorage(data_dir)
+_IN_PROGRESS = (
+    Column("TRANSACTION", "id"),
+    Column("TYPE", "type"),
+    Column("STARTED", "started", "time"),
+    Column("EXPIRES", "expires", "time"),
+    Column("CHECKPOINTS", "checkpoints", "int"),
+)
+
+
+def _show_snapshot(args: argparse.Namespace, described: dict[str, Any] | None) -> None:
+    """A described snapshot (``_describe``): JSON, or a summary and its transactions."""
+    if args.output == "json" or described is None:
+        print(json.dumps(described, indent=2))
+        return
+    emit_object(
+        args,
+        {
+            "taken": described["timestamp_ms"],
+            "read pointer": described["read_pointer"],
+            "write pointer": described["write_pointer"],
+            "in progress": len(described["in_progress"]),
+            "invalid": len(described["invalid"]),
+            "committing": len(described["committing"]),
+            "committed change sets": described["committed_sets"],
+        },
+        (Column("taken", "taken", "time"),),
+    )
+    rows = [
+        {
+            "id": wp,
+            "type": entry["type"],
+            "started": int(wp) // MAX_TX_PER_MS,
+            # Long transactions never expire (Tephra stores -1 for them).
+            "expires": entry["expiration_ms"] if entry["expiration_ms"] > 0 else None,
+            "checkpoints": len(entry["checkpoints"]),
+        }
+        for wp, entry in described["in_progress"].items()
+    ]
+    if rows:
+        print()
+        emit(args, rows, _IN_PROGRESS)
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    storage = LocalDirStorage(args.data_dir)
     store = TransactionStateStore(storage)
     snapshot = store.latest_snapshot()
     since = snapshot.timestamp_ms if snapshot else 0
@@ -277,14 +372,57 @@ def _inspect(data_dir: Path) -> int:
             continue
         with storage.read_log(ts) as buf:
             counts[f"txlog.{ts}"] = len(buf)
-    report = {
+    report: dict[str, Any] = {
         "location": store.location,
         "snapshots": storage.list_snapshots(),
         "logs_to_replay": counts,
         "latest_snapshot": _describe(snapshot) if snapshot else None,
     }
-    print(json.dumps(report, indent=2))
+    if args.output == "json":
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"state directory {report['location']}")
+    print(f"snapshots: {len(report['snapshots'])}, logs to replay: {len(counts)} "
+          f"({sum(counts.values()):,} bytes)")  # fmt: skip
+    if snapshot is None:
+        print("no snapshot yet")
+        return 0
+    print()
+    _show_snapshot(args, report["latest_snapshot"])
     return 0
+
+
+def _status(args: argparse.Namespace, client: ThriftTxClient) -> int:
+    """The server's status and, when OK, its state as a fresh transaction sees it
+    (Tephra's calls only: a short transaction started and aborted)."""
+    status = client.status()
+    record: dict[str, Any] = {"status": status}
+    if status == "OK":
+        probe = client.start_short()
+        client.abort(probe)
+        others = [t for t in probe.in_progress if t != probe.transaction_id]
+        record.update(
+            {
+                "readPointer": probe.read_pointer,
+                "writePointer": probe.write_pointer,
+                "inProgress": len(others),
+                "oldestInProgress": min(others) // MAX_TX_PER_MS if others else None,
+                "invalid": len(probe.invalids),
+            }
+        )
+    emit_object(
+        args,
+        record,
+        (
+            Column("status", "status"),
+            Column("read pointer", "readPointer"),
+            Column("write pointer", "writePointer"),
+            Column("in progress", "inProgress", "int"),
+            Column("oldest in progress started", "oldestInProgress", "time"),
+            Column("invalid", "invalid", "int"),
+        ),
+    )
+    return 0 if status == "OK" else 1
 
 
 def _admin(args: argparse.Namespace) -> int:
@@ -292,42 +430,62 @@ def _admin(args: argparse.Namespace) -> int:
     with ThriftTxClient(args.server, retry=RetryNTimes(2), timeout_s=30, tls=tls) as client:
         cmd = args.command
         if cmd == "status":
-            print(client.status())
-        elif cmd == "invalid-size":
+            return _status(args, client)
+        if cmd == "invalid-size":
             print(f"Invalid list size: {client.invalid_size()}")
         elif cmd == "snapshot":
             data = client.get_snapshot()
             if args.out:
                 args.out.write_bytes(data)
-            print(json.dumps(_describe(decode_snapshot(data)), indent=2))
+                said(f"wrote the snapshot ({len(data):,} bytes) to {args.out}", out=sys.stderr)
+            _show_snapshot(args, _describe(decode_snapshot(data)))
         elif cmd == "reset-state":
             client.reset_state()
+            said(f"reset the state of {args.server}: every transaction forgotten")
         elif cmd == "prune-now":
+            before = client.invalid_size()
             client.prune_now()
+            after = client.invalid_size()
+            said(f"pruned the invalid list of {args.server}: {before:,} -> {after:,} ids")
         elif cmd == "truncate-invalid-tx":
             ids = [int(i) for i in args.ids.split(",") if i.strip()]
-            print("changed" if client.truncate_invalid_tx(ids) else "unchanged")
+            before = client.invalid_size()
+            if client.truncate_invalid_tx(ids):
+                removed = before - client.invalid_size()
+                said(f"removed {removed:,} of {len(ids):,} ids from the invalid list")
+            else:
+                said("unchanged: none of the ids is in the invalid list")
         elif cmd == "truncate-invalid-tx-before":
-            print("changed" if client.truncate_invalid_tx_before(args.time_ms) else "unchanged")
+            when = format_time(args.time_ms)
+            before = client.invalid_size()
+            if client.truncate_invalid_tx_before(args.time_ms):
+                removed = before - client.invalid_size()
+                said(f"removed {removed:,} ids started before {when} from the invalid list")
+            else:
+                said(f"unchanged: no invalid id started before {when}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    try:
+
+    def run() -> int:
+        engine.set_default(os.environ.get("TXN_ENGINE", "auto"))
         if args.command == "serve":
             return _serve(args)
         if args.command == "inspect":
-            return _inspect(args.data_dir)
+            return _inspect(args)
         if args.command == "leader":
             return _leader(args)
+        if args.command == "completion":
+            code: int = args.handler(args)
+            return code
         return _admin(args)
-    except (TxError, OSError, ValueError) as exc:
-        print(f"txn: {exc}", file=sys.stderr)
-        return 1
+
+    return guarded("txn", (TxError, OSError, ValueError), run)
 
 
 if __name__ == "__main__":

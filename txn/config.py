@@ -55,6 +55,9 @@ class TxConfig:
     prune_participants: tuple[str, ...] = ()
     """Names of pruning participants in other processes: each must report its bound
     (``reportPruneUpperBound``) since the server started before anything is pruned."""
+    engine: str = "auto"
+    """``native``, ``python`` or ``auto`` (``txn.engine``): who keeps the state and log and
+    serves them. Same answers and files either way."""
 
     def __post_init__(self) -> None:
         positive = ("default_timeout_s", "long_timeout_s", "max_timeout_s", "max_lifetime_s")
@@ -75,6 +78,8 @@ class TxConfig:
             raise InvalidArgumentError("prune_participants must be a list of non-empty names")
         if len(set(names)) != len(names):
             raise InvalidArgumentError("prune_participants names a participant twice")
+        if self.engine not in ("auto", "native", "python"):
+            raise InvalidArgumentError(f"engine must be auto, native or python: {self.engine!r}")
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> TxConfig:

@@ -22,7 +22,7 @@
      └── TxServiceError                        the server answered with something unexpected
 
 Foreign exceptions (Thrift, OS errors) are translated at exactly one boundary each:
-``txn.rpc.convert`` for Thrift, ``txn.persist.local`` for the file system,
+``txn.rpc.errors`` for Thrift, ``txn.persist.local`` for the file system,
 ``txn.persist.postgres`` for PostgreSQL and ``txn.ha`` for ZooKeeper.
 """
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from txms_common.clock import SYSTEM_CLOCK, Clock
@@ -42,6 +43,7 @@ from txn.transaction import MAX_TX_PER_MS, Transaction
 
 __all__ = [
     "PrunePlugin",
+    "PruneRun",
     "PruningClient",
     "PruningService",
     "ReportedBounds",
@@ -135,8 +137,18 @@ class _Reported:
         pass  # a remote participant learns nothing (Tephra's plugins only log it)
 
 
+@dataclass(frozen=True, slots=True)
+class PruneRun:
+    """One finished pruning run: when (ms), how many ids it removed, the largest."""
+
+    at_ms: int
+    removed: int
+    max_removed: int | None
+
+
 class TransactionPruner:
-    """Runs the algorithm of the module docstring; ``run_once`` is thread-safe."""
+    """Runs the algorithm of the module docstring; ``run_once`` is thread-safe.
+    ``last_run`` is the last run that got to the end (None before the first)."""
 
     def __init__(
         self,
@@ -154,6 +166,7 @@ class TransactionPruner:
         self._lifetime_ms = (max_lifetime_s + grace_s) * 1000
         self._clock = clock
         self._lock = threading.Lock()
+        self.last_run: PruneRun | None = None
 
     def report(self, participant: str, bound: int) -> None:
         """A remote participant's report (``ReportedBounds.report``)."""
@@ -162,38 +175,43 @@ class TransactionPruner:
     def run_once(self) -> list[int]:
         """Prune once; return the ids removed from the invalid list."""
         with self._lock:
-            plugins = [*self.plugins, *self.reported.plugins()]
-            if not plugins:
-                log.info("invalid-list pruning: no participants registered, nothing to do")
-                return []
-            client = self._client
-            tx = client.start_short()
-            client.abort(tx)
-            if not tx.invalids:
-                return []
-            now = self._clock.now_ms()
-            inactive = inactive_tx_bound(now, self._lifetime_ms)
-            try:
-                bounds = [p.fetch_prune_upper_bound(now, inactive) for p in plugins]
-            except Exception:
-                log.exception("invalid-list pruning: a participant failed; nothing pruned")
-                return []
-            # A participant's bound is trusted only up to the inactive bound: above it, a
-            # transaction could still write.
-            upper = min(*bounds, inactive)
-            if upper <= 0:
-                return []
-            pruned = [i for i in tx.invalids if i <= upper]
-            if not pruned:
-                return []
-            client.truncate_invalid_tx(pruned)
-            log.info("invalid-list pruning: removed %d ids up to %d", len(pruned), max(pruned))
-            for plugin in self.plugins:
-                try:
-                    plugin.prune_complete(now, max(pruned))
-                except Exception:
-                    log.exception("invalid-list pruning: prune_complete failed")
+            pruned = self._run_once()
+            self.last_run = PruneRun(self._clock.now_ms(), len(pruned), max(pruned, default=None))
             return pruned
+
+    def _run_once(self) -> list[int]:
+        plugins = [*self.plugins, *self.reported.plugins()]
+        if not plugins:
+            log.info("invalid-list pruning: no participants registered, nothing to do")
+            return []
+        client = self._client
+        tx = client.start_short()
+        client.abort(tx)
+        if not tx.invalids:
+            return []
+        now = self._clock.now_ms()
+        inactive = inactive_tx_bound(now, self._lifetime_ms)
+        try:
+            bounds = [p.fetch_prune_upper_bound(now, inactive) for p in plugins]
+        except Exception:
+            log.exception("invalid-list pruning: a participant failed; nothing pruned")
+            return []
+        # A participant's bound is trusted only up to the inactive bound: above it, a
+        # transaction could still write.
+        upper = min(*bounds, inactive)
+        if upper <= 0:
+            return []
+        pruned = [i for i in tx.invalids if i <= upper]
+        if not pruned:
+            return []
+        client.truncate_invalid_tx(pruned)
+        log.info("invalid-list pruning: removed %d ids up to %d", len(pruned), max(pruned))
+        for plugin in self.plugins:
+            try:
+                plugin.prune_complete(now, max(pruned))
+            except Exception:
+                log.exception("invalid-list pruning: prune_complete failed")
+        return pruned
 
 
 class PruningService:

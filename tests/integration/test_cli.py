@@ -42,7 +42,7 @@ def test_invalid_size_and_truncate(
     assert main(["invalid-size", "--server", server]) == 0
     assert capsys.readouterr().out == "Invalid list size: 2\n"
     assert main(["truncate-invalid-tx", str(txs[0].transaction_id), "--server", server]) == 0
-    assert capsys.readouterr().out == "changed\n"
+    assert capsys.readouterr().out == "removed 1 of 1 ids from the invalid list\n"
     assert system.manager.invalid_size() == 1
 
 
@@ -65,9 +65,9 @@ def test_status_and_snapshot(
     server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["status", "--server", server]) == 0
-    assert capsys.readouterr().out == "OK\n"
+    assert capsys.readouterr().out.splitlines()[0].split() == ["status", "OK"]
     out_file = tmp_path / "snap"
-    assert main(["snapshot", "--server", server, "--out", str(out_file)]) == 0
+    assert main(["snapshot", "--server", server, "--out", str(out_file), "-o", "json"]) == 0
     described = json.loads(capsys.readouterr().out)
     assert described["invalid"] == [] and out_file.read_bytes()[:1] == b"\x08"
 
@@ -87,6 +87,6 @@ def test_inspect_a_state_directory(tmp_path: Path, capsys: pytest.CaptureFixture
     manager.start()
     tx = manager.start_long()
     manager.stop()
-    assert main(["inspect", "--data-dir", str(tmp_path)]) == 0
+    assert main(["inspect", "--data-dir", str(tmp_path), "--output", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert str(tx.transaction_id) in report["latest_snapshot"]["in_progress"]

@@ -26,6 +26,7 @@ EXTRA_MODULES = {
     "thrift": ["thrift"],
     "transaction": ["transaction"],
     "trustme": ["trustme"],
+    "selenium": ["selenium"],
     "pyspark": ["pyspark", "py4j"],
     "pyarrow": ["pyarrow"],
     "redis[hiredis]": ["redis", "hiredis"],

@@ -374,7 +374,7 @@ def test_prune_now_reaches_the_pruner_once() -> None:
     from txn.config import ServerConfig
     from txn.prune import TransactionPruner
     from txn.rpc.handler import TephraHandler
-    from txn.rpc.server import ServerThread, ThriftServer
+    from txn.rpc.server import ServerThread, new_server
 
     with in_process_system() as s:
         tx = s.manager.start_short()
@@ -383,7 +383,7 @@ def test_prune_now_reaches_the_pruner_once() -> None:
         plugin = RecordingPlugin(tx.transaction_id)
         pruner = TransactionPruner(s.client, [plugin], max_lifetime_s=1, grace_s=0, clock=s.clock)
         server = ServerThread(
-            ThriftServer(s.manager, ServerConfig(port=0), TephraHandler(s.manager, pruner))
+            new_server(s.manager, ServerConfig(port=0), TephraHandler(s.manager, pruner))
         )
         address = server.start()
         try:

@@ -16,7 +16,7 @@ from txn.manager import TransactionManager
 from txn.persist.memory import MemoryStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
-from txn.rpc.server import ServerThread, ThriftServer
+from txn.rpc.server import ServerThread, new_server
 
 SYSTEM_CONFIG = TxConfig(
     max_timeout_s=5 * 86_400,
@@ -53,7 +53,7 @@ def in_process_system(config: TxConfig = SYSTEM_CONFIG) -> Iterator[TxSystem]:
 def thrift_system(config: TxConfig = SYSTEM_CONFIG) -> Iterator[TxSystem]:
     """The same manager behind a real Thrift server on 127.0.0.1, port 0."""
     with in_process_system(config) as local:
-        server = ServerThread(ThriftServer(local.manager, ServerConfig(port=0)))
+        server = ServerThread(new_server(local.manager, ServerConfig(port=0)))
         address = server.start()
         client = ThriftTxClient(address, client_id="tests", retry=RetryNTimes(2), timeout_s=10)
         try:

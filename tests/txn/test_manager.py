@@ -209,7 +209,7 @@ def test_manager_persistence_across_clean_stop_and_crash() -> None:
     crashed = m.get_snapshot()
     # crash: no stop(); a new manager replays snapshot + logs
     m2 = TransactionManager(SYSTEM_CONFIG, TransactionStateStore(storage), clock)
-    m._wal.close()  # type: ignore[union-attr]  # release the log as a dead process would
+    m.log.close()  # release the log as a dead process would
     m2.start()
     assert m2.get_snapshot() == crashed
     assert m2.start_short().transaction_id > crashed.write_pointer

@@ -309,7 +309,7 @@ class ManagerMachine(RuleBasedStateMachine):
             self.manager.stop()
         else:
             # A crash: the log is durable up to the last answered call; nothing else runs.
-            self.manager._wal.close()  # type: ignore[union-attr]
+            self.manager.log.close()
             self.storage.close()
         self.storage = self._storage_after_restart()
         self.manager = self._new_manager()

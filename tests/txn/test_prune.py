@@ -17,7 +17,7 @@ from txn.inmemory import manager_pruner
 from txn.prune import PruningService, ReportedBounds, TransactionPruner, inactive_tx_bound
 from txn.rpc.client import ThriftTxClient
 from txn.rpc.handler import TephraHandler
-from txn.rpc.server import ServerThread, ThriftServer
+from txn.rpc.server import ServerThread, new_server
 
 N = 1_000_000
 
@@ -174,7 +174,7 @@ def test_reports_over_thrift_and_the_schedule() -> None:
         s.manager.invalidate(s.manager.start_short().transaction_id)
         s.clock.advance(2_000)
         server = ServerThread(
-            ThriftServer(s.manager, ServerConfig(port=0), TephraHandler(s.manager, pruner))
+            new_server(s.manager, ServerConfig(port=0), TephraHandler(s.manager, pruner))
         )
         address = server.start()
         service = PruningService(pruner, 0.05)

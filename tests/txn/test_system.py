@@ -311,7 +311,7 @@ def test_write_pointer_state_from_a_server_without_the_extension() -> None:
     # emulated by our server with the method taken out.
     with in_process_system() as local:
         server = ThriftServer(local.manager, ServerConfig(port=0))
-        server._methods = server._methods - {"writePointerState"}
+        server.dispatcher.methods = server.dispatcher.methods - {"writePointerState"}
         thread = ServerThread(server)
         client = ThriftTxClient(thread.start(), retry=RetryNTimes(2), timeout_s=10)
         try:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tms.client.observe import ObserveCalls
 from tms.client.transport import HttpTransport, Reply, Transport, TransportError
 from tms.codec import avro
 from tms.codec import json as jsonc
@@ -107,7 +108,7 @@ class _TxSource(Protocol):
     def abort(self, tx: Transaction) -> None: ...
 
 
-class MessagingClient:
+class MessagingClient(ObserveCalls):
     """See the module docstring. Thread-safe (connections are pooled per client)."""
 
     def __init__(

@@ -39,8 +39,11 @@ from tms.errors import (
     TmsInvalidArgumentError,
 )
 from tms.fetcher import FetchRequest, MessageFetcher
+from tms.history import MetricsHistory
 from tms.http.auth import Authorizer
 from tms.http.config import HttpConfig
+from tms.http.console import ConsoleApi
+from tms.http.observe import ObserveApi, sample_forever
 from tms.http.openapi import openapi_spec
 from tms.http.protocol import code_for_status, error_response
 from tms.http.queues import QueueHandlers
@@ -49,6 +52,7 @@ from tms.ids import MESSAGE_ID_SIZE, MessageId
 from tms.model import MarkersRequest, Message, StoreRequest, TopicId, validate_namespace
 from tms.operations import Markers, Publish, Rollback, Store
 from tms.service import MessagingService
+from tms.txwatch import TxWatch
 from txn.codec import decode_transaction
 from txn.errors import CodecError as TxCodecError
 
@@ -108,18 +112,28 @@ class TopicWaiters:
                 del self._waiting[topic]
 
 
-class Api(QueueHandlers):
+class Api(ObserveApi, ConsoleApi, QueueHandlers):
     def __init__(
         self,
         service: MessagingService,
         config: HttpConfig,
         authorizer: Authorizer | None,
         pool: ThreadPoolExecutor,
+        tx_watch: TxWatch | None = None,
     ) -> None:
         self.svc = service
         self.config = config
         self.auth = authorizer
         self.pool = pool
+        self.tx_watch = tx_watch
+        self.history = MetricsHistory(service.metrics, interval_s=config.history_interval_s)
+        self.features = {
+            "stats": True,
+            "metricsHistory": config.history_interval_s > 0,
+            "transactions": tx_watch is not None,
+        }
+        """What the console may show (``GET /v1/console``): a panel whose feature is
+        missing or False is not shown. Later features add their key here."""
         self.waiters: TopicWaiters | None = None
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -410,12 +424,15 @@ def create_app(
     service: MessagingService,
     config: HttpConfig | None = None,
     authorizer: Authorizer | None = None,
+    tx_watch: TxWatch | None = None,
 ) -> web.Application:
     """The application with exactly the routes of ``tms.http.routes.ROUTES``; the caller
-    runs it (``tms.http.server``) and owns ``service``."""
+    runs it (``tms.http.server``) and owns ``service``. ``tx_watch``: the transaction
+    manager, for the console and the table debugger (None: not known)."""
     config = config or HttpConfig()
     pool = ThreadPoolExecutor(max_workers=config.worker_threads, thread_name_prefix="tms-http")
-    api = Api(service, config, authorizer, pool)
+    api = Api(service, config, authorizer, pool, tx_watch)
+    tasks: list[asyncio.Task[None]] = []
     metrics = service.metrics
     declared: dict[object, Route] = {}
 
@@ -454,8 +471,13 @@ def create_app(
     async def on_startup(app: web.Application) -> None:
         api.waiters = TopicWaiters(asyncio.get_running_loop())
         service.add_listener(api.waiters.listener)
+        tasks.append(asyncio.get_running_loop().create_task(sample_forever(api, service.now_ms)))
 
     async def on_cleanup(app: web.Application) -> None:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         if api.waiters is not None:
             service.remove_listener(api.waiters.listener)
         pool.shutdown(wait=True)

@@ -115,6 +115,10 @@ class Authorizer:
             raise UnauthenticatedError("the bearer token is not valid")
         return found
 
+    def grants_for(self, principal: str) -> list[Grant]:
+        """The grants of ``principal`` (what the console shows it may do)."""
+        return [g for g in self._grants if g.principal == principal]
+
     def check(
         self, principal: str, namespace: str, topic: str | None, permission: Permission
     ) -> None:

@@ -30,12 +30,17 @@ class HttpConfig:
     """PEM certificate chain: with it the service speaks HTTPS only."""
     tls_key_file: str | None = None
     """PEM private key of the certificate (None: it is in ``tls_cert_file``)."""
+    history_interval_s: float = 2.0
+    """Seconds between samples of the metrics for the console's charts (0: none); the
+    transaction manager is sampled every fifth."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise TmsInvalidArgumentError(f"bad port {self.port}")
         if self.max_request_bytes < 1024 or self.worker_threads < 1 or self.chunk_messages < 1:
             raise TmsInvalidArgumentError("bad HTTP settings")
+        if self.history_interval_s < 0:
+            raise TmsInvalidArgumentError("history_interval_s must not be negative")
         if not (self.idle_timeout_s > 0 and self.header_timeout_s > 0):
             raise TmsInvalidArgumentError("idle_timeout_s and header_timeout_s must be positive")
         if self.tls_key_file is not None and self.tls_cert_file is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from tms.http.openapi_observe import OBSERVE_PATHS, OBSERVE_SCHEMAS
 from tms.http.routes import ROUTES, Route, Scope
 from tms.http.schemas import QUEUE_SCHEMAS, SCHEMAS
 
@@ -203,10 +204,11 @@ def _spec() -> dict[str, Any]:
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {**SCHEMAS, **QUEUE_SCHEMAS},
+            "schemas": {**SCHEMAS, **OBSERVE_SCHEMAS, **QUEUE_SCHEMAS},
         },
         "security": [{}, {"bearer": []}],
         "paths": {
+            **OBSERVE_PATHS,
             **_queue_paths(),
             "/v1/namespaces/{namespace}/topics": {
                 "get": {

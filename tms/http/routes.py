@@ -5,7 +5,8 @@ declared.
 looks every request's route up here before the handler runs, so a route cannot be added
 without saying who may call it. With an authorizer:
 
-* ``PUBLIC`` — anyone (only ``GET /ping``, for load balancers and liveness probes);
+* ``PUBLIC`` — anyone (``GET /ping``, for load balancers and liveness probes, and the
+  console's static files under ``/ui``, which hold no data);
 * ``AUTHENTICATED`` — any valid bearer token (the OpenAPI document);
 * ``NAMESPACE`` / ``TOPIC`` — a grant of the route's permission on the namespace (topic
   ``"*"``) or on the topic;
@@ -13,8 +14,9 @@ without saying who may call it. With an authorizer:
   (metrics, which list every topic).
 
 A request that matches no route (404, 405) needs a valid token too, so an anonymous
-caller learns nothing about the API but that ``/ping`` answers. Names in the path are
-validated (400) after authentication (401) and before authorization (403).
+caller learns nothing about the API but that ``/ping`` and the console's files answer.
+Names in the path are validated (400) after authentication (401) and before
+authorization (403).
 """
 
 from __future__ import annotations
@@ -91,12 +93,27 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", TOPIC_PATH + "/nack", "nack", Scope.TOPIC, _P.READ),
     Route("POST", TOPIC_PATH + "/settle", "settle", Scope.TOPIC, _P.READ),
     Route("GET", TOPIC_PATH + "/queue", "queue_stats", Scope.TOPIC, _P.READ),
+    Route("GET", TOPIC_PATH + "/stats", "topic_stats", Scope.TOPIC, _P.READ),
+    Route("GET", NAMESPACE_PATH + "/stats", "namespace_stats", Scope.NAMESPACE, _P.READ),
+    # The newest messages with their status (the table debugger): what a
+    # non-transactional poll of the topic returns, plus each entry's write pointer and
+    # status, so a reader of the topic may see it.
+    Route("GET", TOPIC_PATH + "/messages", "recent_messages", Scope.TOPIC, _P.READ),
     # Raw rows of every generation, staged payloads of running transactions: more than a
     # reader of the topic may see, so an operator's tool.
     Route("GET", TOPIC_PATH + "/inspect", "inspect", Scope.TOPIC, _P.ADMIN),
     Route("GET", "/ping", "ping", Scope.PUBLIC),
     Route("GET", "/metrics", "metrics", Scope.SERVICE, _P.METRICS),
     Route("GET", "/v1/openapi.json", "openapi", Scope.AUTHENTICATED),
+    # The transaction manager's state and the metrics over time span the whole service.
+    Route("GET", "/v1/transactions", "transactions", Scope.SERVICE, _P.METRICS),
+    Route("GET", "/v1/metrics/history", "metrics_history", Scope.SERVICE, _P.METRICS),
+    Route("GET", "/v1/console", "console_info", Scope.AUTHENTICATED),
+    # The console's files hold no data (the page asks the API with the user's token).
+    Route("GET", "/ui", "console_redirect", Scope.PUBLIC),
+    Route("GET", "/ui/", "console_index", Scope.PUBLIC),
+    Route("GET", "/ui/{name}", "console_file", Scope.PUBLIC),
+    Route("GET", "/ui/vendor/{name}", "console_vendor", Scope.PUBLIC),
 )
 
 

@@ -20,6 +20,7 @@ from tms.http.auth import Authorizer
 from tms.http.config import HttpConfig
 from tms.http.protocol import Site
 from tms.service import MessagingService
+from tms.txwatch import TxWatch
 from txms_common.loop import new_event_loop
 
 __all__ = ["HttpServer", "HttpServerThread", "server_ssl_context"]
@@ -31,10 +32,11 @@ class HttpServer:
         service: MessagingService,
         config: HttpConfig | None = None,
         authorizer: Authorizer | None = None,
+        tx_watch: TxWatch | None = None,
     ) -> None:
         self.config = config or HttpConfig()
         self._ssl = server_ssl_context(self.config)
-        self.app = create_app(service, self.config, authorizer)
+        self.app = create_app(service, self.config, authorizer, tx_watch)
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=30.0)
         self.address: tuple[str, int] = (self.config.host, self.config.port)
         self._stopped = False

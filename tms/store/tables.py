@@ -190,6 +190,37 @@ class MessageTable:
             _gen, publish_ms, seq = keys.decode_message_key(key)
             yield MessageRow(publish_ms, seq, decode_message_value(value))
 
+    def scan_back(
+        self, prefix: bytes, through: tuple[int, int] | None = None
+    ) -> Iterator[MessageRow]:
+        """Decoded rows of a topic generation newest first, from the row at (publish_ms,
+        seq) ``through`` (None: the newest) down to the oldest."""
+        stop = (
+            keys.message_key(prefix, *through) + b"\x00"
+            if through is not None
+            else keys.stop_key_for_prefix(prefix)
+        )
+        for key, value in self.store.scan(prefix, stop, reverse=True):
+            _gen, publish_ms, seq = keys.decode_message_key(key)
+            yield MessageRow(publish_ms, seq, decode_message_value(value))
+
+    def first_position(self, prefix: bytes) -> tuple[int, int] | None:
+        """(publish_ms, seq) of the oldest row of a topic generation, if any."""
+        for key, _value in self.store.scan(prefix, keys.stop_key_for_prefix(prefix)):
+            _gen, publish_ms, seq = keys.decode_message_key(key)
+            return publish_ms, seq
+        return None
+
+    def approximate_bytes(self, prefix: bytes, until: tuple[int, int] | None = None) -> int:
+        """The store's estimate of the bytes a topic generation's rows take (only those
+        before (publish_ms, seq) ``until`` when given); 0 when it cannot say."""
+        stop = (
+            keys.message_key(prefix, *until)
+            if until is not None
+            else keys.stop_key_for_prefix(prefix)
+        )
+        return self.store.approximate_size(prefix, stop)
+
     def last_position(
         self, prefix: bytes, *, earlier_generations: bool = False
     ) -> tuple[int, int] | None:

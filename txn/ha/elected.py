@@ -42,7 +42,7 @@ from txn.ha.zk import ZkTarget, session, translated
 from txn.manager import ManagerState, TransactionManager
 from txn.persist.postgres import PostgresStorage
 from txn.persist.store import TransactionStateStore
-from txn.rpc.server import ThriftServer
+from txn.rpc.server import new_server
 
 __all__ = ["ElectedServer", "HaConfig"]
 
@@ -195,7 +195,7 @@ class ElectedServer:
     async def _serve(self, client: KazooClient, manager: TransactionManager, epoch: int) -> None:
         loop = asyncio.get_running_loop()
         done = asyncio.Event()
-        server = ThriftServer(manager, self.server_config)
+        server = new_server(manager, self.server_config)
         host, port = await server.start()
 
         def step_down() -> None:

@@ -44,6 +44,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from txn.durability import LogStats, SyncListener
 from txn.errors import TxStorageError
 from txn.persist.edit import TransactionEdit
 from txn.persist.edit_codec import encode_record
@@ -51,12 +52,9 @@ from txn.persist.log_codec import FILE_HEADER, encode_frames
 from txn.persist.storage import LogWriter
 from txn.persist.store import TransactionStateStore
 
-__all__ = ["SyncListener", "UnsyncedWrite", "WalStats", "WriteAheadLog"]
+__all__ = ["UnsyncedWrite", "WriteAheadLog"]
 
 log = logging.getLogger(__name__)
-
-SyncListener = Callable[[int, BaseException | None], None]
-"""Called by a flush leader with (highest durable ticket, failure or None)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,17 +84,6 @@ class _Flight:
     writer: LogWriter
     end: int
     done: bool = False
-
-
-@dataclass
-class WalStats:
-    """Counters since the log was opened."""
-
-    edits: int = 0
-    syncs: int = 0
-    bytes: int = 0
-    sync_seconds: float = 0.0
-    max_batch: int = 0
 
 
 class WriteAheadLog:
@@ -129,7 +116,7 @@ class WriteAheadLog:
         # flush finishing on another thread never credits one file's bytes to another
         self._durable_mark: tuple[LogWriter | None, int] = (None, 0)
         self.current_timestamp_ms = 0
-        self.stats = WalStats()
+        self.stats = LogStats()
 
     # -- lifecycle --------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ Talks to ``txn serve`` or to a Tephra transaction server. Connections are pooled
 ``pool_size``, one call at a time each); a call that fails in transport, or with an
 internal server error, discards its connection and is retried per the retry strategy
 (default: Tephra's backoff). Declared Thrift exceptions map to ``txn`` errors in
-``txn.rpc.convert`` and are never retried; when retries run out the call raises
+``txn.rpc.errors`` and are never retried; when retries run out the call raises
 ``TxServiceUnavailableError``.
 
 Calls that are not idempotent (start, commit, abort) may have taken effect on the server
@@ -48,8 +48,9 @@ from txn.errors import (
     TxServiceUnavailableError,
 )
 from txn.rpc import wire
-from txn.rpc.convert import error_from_thrift, from_thrift, to_thrift
+from txn.rpc.convert import from_thrift, to_thrift
 from txn.rpc.endpoints import Address, Endpoints, endpoints, parse_address
+from txn.rpc.errors import error_from_thrift
 from txn.rpc.idl import tephra
 from txn.rpc.tls import ClientTls
 from txn.state import WritePointerState

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from typing import TYPE_CHECKING, cast
 
@@ -64,7 +63,7 @@ class Connection(asyncio.Protocol):
         server = self._server
         server.connections.discard(self)
         server.waiting.discard(self)
-        server.answered.pop(self, None)
+        server.group_commit.forget(self)
         server.budget.forget(self)
         if not self.busy:  # a busy call gives its bytes back when it ends
             self.give_back()
@@ -80,7 +79,7 @@ class Connection(asyncio.Protocol):
         self._buf += data
         server = self._server
         self.last_rx = server.now()
-        server.answered.pop(self, None)
+        server.group_commit.called(self)
         self.process()
 
     # reading
@@ -136,7 +135,7 @@ class Connection(asyncio.Protocol):
                     self.pause("budget")
         self.flush()
         if self.replies:
-            server.schedule_sync()
+            server.group_commit.request()
 
     def granted(self, size: int) -> None:
         """The frame budget granted the reservation this connection waited for."""
@@ -167,7 +166,7 @@ class Connection(asyncio.Protocol):
         if transport is None:
             return
         server = self._server
-        synced = server.manager.synced_ticket()
+        synced = server.group_commit.synced
         replies = self.replies
         out = []
         while replies:
@@ -181,10 +180,8 @@ class Connection(asyncio.Protocol):
         if replies:
             server.waiting.add(self)
         else:
-            if out and server.commit_delay_s:
-                answered = server.answered
-                answered.pop(self, None)  # keep the dict in answer order
-                answered[self] = time.monotonic()
+            if out:
+                server.group_commit.answered(self)
             server.waiting.discard(self)
             if self.draining:
                 transport.close()

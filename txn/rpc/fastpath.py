@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from txn.manager import Durable
+from txn.operations import Durable
 from txn.rpc import wire
 from txn.rpc.handler import TephraHandler
 from txn.transaction import Transaction

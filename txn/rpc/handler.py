@@ -1,23 +1,11 @@
-"""Executes decoded ``TTransactionServer`` calls against a manager, with Tephra's
-exception mapping (``TransactionServiceThriftHandler``).
+"""Executes decoded ``TTransactionServer`` calls against a manager
+(Tephra's ``TransactionServiceThriftHandler``).
 
 Each call returns a ``Reply``: the method's result struct (or a
 ``TApplicationException`` for failures the IDL does not declare) and the log ticket that
 must be durable before the reply may be sent. Calls in ``BLOCKING`` do I/O or heavy work
-and must run off the event loop; they wait for durability themselves (ticket 0).
-
-Mapping (as Tephra's handler):
-
-* the client-id and timeout start methods send argument errors as
-  ``TGenericException(message, "java.lang.IllegalArgumentException")``; ``startShort``,
-  ``startLong`` and the deprecated ``startShortTimeout`` declare nothing;
-* ``canCommitOrThrow``: not in progress, conflict, and an oversized change set as
-  ``TGenericException(..., "org.apache.tephra.TransactionSizeException")``;
-* the deprecated ``canCommitTx``/``commitTx`` answer ``TBoolean(false)`` on a conflict or
-  size error;
-* anything undeclared (e.g. "Transaction Manager is not running.") becomes a
-  ``TApplicationException(INTERNAL_ERROR)``; Tephra drops the connection instead, which
-  its clients treat the same way (retry).
+and must run off the event loop; they wait for durability themselves (ticket 0). Errors
+are answered as ``txn.rpc.errors`` maps them, the one place that knows Tephra's mapping.
 """
 
 from __future__ import annotations
@@ -26,8 +14,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-from thriftpy2.thrift import TApplicationException
 
 from txn.errors import (
     InvalidArgumentError,
@@ -38,10 +24,12 @@ from txn.errors import (
     TransactionSizeError,
     TxError,
 )
-from txn.manager import Durable, Pipeline, TransactionManager
+from txn.manager import TransactionManager
+from txn.operations import Durable, TxOperations
 from txn.persist.snapshot_codec import encode_snapshot
 from txn.prune import TransactionPruner
-from txn.rpc.convert import from_thrift, generic_exception, to_thrift
+from txn.rpc.convert import from_thrift, to_thrift
+from txn.rpc.errors import failure_result, internal_error
 from txn.rpc.idl import tephra
 from txn.transaction import Transaction
 
@@ -59,93 +47,13 @@ class Reply:
     ticket: int
 
 
-def _not_in_progress(exc: TransactionNotInProgressError) -> Any:
-    return tephra.TTransactionNotInProgressException(message=str(exc))
-
-
-def _conflict(exc: TransactionConflictError) -> Any:
-    return tephra.TTransactionConflictException(
-        transactionId=exc.transaction_id,
-        conflictingKey=exc.conflicting_key,
-        conflictingClient=exc.conflicting_client,
-    )
-
-
 def _tx(ttx: Any) -> Transaction:
     if ttx is None:
         raise InvalidArgumentError("transaction must not be null")
     return from_thrift(ttx)
 
 
-def _start_failure(api: str) -> Callable[[TxError], Any]:
-    result = getattr(S, api + "_result")
-
-    def declared(exc: TxError) -> Any:
-        if isinstance(exc, InvalidArgumentError):
-            return result(e=generic_exception(exc))
-        return None
-
-    return declared
-
-
-def _commit_failure(api: str, *, throws: bool) -> Callable[[TxError], Any]:
-    """canCommit/commit: the ``OrThrow`` variants declare every failure, the deprecated
-    ones answer ``TBoolean(false)`` for a conflict or size error."""
-    result = getattr(S, api + "_result")
-
-    def declared(exc: TxError) -> Any:
-        if isinstance(exc, TransactionNotInProgressError):
-            return result(e=_not_in_progress(exc))
-        if isinstance(exc, TransactionConflictError):
-            return result(c=_conflict(exc)) if throws else result(success=_FALSE)
-        if isinstance(exc, TransactionSizeError) and api.startswith("canCommit"):
-            return result(g=generic_exception(exc)) if throws else result(success=_FALSE)
-        return None
-
-    return declared
-
-
-def _checkpoint_failure(exc: TxError) -> Any:
-    if isinstance(exc, TransactionNotInProgressError):
-        return S.checkpoint_result(e=_not_in_progress(exc))
-    return None
-
-
-def _report_failure(exc: TxError) -> Any:
-    if isinstance(exc, InvalidArgumentError):
-        return S.reportPruneUpperBound_result(g=generic_exception(exc))
-    return None
-
-
-def _truncate_failure(exc: TxError) -> Any:
-    if isinstance(exc, InvalidTruncateTimeError):
-        return S.truncateInvalidTxBefore_result(
-            e=tephra.TInvalidTruncateTimeException(message=str(exc))
-        )
-    return None
-
-
-_FALSE = tephra.TBoolean(value=False)
 _CAN_COMMIT_ERRORS = (TransactionNotInProgressError, TransactionConflictError, TransactionSizeError)
-_DECLARED: dict[str, Callable[[TxError], Any]] = {
-    **{
-        api: _start_failure(api)
-        for api in (
-            "startLongClientId",
-            "startShortClientId",
-            "startShortWithClientIdAndTimeOut",
-            "startShortWithTimeout",
-        )
-    },
-    "canCommitOrThrow": _commit_failure("canCommitOrThrow", throws=True),
-    "canCommitTx": _commit_failure("canCommitTx", throws=False),
-    "commitOrThrow": _commit_failure("commitOrThrow", throws=True),
-    "commitTx": _commit_failure("commitTx", throws=False),
-    "checkpoint": _checkpoint_failure,
-    "truncateInvalidTxBefore": _truncate_failure,
-    "reportPruneUpperBound": _report_failure,
-}
-"""Per method: the declared answer for an error of its operation (None: undeclared)."""
 
 
 class TephraHandler:
@@ -173,7 +81,7 @@ class TephraHandler:
             return self.crashed(api, exc)
 
     @property
-    def pipeline(self) -> Pipeline:
+    def pipeline(self) -> TxOperations:
         return self._p
 
     def crashed(self, api: str, exc: Exception) -> Reply:
@@ -183,23 +91,15 @@ class TephraHandler:
         if isinstance(exc, TxError):
             return self.failure(api, exc)
         log.exception("internal error in %s", api)
-        return Reply(
-            TApplicationException(TApplicationException.INTERNAL_ERROR, f"internal error: {exc!r}"),
-            self._mgr.barrier(),
-        )
+        return Reply(internal_error(exc), self._p.barrier())
 
     # -- helpers ----------------------------------------------------------------------
 
     def failure(self, api: str, exc: TxError) -> Reply:
-        """The reply for ``exc`` raised by ``api``'s operation: the exception (or false
-        ``TBoolean``) the IDL declares for it, else ``TApplicationException``. Sent only
-        once everything done so far is durable: an error may depend on state that is not
-        yet. Shared by the methods below and the hot-call fast path."""
-        mapper = _DECLARED.get(api)
-        result = mapper(exc) if mapper is not None else None
-        if result is None:
-            result = TApplicationException(TApplicationException.INTERNAL_ERROR, str(exc))
-        return Reply(result, self._mgr.barrier())
+        """The reply for ``exc`` raised by ``api``'s operation (``txn.rpc.errors``). Sent
+        only once everything done so far is durable: an error may depend on state that is
+        not yet. Shared by the methods below and the hot-call fast path."""
+        return Reply(failure_result(api, exc), self._p.barrier())
 
     def _ok(self, result_type: Any, durable: Durable[Any], value: Any = None) -> Reply:
         return Reply(result_type(success=value), durable.ticket)
@@ -328,17 +228,16 @@ class TephraHandler:
             self._pruner.report(a.participant, a.bound or 0)
         except InvalidArgumentError as exc:
             return self.failure("reportPruneUpperBound", exc)
-        return Reply(S.reportPruneUpperBound_result(), self._mgr.barrier())
+        return Reply(S.reportPruneUpperBound_result(), self._p.barrier())
 
     # -- state ------------------------------------------------------------------------
 
     def getSnapshot(self, a: Any) -> Reply:
-        r = S.getSnapshot_result
         try:
             data = encode_snapshot(self._mgr.get_snapshot())
         except SnapshotUnavailableError as exc:
-            return Reply(r(e=tephra.TTransactionCouldNotTakeSnapshotException(message=str(exc))), 0)
-        return Reply(r(success=data), 0)
+            return Reply(failure_result("getSnapshot", exc), 0)
+        return Reply(S.getSnapshot_result(success=data), 0)
 
     def resetState(self, a: Any) -> Reply:
         self._mgr.reset_state()

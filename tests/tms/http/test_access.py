@@ -47,7 +47,10 @@ def registered(served: Served) -> list[tuple[str, str]]:
 
 
 def concrete(path: str) -> str:
-    return path.replace("{namespace}", "ns1").replace("{topic}", "t")
+    path = path.replace("{namespace}", "ns1").replace("{topic}", "t")
+    if path.startswith("/ui/vendor/"):
+        return path.replace("{name}", "htm.module.js")
+    return path.replace("{name}", "app.js")
 
 
 def call(served: Served, method: str, path: str, token: str | None = None) -> requests.Response:
@@ -59,14 +62,27 @@ def test_the_application_registers_exactly_the_declared_routes(secured: Served) 
     assert sorted(registered(secured)) == sorted((r.method, r.path) for r in ROUTES)
 
 
-def test_every_route_but_ping_refuses_anonymous_callers(secured: Served) -> None:
+PUBLIC = {(r.method, r.path) for r in ROUTES if r.scope is Scope.PUBLIC}
+
+
+def test_only_ping_and_the_console_files_are_public() -> None:
+    assert {path for _method, path in PUBLIC} == {
+        "/ping", "/ui", "/ui/", "/ui/{name}", "/ui/vendor/{name}",
+    }  # fmt: skip
+
+
+def test_every_route_but_the_public_ones_refuses_anonymous_callers(secured: Served) -> None:
     for method, path in registered(secured):
         for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic eDp5"}):
             response = secured.http.request(
-                method, secured.url + concrete(path), headers=headers, json={}
+                method,
+                secured.url + concrete(path),
+                headers=headers,
+                json={},
+                allow_redirects=False,
             )
-            if (method, path) == ("GET", "/ping"):
-                assert response.status_code == 200
+            if (method, path) in PUBLIC:
+                assert response.status_code in (200, 302), (path, response.status_code)
                 continue
             assert response.status_code == 401, (method, path, response.text)
             assert response.json()["error"] == "unauthenticated"
@@ -82,11 +98,14 @@ def test_requests_matching_no_route_need_a_token_too(
     assert call(secured, method, path, "root").status_code in (404, 405)
 
 
-def test_metrics_need_a_metrics_or_admin_grant_on_every_namespace(secured: Served) -> None:
-    assert call(secured, "GET", "/metrics", "root").status_code == 200
-    assert call(secured, "GET", "/metrics", "metrics").status_code == 200
+@pytest.mark.parametrize("path", ["/metrics", "/v1/transactions", "/v1/metrics/history"])
+def test_metrics_need_a_metrics_or_admin_grant_on_every_namespace(
+    secured: Served, path: str
+) -> None:
+    assert call(secured, "GET", path, "root").status_code == 200
+    assert call(secured, "GET", path, "metrics").status_code == 200
     for token in ("ns-admin", "reader", "writer"):  # namespace or topic grants: not enough
-        response = call(secured, "GET", "/metrics", token)
+        response = call(secured, "GET", path, token)
         assert response.status_code == 403, token
         assert response.json()["error"] == "forbidden"
 

@@ -23,14 +23,28 @@ def run(served: Served, *argv: str) -> int:
 
 def test_topic_commands(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(served, "topics", "create", "ns", "t1", "--ttl", "60", "--property", "owner=me") == 0
+    assert capsys.readouterr().out == "created topic ns:t1 (owner=me, ttl 1m)\n"
     assert run(served, "topics", "create", "ns", "t2") == 0
+    assert capsys.readouterr().out == "created topic ns:t2 (ttl 7d)\n"
     assert run(served, "topics", "list", "ns") == 0
-    assert capsys.readouterr().out == "t1\nt2\n"
-    assert run(served, "topics", "get", "ns", "t1") == 0
+    assert capsys.readouterr().out == "TOPIC\nt1\nt2\n"
+    assert run(served, "topics", "list", "ns", "--output", "json") == 0
+    assert json.loads(capsys.readouterr().out) == [{"topic": "t1"}, {"topic": "t2"}]
+    assert run(served, "topics", "get", "ns", "t1", "-o", "json") == 0
     assert json.loads(capsys.readouterr().out) == {"generation": "1", "owner": "me", "ttl": "60"}
-    assert run(served, "topics", "update", "ns", "t1", "--ttl", "90") == 0
-    assert served.service.get_topic(TopicId("ns", "t1")).ttl_s == 90
+    assert run(served, "topics", "get", "ns", "t1") == 0
+    assert capsys.readouterr().out.split("\n") == [
+        "topic       ns:t1",
+        "ttl         1m",
+        "generation  1",
+        "owner       me",
+        "",
+    ]
+    assert run(served, "topics", "update", "ns", "t1", "--ttl", "90m") == 0
+    assert capsys.readouterr().out == "updated topic ns:t1 (ttl 90m)\n"
+    assert served.service.get_topic(TopicId("ns", "t1")).ttl_s == 90 * 60
     assert run(served, "topics", "delete", "ns", "t2") == 0
+    assert capsys.readouterr().out == "deleted topic ns:t2\n"
     assert run(served, "topics", "create", "ns", "t1") == 1
     assert "already exists" in capsys.readouterr().err
     assert run(served, "topics", "create", "ns", "t3", "--property", "novalue") == 1
@@ -42,14 +56,22 @@ def test_publish_tail_inspect(
     topic = TopicId("ns", "t")
     served.service.create_topic(topic)
     assert run(served, "publish", "ns", "t", "one", "two") == 0
+    assert capsys.readouterr().out == "published 2 messages to ns:t\n"
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"three\nfour\r\n")))
     assert run(served, "publish", "ns", "t", "--batch", "1") == 0
+    assert capsys.readouterr().out.startswith("published 2 messages (9 B) to ns:t in ")
     detail = served.service.publish(StoreRequest.of(topic, ["undone"], tx_write_pointer=7))
     assert detail is not None
     served.service.rollback(topic, detail)
     assert run(served, "tail", "ns", "t", "--from-start", "--count", "5") == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split(" ", 1)[1] for line in lines] == ["one", "two", "three", "four", "undone"]
+    assert [line.split(maxsplit=2)[2] for line in lines] == [
+        "one",
+        "two",
+        "three",
+        "four",
+        "undone",
+    ]
     assert (
         run(
             served,
@@ -57,7 +79,7 @@ def test_publish_tail_inspect(
             "ns",
             "t",
             "--from-id",
-            lines[3].split()[0],
+            lines[3].split()[1],
             "--count",
             "1",
             "--format",
@@ -66,7 +88,7 @@ def test_publish_tail_inspect(
         == 0
     )
     record = json.loads(capsys.readouterr().out)
-    assert record["id"] == lines[3].split()[0]
+    assert record["id"] == lines[3].split()[1]
     assert run(served, "inspect", "ns", "t") == 0
     out = capsys.readouterr().out
     assert "generation 1 (live)" in out and "ROLLED BACK" in out and out.count("\nmessage") == 5

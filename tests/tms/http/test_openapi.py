@@ -185,6 +185,13 @@ def test_real_json_answers_fit_their_schemas(served: Served) -> None:
         http.post(f"{base}/t/bounds", data=plain, headers={"Content-Type": "application/json"}),
     )
     check("GET", TOPIC + "/inspect", http.get(f"{base}/t/inspect"))
+    check("GET", TOPIC + "/stats", http.get(f"{base}/t/stats"))
+    check(
+        "GET", "/v1/namespaces/{namespace}/stats", http.get(f"{served.url}/v1/namespaces/ns1/stats")
+    )
+    check("GET", TOPIC + "/messages", http.get(f"{base}/t/messages", params={"limit": 3}))
+    for path in ("/v1/transactions", "/v1/metrics/history", "/v1/console"):
+        check("GET", path, http.get(f"{served.url}{path}"))
     # A queue's routes (docs/queues.md)
     assert http.put(f"{base}/q", json={"kind": "queue"}).status_code == 200
     enqueue = {"messages": [{"payload": "aGk=", "key": "k", "priority": 1}, {"payload": ""}]}

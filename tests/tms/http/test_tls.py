@@ -88,7 +88,7 @@ def test_the_cli_takes_a_ca_bundle(
     https: Served, pki: Pki, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["--url", https.url, "--ca-bundle", str(pki.ca_file), "topics", "list", "ns"]) == 0
-    assert capsys.readouterr().out == "t\n"
+    assert capsys.readouterr().out == "TOPIC\nt\n"
     assert main(["--url", https.url, "--ca-bundle", "/nonexistent.pem", "topics", "list", "ns"])
     assert capsys.readouterr().err.count("\n") == 1
 

@@ -1,6 +1,8 @@
 """The Thrift server's resource limits (``txn.rpc.limits``), on a real server on loopback
-port 0: the memory budget of unfinished frames, the frame and idle timeouts, and huge
-calls handled off the event loop while small clients keep being answered."""
+port 0 (the one ``new_server`` picks for the suite's engine: the same rules hold for the
+Python and the native server): the memory budget of unfinished frames, the frame and idle
+timeouts, and huge calls handled off the event loop while small clients keep being
+answered."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -22,7 +25,7 @@ from txn.errors import TransactionConflictError
 from txn.rpc import wire
 from txn.rpc.client import ThriftTxClient
 from txn.rpc.limits import FrameBudget
-from txn.rpc.server import ServerThread, ThriftServer
+from txn.rpc.server import ServerThread, TxServer, new_server
 
 UNLIMITED = dataclasses.replace(
     SYSTEM_CONFIG, changeset_count_limit=2**31 - 1, changeset_size_limit=2**62
@@ -30,9 +33,9 @@ UNLIMITED = dataclasses.replace(
 
 
 @contextmanager
-def serving(config: ServerConfig) -> Iterator[tuple[TxSystem, ThriftServer, tuple[str, int]]]:
+def serving(config: ServerConfig) -> Iterator[tuple[TxSystem, Any, tuple[str, int]]]:
     with in_process_system(UNLIMITED) as s:
-        server = ThriftServer(s.manager, config)
+        server: TxServer = new_server(s.manager, config)
         thread = ServerThread(server)
         address = thread.start()
         try:

@@ -19,6 +19,7 @@ import pytest
 
 from txms_common.retry import RetryNTimes
 from txn.config import ServerConfig, TxConfig
+from txn.engine import resolve
 from txn.errors import TxError, TxStorageError
 from txn.manager import ManagerState, TransactionManager
 from txn.persist.local import LocalDirStorage
@@ -30,7 +31,11 @@ CONFIG = TxConfig(cleanup_interval_s=0, snapshot_interval_s=0)
 
 
 def new_manager(root: Path) -> TransactionManager:
-    manager = TransactionManager(CONFIG, TransactionStateStore(LocalDirStorage(root)))
+    # The Python engine's group commit (txn.rpc.group_commit), whichever the suite runs on:
+    # the native engine syncs on its C loop, with no helper process.
+    manager = TransactionManager(
+        CONFIG, TransactionStateStore(LocalDirStorage(root)), engine=resolve("python")
+    )
     manager.start()
     return manager
 
@@ -106,8 +111,9 @@ def test_every_answered_commit_survives_a_restart(
             t.join(60)
     assert len(committed) == 8 * 40
     # No clean stop: recover from the log alone, as after a crash.
-    manager._wal.close()  # type: ignore[union-attr]  # release the files as a dead process would
-    manager._store.close()  # type: ignore[union-attr]
+    manager.log.close()  # release the files as a dead process would
+    assert manager.store is not None
+    manager.store.close()
     recovered = new_manager(tmp_path)
     try:
         snapshot = recovered.get_snapshot()
@@ -125,7 +131,7 @@ def test_dead_helpers_are_replaced_by_syncing_on_the_loop(tmp_path: Path) -> Non
         client = connect(server)
         try:
             client.commit_or_throw(client.start_short())  # through a helper
-            first, second = server._idle
+            first, second = server.group_commit.idle_helpers
             os.kill(first._proc.pid, signal.SIGKILL)
             first._proc.wait(10)
             # Idle, the loop notices the end of the helper's socket, stops watching it
@@ -167,7 +173,7 @@ def test_a_failed_sync_fails_the_log_and_nothing_more_is_answered(tmp_path: Path
         client = connect(server)
         try:
             client.start_short()
-            (helper,) = server._idle
+            (helper,) = server.group_commit.idle_helpers
             fail_syncs(helper)
             with pytest.raises(TxError):
                 client.start_short()
@@ -207,18 +213,12 @@ class GatedHelper:
 
 def _gate(server: ThriftServer, count: int) -> list[GatedHelper]:
     """Replace the server's helpers by ``count`` gated ones (on its loop, before use)."""
-    loop = server._loop
-    assert loop is not None
     gated = [GatedHelper() for _ in range(count)]
-    real = list(server._idle)
+    loop = server.group_commit.loop
+    assert loop is not None
 
     def swap() -> None:
-        for helper in real:
-            loop.remove_reader(helper.fileno())
-            helper.close()
-        for helper in gated:
-            loop.add_reader(helper.fileno(), server._helper_answered, helper)
-        server._idle = list(reversed(gated))  # type: ignore[arg-type]  # used first to last
+        server.group_commit.replace_helpers(gated)  # type: ignore[arg-type]  # duck-typed fake
 
     done = threading.Event()
     loop.call_soon_threadsafe(lambda: (swap(), done.set()))
@@ -255,7 +255,8 @@ def test_calls_queued_behind_a_helper_flush_are_answered_when_synced_on_the_loop
         try:
             a = _start_in_thread(first, answered)
             assert eventually(lambda: bool(gated.requested)), "the flush did not reach the helper"
-            server.config = dataclasses.replace(server.config, sync_helper_min_edits=2)
+            gc = server.group_commit
+            gc.config = dataclasses.replace(gc.config, sync_helper_min_edits=2)
             b = _start_in_thread(second, answered)
             assert eventually(lambda: len(server.waiting) == 2), "the second call did not arrive"
             gated.answer()
@@ -313,22 +314,17 @@ def _age_answers(server: ThriftServer, by_s: float) -> None:
     """Make every connection's last answer ``by_s`` older, on the server's loop (the
     delay logic reads the monotonic clock: this is how the test lets time pass)."""
     done = threading.Event()
-
-    def age() -> None:
-        for conn in server.answered:
-            server.answered[conn] -= by_s
-        done.set()
-
-    assert server._loop is not None
-    server._loop.call_soon_threadsafe(age)
+    loop = server.group_commit.loop
+    assert loop is not None
+    loop.call_soon_threadsafe(lambda: (server.group_commit.age_answers(by_s), done.set()))
     assert done.wait(10)
 
 
 def test_commit_delay_waits_for_recently_answered_connections_only(tmp_path: Path) -> None:
     manager = new_manager(tmp_path)
-    stats = manager._wal.stats  # type: ignore[union-attr]
+    stats = manager.log.stats
     with serving(manager, helper=False, commit_delay_us=100_000) as server:
-        server.commit_delay_s = DELAY_S
+        server.group_commit.delay_s = DELAY_S
         a, b = connect(server), connect(server)  # a call not answered in 10 s fails
         try:
             # A lone client is never held back: its own answer does not count.

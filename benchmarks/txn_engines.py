@@ -1,0 +1,144 @@
+"""The two engines of ``txn serve`` against each other and against the disk's own bound,
+alternately (docs/benchmarks.md, "The native engine").
+
+Each round measures, one after the other: the disk's bound (``group_commit_bound.c``, 16
+clients, 200 µs commit delay), then for each engine in turn (the order alternates between
+rounds) a fresh ``txn serve --engine E`` with its state on disk driven by 16 Java threads
+on the client Apache Thrift generates and by 16 ``ThriftTxClient`` threads, and a fresh
+``txn serve --engine E --in-memory`` driven by 16 Java threads; with the server's CPU per
+cycle over each measured window. Medians over the rounds, and each durable median as a
+fraction of the bound's median.
+
+    python -m benchmarks.txn_engines [--rounds N] [--seconds S] [--out FILE]
+
+(also run by ``make bench-txn``, as its ``engines`` section)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import new_report, write_report
+from benchmarks.txn_external import compile_bound, cpu_seconds, java_cycles
+
+__all__ = ["compare_engines"]
+
+ENGINES = ("python", "native")
+RESULTS = Path(__file__).with_name("results")
+
+
+def _bound(program: Path, root: Path, seconds: float) -> float:
+    command = [program, 16, seconds, root / "bound.log", 1, 200]
+    out = subprocess.run(list(map(str, command)), check=True, capture_output=True, text=True)
+    return float(json.loads(out.stdout)["cycles_per_second"])
+
+
+def _thrift_client_cycles(address: tuple[str, int], pid: int, seconds: float) -> dict[str, Any]:
+    """16 ``ThriftTxClient`` threads (in 4 processes), with the server's CPU per cycle."""
+    from benchmarks.txn_bench import _drive_clients
+
+    cpu0 = cpu_seconds(pid)
+    run = _drive_clients("cycle", address, 16, seconds)
+    cpu = cpu_seconds(pid) - cpu0  # includes the clients' warm-up: an upper bound
+    return {**run, "server_cpu_us_per_cycle": round(cpu / max(1, run["ops"]) * 1e6, 1)}
+
+
+def _engine_round(
+    engine: str, root: Path, classes: Path | None, seconds: float
+) -> dict[str, dict[str, Any]]:
+    from tests.integration.procs import ServerProcess
+
+    points: dict[str, dict[str, Any]] = {}
+    server = ServerProcess(root / f"state-{engine}", "--engine", engine)
+    address = server.start()
+    try:
+        assert server.proc is not None
+        if classes is not None:
+            points["java_16"] = java_cycles(classes, address, server.proc.pid, 16, seconds)
+        points["thrift_tx_client_16"] = _thrift_client_cycles(address, server.proc.pid, seconds)
+    finally:
+        server.terminate()
+    if classes is not None:
+        server = ServerProcess(None, "--engine", engine)
+        address = server.start()
+        try:
+            assert server.proc is not None
+            points["java_16_in_memory"] = java_cycles(
+                classes, address, server.proc.pid, 16, seconds
+            )
+        finally:
+            server.terminate()
+    return points
+
+
+def compare_engines(root: Path, rounds: int, seconds: float) -> dict[str, Any]:
+    """The comparison of the module docstring; sections it cannot run are noted."""
+    from tests.interop.__main__ import generate, missing_tools
+
+    program = compile_bound(root)
+    missing = missing_tools()
+    classes = None
+    if not missing:
+        _, classes = generate(root / "java-engines", Path(__file__).parent / "java" / "TxLoad.java")
+    section: dict[str, Any] = {"rounds": [], "notes": []}
+    if program is None:
+        section["notes"].append("no C compiler: no bound")
+    if classes is None:
+        section["notes"].append(f"no Java client: needs {missing} (make interop-deps)")
+    for r in range(rounds):
+        one: dict[str, Any] = {}
+        if program is not None:
+            one["bound_16"] = _bound(program, root, seconds)
+        order = ENGINES if r % 2 == 0 else tuple(reversed(ENGINES))
+        for engine in order:
+            with tempfile.TemporaryDirectory(dir=root) as tmp:
+                one[engine] = _engine_round(engine, Path(tmp), classes, seconds)
+        section["rounds"].append(one)
+        print(f"engines round {r + 1}: {json.dumps(one)}", flush=True)
+    section["medians"] = _medians(section["rounds"])
+    print(f"engines medians: {json.dumps(section['medians'])}", flush=True)
+    return section
+
+
+def _medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    bounds = [r["bound_16"] for r in rounds if "bound_16" in r]
+    if bounds:
+        out["bound_16"] = statistics.median(bounds)
+    for engine in ENGINES:
+        for point in rounds[0].get(engine, {}):
+            runs = [r[engine][point] for r in rounds]
+            median = statistics.median(run["per_second"] for run in runs)
+            cpu = statistics.median(run["server_cpu_us_per_cycle"] for run in runs)
+            entry = {
+                "per_second": median,
+                "range": [min(x["per_second"] for x in runs), max(x["per_second"] for x in runs)],
+                "server_cpu_us_per_cycle": cpu,
+            }
+            if bounds and not point.endswith("in_memory"):
+                entry["of_bound"] = round(median / statistics.median(bounds), 2)
+            out[f"{engine}/{point}"] = entry
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--out", type=Path, default=RESULTS / "txn-engines.json")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        section = compare_engines(Path(tmp), args.rounds, args.seconds)
+    write_report(args.out, new_report("txn-engines", seconds_per_point=args.seconds, **section))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

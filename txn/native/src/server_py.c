@@ -1,0 +1,221 @@
+/* The Python face of the native server (txn.native.server.NativeThriftServer wraps it). */
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+
+PyObject *server_serve(Server *s, PyObject *unused); /* server.c */
+extern char SERVER_LISTEN_TAG, SERVER_WAKE_TAG, SERVER_TIMER_TAG, SERVER_LOG_TAG;
+
+static int watch(Server *s, int fd, void *tag) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
+    return epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+/* Server(listen_fd, machine, log, lock, clock, state, dispatch, on_close, config): config
+ * is a dict of the HotConfig values and the server's limits. The server owns listen_fd. */
+static int server_init(Server *s, PyObject *args, PyObject *kwargs) {
+    int listen_fd;
+    PyObject *machine, *log, *config;
+    s->epfd = s->wake_fd = s->timer_fd = s->listen_fd = -1;
+    if (s->initialized) {
+        PyErr_SetString(PyExc_RuntimeError, "Server.__init__ called twice");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "iO!O!OOOOOO!", &listen_fd, &MachineType, &machine, &LogType,
+                          &log, &s->lock, &s->clock, &s->state, &s->dispatch, &s->on_close,
+                          &PyDict_Type, &config))
+        return -1;
+    s->listen_fd = listen_fd;
+    s->machine = (Machine *)Py_NewRef(machine);
+    s->log = (Log *)Py_NewRef(log);
+    Py_INCREF(s->lock);
+    Py_INCREF(s->clock);
+    Py_INCREF(s->state);
+    Py_INCREF(s->dispatch);
+    Py_INCREF(s->on_close);
+    long long values[12];
+    static const char *names[] = {
+        "default_timeout_s",    "long_timeout_s",      "max_timeout_s",
+        "changeset_count_limit", "changeset_count_warn", "changeset_size_limit",
+        "changeset_size_warn",  "retain_client_id",    "max_frame_bytes",
+        "offload_frame_bytes",  "commit_delay_us",     "max_pending_frame_bytes",
+    };
+    for (int i = 0; i < 12; i++) {
+        PyObject *v = PyDict_GetItemString(config, names[i]);
+        if (v == NULL) {
+            PyErr_Format(PyExc_KeyError, "config lacks %s", names[i]);
+            return -1;
+        }
+        values[i] = PyLong_AsLongLong(v);
+        if (values[i] == -1 && PyErr_Occurred()) return -1;
+    }
+    static const char *seconds[] = {"drain_timeout_s", "frame_timeout_s", "idle_timeout_s"};
+    double *targets[] = {&s->drain_timeout_s, &s->frame_timeout_s, &s->idle_timeout_s};
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = PyDict_GetItemString(config, seconds[i]);
+        if (v == NULL) {
+            PyErr_Format(PyExc_KeyError, "config lacks %s", seconds[i]);
+            return -1;
+        }
+        *targets[i] = PyFloat_AsDouble(v);
+        if (*targets[i] == -1.0 && PyErr_Occurred()) return -1;
+    }
+    PyObject *client = PyDict_GetItemString(config, "default_client");
+    if (client == NULL) {
+        PyErr_SetString(PyExc_KeyError, "config lacks default_client");
+        return -1;
+    }
+    s->cfg = (HotConfig){values[0], values[1], values[2], values[3], values[4],
+                         values[5], values[6], (int)values[7], Py_NewRef(client)};
+    s->max_frame_bytes = (uint32_t)values[8];
+    s->offload_frame_bytes = (uint32_t)values[9];
+    s->commit_delay_s = (double)values[10] / 1e6;
+    s->budget_capacity = values[11];
+    pthread_mutex_init(&s->qmu, NULL);
+    s->initialized = 1;
+    fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (s->epfd < 0 || s->wake_fd < 0 || s->timer_fd < 0 ||
+        watch(s, listen_fd, &SERVER_LISTEN_TAG) < 0 || watch(s, s->wake_fd, &SERVER_WAKE_TAG) < 0 ||
+        watch(s, s->timer_fd, &SERVER_TIMER_TAG) < 0 ||
+        (s->log->notify_fd >= 0 && watch(s, s->log->notify_fd, &SERVER_LOG_TAG) < 0)) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    return 0;
+}
+
+static void wake(Server *s) {
+    uint64_t one = 1;
+    ssize_t ignored = write(s->wake_fd, &one, sizeof one);
+    (void)ignored;
+}
+
+static PyObject *s_stop(Server *s, PyObject *unused) {
+    pthread_mutex_lock(&s->qmu);
+    s->stop_requested = 1;
+    pthread_mutex_unlock(&s->qmu);
+    wake(s);
+    Py_RETURN_NONE;
+}
+
+/* complete(conn_id, slot, ticket, data): a deferred call's answer (bytes), or a str: close
+ * the connection. Any thread. */
+static PyObject *s_complete(Server *s, PyObject *args) {
+    unsigned long long conn_id, slot;
+    long long ticket;
+    PyObject *data;
+    if (!PyArg_ParseTuple(args, "KKLO", &conn_id, &slot, &ticket, &data)) return NULL;
+    Completion *done = malloc(sizeof *done);
+    if (done == NULL) return PyErr_NoMemory();
+    *done = (Completion){NULL, conn_id, slot, ticket, Py_NewRef(data)};
+    pthread_mutex_lock(&s->qmu);
+    Completion **at = &s->completions;
+    while (*at != NULL) at = &(*at)->next; /* in order: few are ever queued */
+    *at = done;
+    pthread_mutex_unlock(&s->qmu);
+    wake(s);
+    Py_RETURN_NONE;
+}
+
+/* age_answers(seconds): make every recorded answer older, as if that time had passed (the
+ * commit delay's tests; any thread). */
+static PyObject *s_age_answers(Server *s, PyObject *arg) {
+    double seconds = PyFloat_AsDouble(arg);
+    if (seconds == -1.0 && PyErr_Occurred()) return NULL;
+    pthread_mutex_lock(&s->qmu);
+    s->age_by += seconds;
+    pthread_mutex_unlock(&s->qmu);
+    wake(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *get_connections(Server *s, void *unused) { return PyLong_FromLong(s->nconns); }
+
+static PyObject *get_waiting(Server *s, void *unused) {
+    int n = 0;
+    for (Conn *c = s->waiting; c != NULL; c = c->wnext) n += !c->dead;
+    return PyLong_FromLong(n);
+}
+
+static PyObject *get_budget(Server *s, void *unused) {
+    int waiting = 0;
+    for (Conn *c = s->budget_head; c != NULL; c = c->bnext) waiting++;
+    return Py_BuildValue("Li", (long long)s->budget_used, waiting);
+}
+
+static PyObject *get_stats(Server *s, void *unused) {
+    return Py_BuildValue("LL", (long long)s->stat_native, (long long)s->stat_generic);
+}
+
+static PyMethodDef methods[] = {
+    {"serve", (PyCFunction)server_serve, METH_NOARGS,
+     "Run the loop in this thread until stop() and the connections have drained."},
+    {"stop", (PyCFunction)s_stop, METH_NOARGS, "Stop accepting and drain (any thread)."},
+    {"complete", (PyCFunction)s_complete, METH_VARARGS, "A deferred call's answer (any thread)."},
+    {"age_answers", (PyCFunction)s_age_answers, METH_O,
+     "Age the commit delay's recorded answers by the seconds given (tests; any thread)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef getset[] = {
+    {"connections", (getter)get_connections, NULL, NULL, NULL},
+    {"waiting", (getter)get_waiting, NULL, "connections with replies parked until durable", NULL},
+    {"budget", (getter)get_budget, NULL, "(frame-budget bytes held, connections waiting)", NULL},
+    {"stats", (getter)get_stats, NULL, "(calls answered in C, calls sent to Python)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static void server_dealloc(Server *s) {
+    while (s->conns != NULL) conn_close(s, s->conns, NULL);
+    while (s->graveyard != NULL) {
+        Conn *c = s->graveyard;
+        s->graveyard = c->next;
+        free(c);
+    }
+    while (s->held != NULL) {
+        Held *h = s->held;
+        s->held = h->next;
+        free(h);
+    }
+    while (s->completions != NULL) {
+        Completion *c = s->completions;
+        s->completions = c->next;
+        Py_DECREF(c->data);
+        free(c);
+    }
+    int fds[] = {s->epfd, s->listen_fd, s->wake_fd, s->timer_fd};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    Py_XDECREF(s->machine);
+    Py_XDECREF(s->log);
+    Py_XDECREF(s->lock);
+    Py_XDECREF(s->clock);
+    Py_XDECREF(s->state);
+    Py_XDECREF(s->dispatch);
+    Py_XDECREF(s->on_close);
+    Py_XDECREF(s->cfg.default_client);
+    buf_free(&s->scratch);
+    if (s->initialized) pthread_mutex_destroy(&s->qmu);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+PyTypeObject ServerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "txn.native._core.Server",
+    .tp_basicsize = sizeof(Server),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The native Thrift server (see txn/native/server.py).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)server_init,
+    .tp_dealloc = (destructor)server_dealloc,
+    .tp_methods = methods,
+    .tp_getset = getset,
+};
