@@ -128,6 +128,7 @@ class MessagingService(QueueMethods):
         self._executor = ThreadPoolExecutor(_WRITER_THREADS, thread_name_prefix="tms-writer")
         self._closed = False
         self.metrics.watch_topic_sizes(self.topic_sizes)
+        self.metrics.watch_queues(self.queues_stats, clock.now_ms)
 
     def now_ms(self) -> int:
         """The service's clock."""

@@ -90,6 +90,10 @@ class QueueMethods:
             if m.exists and m.properties.get("kind") == QueueConfig.KIND
         ]
 
+    def queues_stats(self) -> list[tuple[TopicId, QueueStats]]:
+        """Every queue's ``queue_stats`` (for metrics)."""
+        return [(m.topic, self.queue_stats(m.topic)) for m in self._queues()]
+
     def pending_queue_pointers(self) -> dict[TopicId, set[int]]:
         """Per queue, write pointers of transactions with enqueues or acks pending there
         (the oldest ones first, up to 10,000 entries a queue): for cleanup, which settles

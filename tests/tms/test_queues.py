@@ -350,3 +350,16 @@ def test_cleanup_settles_pending_work_of_finished_transactions_and_bounds_prunin
     assert report.prune_upper_bound >= invalid.write_pointer
     txns.abort(running)
     svc.close()
+
+
+def test_metrics_count_each_state_and_the_oldest_ready_age(
+    svc: MessagingService, clock: FakeClock
+) -> None:
+    enqueue(svc, b"a", b"b", EnqueueItem(b"later", delay_ms=60_000))
+    receive(svc, 1)
+    clock.advance(2_500)
+    text = svc.metrics.exposition().decode()
+    labels = '{namespace="ns",topic="jobs"}'
+    for name, value in (("ready", 1), ("leased", 1), ("scheduled", 1), ("dead", 0)):
+        assert f"tms_queue_{name}_messages{labels} {value}.0" in text
+    assert f"tms_queue_oldest_ready_age_seconds{labels} 2.5" in text
