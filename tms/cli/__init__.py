@@ -10,6 +10,7 @@
     tms inspect NS TOPIC [--start-ms T] [--end-ms T] [--limit N]
     tms export NS TOPIC FILE [--format jsonl|avro] [--from-start | ...]
     tms import NS TOPIC FILE [--format jsonl|avro]
+    tms queue create|enqueue|receive|ack|nack|stats NS QUEUE ...   (docs/queues.md)
     tms top NS [--interval S] [--iterations N]
     tms metrics [--match TEXT]
     tms completion bash|zsh
@@ -38,7 +39,7 @@ import os
 import sys
 from types import ModuleType
 
-from tms.cli import messages, observe, serve, topics, transfer
+from tms.cli import messages, observe, queue, serve, topics, transfer
 from tms.errors import TmsError
 from txn.clikit import add_completion_command, add_version_option, guarded
 from txn.errors import TxError
@@ -47,7 +48,7 @@ __all__ = ["DEFAULT_URL", "FAMILIES", "build_parser", "main"]
 
 DEFAULT_URL = "http://127.0.0.1:15166"
 
-FAMILIES: tuple[ModuleType, ...] = (serve, topics, messages, transfer, observe)
+FAMILIES: tuple[ModuleType, ...] = (serve, topics, messages, queue, transfer, observe)
 """The modules that register commands, in the order ``tms --help`` lists them."""
 
 
