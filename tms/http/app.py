@@ -131,6 +131,7 @@ class Api(ObserveApi, ConsoleApi, QueueHandlers):
             "stats": True,
             "metricsHistory": config.history_interval_s > 0,
             "transactions": tx_watch is not None,
+            "queues": True,
         }
         """What the console may show (``GET /v1/console``): a panel whose feature is
         missing or False is not shown. Later features add their key here."""
