@@ -69,7 +69,9 @@ def test_console_info_tells_who_and_what(secured: Served) -> None:
         False,
     )
     assert viewer["grants"] == [{"namespace": "ns1", "topic": "*", "permissions": ["read"]}]
-    assert viewer["features"] == {"stats": True, "metricsHistory": True, "transactions": False}
+    assert viewer["features"] == {
+        "stats": True, "metricsHistory": True, "transactions": False, "queues": True,
+    }  # fmt: skip
     assert secured.http.get(f"{secured.url}/v1/console").status_code == 401
 
 
