@@ -14,6 +14,17 @@ changed in this batch, and add the messages that became ready in it.
 Each operation checks everything first and only then changes anything, so an operation
 that fails (raises) leaves nothing behind in the batch.
 
+Index scans start at the writer's *floors* (``IndexFloors``): per index kind, a key
+below which the store holds no live entry. A queue's index is a moving window — entries
+are added at one end and deleted at the other — and an ordered store keeps deleted keys
+as tombstones for a while (LevelDB until compaction), so a scan from the start of a kind
+would step over every entry deleted since; with the floor it starts at the first live
+one. A floor is learnt from a scan that covered everything below it (the first live key
+it met, even past the scan's end: the store stepped over the deleted keys up to it
+anyway) and lowered by every entry this writer puts below it (the writer is the only one
+adding entries; a scan does not show the batch's own entries yet, so a floor learnt in a
+batch is never above them).
+
 Housekeeping rides on the operations that need it, bounded per batch so no batch grows
 without limit (``_HOUSEKEEPING_ROWS``): a receive first expires leases that ran out
 (back-off, or dead after ``max_attempts``), settles pending transactional work with the
@@ -25,8 +36,9 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
+from tms.codec import keys
 from tms.codec import queue as qc
 from tms.codec.queue import QueueRow
 from tms.errors import TmsInvalidArgumentError, TransactionNotInProgressError
@@ -48,10 +60,15 @@ from tms.queues import (
 from tms.store.queues import QueueTables
 from tms.store.tables import TableBatch
 
-__all__ = ["QueueBatch"]
+__all__ = ["IndexFloors", "QueueBatch"]
+
+IndexFloors = dict[bytes, bytes]
+"""Index kind -> a key below which the store holds no live entry of that kind (see the
+module docstring); one per queue writer, lost (and learnt again) when it is replaced."""
 
 _HOUSEKEEPING_ROWS = 5_000
 _FOREVER = 2**62
+_AFTER_ALL = b"\xff" * 64  # above every index key
 
 
 class QueueBatch:
@@ -68,6 +85,7 @@ class QueueBatch:
         next_id: Callable[[], bytes],
         guard: WritePointerGuard,
         rng: random.Random,
+        floors: IndexFloors | None = None,
     ) -> None:
         self._q = queues
         self._prefix = prefix
@@ -77,6 +95,8 @@ class QueueBatch:
         self._next_id = next_id
         self._guard = guard
         self._rng = rng
+        self._floors: IndexFloors = floors if floors is not None else {}
+        self._put_min: dict[bytes, bytes] = {}  # per kind, the least entry put in the batch
         self._rows: dict[bytes, QueueRow | None] = {}  # changed in this batch (None: deleted)
         self._keys: dict[str, bytes | None] = {}
         self._fresh_ready: dict[bytes, QueueRow] = {}  # became ready in this batch
@@ -104,13 +124,51 @@ class QueueBatch:
             counts[old.state] -= 1
         counts[new.state] += 1
         self.changed += 1
-        self._q.put_row(self._batch, self._prefix, old, new)
+        index = self._q.put_row(self._batch, self._prefix, old, new)
+        self._lower_floor(index[len(self._prefix) : len(self._prefix) + 1], index)
         self._rows[new.id] = new
         if new.state is QueueState.READY:
             self._fresh_ready[new.id] = new
             self.became_ready = True
         else:
             self._fresh_ready.pop(new.id, None)
+
+    def _lower_floor(self, kind: bytes, index: bytes) -> None:
+        """An entry of ``kind`` put in this batch: no floor above it, now or after a
+        later scan of the store (which does not show it yet)."""
+        if index < self._put_min.get(kind, _AFTER_ALL):
+            self._put_min[kind] = index
+        floor = self._floors.get(kind)
+        if floor is not None and index < floor:
+            self._floors[kind] = index
+
+    def _entries(
+        self, kind: bytes, *, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[bytes]:
+        """Index keys of ``kind`` from the packed fields ``start`` to ``stop`` (see
+        ``QueueTables.entries``), from the floor on, learning the floor when the scan
+        covers everything below it (see the module docstring)."""
+        base = self._prefix + kind
+        floor = self._floors.get(kind)
+        begin = base + start
+        covers = begin <= floor if floor is not None else not start
+        if floor is not None and floor > begin:
+            begin = floor
+        end = keys.stop_key_for_prefix(base)
+        bound = base + stop if stop is not None else end
+        if bound is not None and begin >= bound:
+            return
+        found = False
+        put = self._put_min.get(kind, _AFTER_ALL)
+        for key in self._q.index_keys(begin, end):
+            if covers and not found:
+                self._floors[kind] = min(key, put)
+            found = True
+            if bound is not None and key >= bound:
+                return
+            yield key
+        if covers and not found and end is not None:
+            self._floors[kind] = min(end, put)  # nothing live in the store's kind
 
     def _delete(self, row: QueueRow) -> None:
         self._counters()[row.state] -= 1
@@ -189,7 +247,7 @@ class QueueBatch:
         self.housekeeping()
         lease_ms = request.lease_ms if request.lease_ms is not None else self._config.lease_s * 1000
         candidates: list[QueueRow] = []
-        for key in self._q.entries(self._prefix, b"r"):
+        for key in self._entries(b"r"):
             message_id = qc.index_entry_id(key)
             if message_id in self._rows:
                 continue  # changed in this batch: its entry here is gone
@@ -208,14 +266,15 @@ class QueueBatch:
             )  # fmt: skip
             self._put(row, new)
             leased.append(new.message())
-        return ReceiveResult(tuple(leased), self._next_due())
+        # Only a receiver that got nothing waits, and needs to know for how long.
+        return ReceiveResult(tuple(leased), None if leased else self._next_due())
 
     def _next_due(self) -> int | None:
         """The earliest scheduled due time or lease expiry known to this batch."""
         times = [
             qc.index_entry_time(key)
             for kind in (b"s", b"l")
-            for key in _first(self._q.entries(self._prefix, kind))
+            for key in _first(self._entries(kind))
             if qc.index_entry_id(key) not in self._rows
         ]
         for row in self._rows.values():
@@ -282,7 +341,7 @@ class QueueBatch:
         for kind in (b"p", b"w"):
             start = wp.to_bytes(8, "big")
             stop = (wp + 1).to_bytes(8, "big")
-            for key in list(self._q.entries(self._prefix, kind, start=start, stop=stop)):
+            for key in list(self._entries(kind, start=start, stop=stop)):
                 row = self._get(qc.index_entry_id(key))
                 if row is None or row.tx_write_pointer != wp:
                     continue
@@ -330,7 +389,11 @@ class QueueBatch:
                 self._put(row, self._waiting(row, row.due_ms))
 
     def _settle_known(self) -> None:
-        pointers = self._q.pending_pointers(self._prefix, _HOUSEKEEPING_ROWS)
+        pointers = {
+            qc.index_entry_time(key)
+            for kind in (b"p", b"w")
+            for key in _limit(self._entries(kind), _HOUSEKEEPING_ROWS)
+        }
         for wp, committed in self._guard.outcomes(pointers).items():
             self._settle(wp, committed)
 
@@ -345,7 +408,7 @@ class QueueBatch:
         """Up to ``_HOUSEKEEPING_ROWS`` rows of an index kind below ``stop`` not yet
         changed in this batch."""
         rows = []
-        for key in _limit(self._q.entries(self._prefix, kind, stop=stop), _HOUSEKEEPING_ROWS):
+        for key in _limit(self._entries(kind, stop=stop), _HOUSEKEEPING_ROWS):
             message_id = qc.index_entry_id(key)
             if message_id in self._rows:
                 continue

@@ -267,8 +267,9 @@ class QueueMessage:
 
 @dataclass(frozen=True, slots=True)
 class ReceiveResult:
-    """The leased messages; ``next_due_ms``: when a message may next become ready (the
-    earliest scheduled message or lease expiry known), for a receiver that waits."""
+    """The leased messages; ``next_due_ms`` (when none was leased): when a message may
+    next become ready (the earliest scheduled message or lease expiry known), for a
+    receiver that waits."""
 
     messages: tuple[QueueMessage, ...]
     next_due_ms: int | None = None

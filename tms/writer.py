@@ -71,7 +71,7 @@ from tms.operations import (
     Store,
     Ticket,
 )
-from tms.queue_batch import QueueBatch, check_queue
+from tms.queue_batch import IndexFloors, QueueBatch, check_queue
 from tms.queues import AckOutcome, Enqueued, QueueConfig, ReceiveResult
 from tms.store.tables import PayloadRow, TableBatch, Tables
 from txms_common.clock import Clock
@@ -141,6 +141,7 @@ class TopicWriter:
             last = tables.messages.last_position(self.prefix, earlier_generations=True)
         self._ms, self._next_seq = (last[0], last[1] + 1) if last is not None else (0, 0)
         self._payload_positions: dict[int, tuple[int, int]] = {}
+        self.queue_floors: IndexFloors = {}  # a queue's index floors (tms.queue_batch)
 
     # -- submitting -----------------------------------------------------------------------
 
@@ -400,6 +401,7 @@ class _Batch:
                 next_id=lambda: queue_id(*w._next_position(self._now)),
                 guard=w._guard,
                 rng=w._rng,
+                floors=w.queue_floors,
             )
         return self._queue
 

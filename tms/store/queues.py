@@ -74,7 +74,11 @@ class QueueTables:
         fields ``start`` (packed) up to, excluding, ``stop`` (packed; None: all)."""
         base = prefix + kind
         stop_key = base + stop if stop is not None else keys.stop_key_for_prefix(base)
-        for key, _value in self.index.scan(base + start, stop_key):
+        return self.index_keys(base + start, stop_key)
+
+    def index_keys(self, start: bytes, stop: bytes | None) -> Iterator[bytes]:
+        """Index keys from ``start`` up to, excluding, ``stop`` (whole keys)."""
+        for key, _value in self.index.scan(start, stop):
             yield key
 
     def scan_rows(self, prefix: bytes, start: bytes = b"") -> Iterator[QueueRow]:
@@ -115,8 +119,9 @@ class QueueTables:
     # -- writes (added to a batch) --------------------------------------------------------
 
     @staticmethod
-    def put_row(batch: TableBatch, prefix: bytes, old: QueueRow | None, new: QueueRow) -> None:
-        """Replace ``old`` (None: a new message) by ``new``, index entry included."""
+    def put_row(batch: TableBatch, prefix: bytes, old: QueueRow | None, new: QueueRow) -> bytes:
+        """Replace ``old`` (None: a new message) by ``new``, index entry included; the
+        new index entry."""
         ops = batch.ops
         new_index = qc.index_key(prefix, new)
         if old is not None:
@@ -125,6 +130,7 @@ class QueueTables:
                 ops.append((INDEX_TABLE, old_index, None))
         ops.append((INDEX_TABLE, new_index, b""))
         ops.append((QUEUE_TABLE, prefix + new.id, qc.encode_queue_row(new)))
+        return new_index
 
     @staticmethod
     def delete_row(batch: TableBatch, prefix: bytes, row: QueueRow) -> None:
