@@ -189,6 +189,8 @@ def inspect_queue(
     return {
         "kind": "queue",
         "generation": metadata.generation,
+        "deleted": False,
+        "rows": [],
         "messages": rows,
         "truncated": truncated,
     }

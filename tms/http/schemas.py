@@ -106,6 +106,12 @@ SCHEMAS: dict[str, Any] = {
                 "type": "boolean",
                 "description": "more message rows than the limit",
             },
+            "kind": {"type": "string", "enum": ["queue"], "description": "a queue's report"},
+            "messages": {
+                "type": "array",
+                "items": _ref("QueueInspectRow"),
+                "description": "a queue's messages (its rows is empty)",
+            },
         },
     },
     "InspectRow": {
@@ -244,6 +250,23 @@ _RECEIPTS = {"type": "array", "items": {"type": "string", "description": "<id he
 _WP = {"type": "integer", "nullable": True}
 
 QUEUE_SCHEMAS: dict[str, Any] = {
+    "QueueInspectRow": _object(
+        "A queue's message and its state (GET …/inspect of a queue)",
+        id={"type": "string"},
+        state={
+            "type": "string",
+            "enum": ["pending", "scheduled", "ready", "leased", "acked", "dead"],
+        },
+        attempts=_INT,
+        priority=_INT,
+        enqueueTime=_INT,
+        due=_INT,
+        leaseExpires=_WP,
+        doneTime=_WP,
+        transactionWritePointer=_WP,
+        key={"type": "string", "nullable": True},
+        payloadSize=_INT,
+    ),
     "EnqueueRequest": _object(
         "Messages for a queue; with transactionWritePointer pending until it commits",
         transactionWritePointer=_WP,

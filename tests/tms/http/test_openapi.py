@@ -208,6 +208,7 @@ def test_real_json_answers_fit_their_schemas(served: Served) -> None:
     settle = {"transactionWritePointer": wp + 30, "commit": False}
     check("POST", TOPIC + "/settle", http.post(f"{base}/q/settle", json=settle))
     check("GET", TOPIC + "/queue", http.get(f"{base}/q/queue"))
+    check("GET", TOPIC + "/inspect", http.get(f"{base}/q/inspect"))
 
     assert {path for _m, path, _v in checks} >= {
         r.path for r in ROUTES if r.path.startswith("/v1/namespaces") and r.handler != "store"
