@@ -212,12 +212,13 @@ def _tx_uses(wp: int | None, use: Use = Use.WRITE) -> PointerUses:
     return () if wp is None else ((wp, use),)
 
 
-@dataclass(frozen=True, slots=True)
-class Enqueue:
-    """Add messages to a queue (PENDING until their transaction commits, if any)."""
+class _QueueOperation:
+    """What the queue operations share: the topic is their request's, nothing makes
+    them invalid that their request did not refuse already, and they write under no
+    write pointer unless they say so."""
 
-    request: EnqueueRequest
-    kind: ClassVar[str] = "enqueue"
+    __slots__ = ()
+    request: EnqueueRequest | ReceiveRequest | AckRequest | NackRequest | SettleRequest
 
     @property
     def topic(self) -> TopicId:
@@ -225,6 +226,17 @@ class Enqueue:
 
     def check(self) -> None:
         pass
+
+    def uses(self) -> PointerUses:
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueue(_QueueOperation):
+    """Add messages to a queue (PENDING until their transaction commits, if any)."""
+
+    request: EnqueueRequest
+    kind: ClassVar[str] = "enqueue"
 
     def uses(self) -> PointerUses:
         return _tx_uses(self.request.tx_write_pointer)
@@ -234,39 +246,22 @@ class Enqueue:
 
 
 @dataclass(frozen=True, slots=True)
-class Receive:
+class Receive(_QueueOperation):
     """Lease due messages (a write: the lease is durable before it is handed out)."""
 
     request: ReceiveRequest
     kind: ClassVar[str] = "receive"
-
-    @property
-    def topic(self) -> TopicId:
-        return self.request.topic
-
-    def check(self) -> None:
-        pass
-
-    def uses(self) -> PointerUses:
-        return ()
 
     def apply(self, dispatch: WriteDispatch) -> ReceiveResult:
         return dispatch.receive(self)
 
 
 @dataclass(frozen=True, slots=True)
-class Ack:
+class Ack(_QueueOperation):
     """Finish deliveries (at the transaction's commit, if transactional)."""
 
     request: AckRequest
     kind: ClassVar[str] = "ack"
-
-    @property
-    def topic(self) -> TopicId:
-        return self.request.topic
-
-    def check(self) -> None:
-        pass
 
     def uses(self) -> PointerUses:
         return _tx_uses(self.request.tx_write_pointer)
@@ -276,40 +271,23 @@ class Ack:
 
 
 @dataclass(frozen=True, slots=True)
-class Nack:
+class Nack(_QueueOperation):
     """Return deliveries to the queue."""
 
     request: NackRequest
     kind: ClassVar[str] = "nack"
-
-    @property
-    def topic(self) -> TopicId:
-        return self.request.topic
-
-    def check(self) -> None:
-        pass
-
-    def uses(self) -> PointerUses:
-        return ()
 
     def apply(self, dispatch: WriteDispatch) -> tuple[AckOutcome, ...]:
         return dispatch.nack(self)
 
 
 @dataclass(frozen=True, slots=True)
-class Settle:
+class Settle(_QueueOperation):
     """A transaction's outcome for its pending queue work: after a commit (the pointer
     must be committed) or instead of one (the pointer must be in progress or invalid)."""
 
     request: SettleRequest
     kind: ClassVar[str] = "settle"
-
-    @property
-    def topic(self) -> TopicId:
-        return self.request.topic
-
-    def check(self) -> None:
-        pass
 
     def uses(self) -> PointerUses:
         use = Use.COMMITTED if self.request.commit else Use.ROLLBACK
