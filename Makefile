@@ -14,6 +14,7 @@ NATIVE := $(wildcard txn/native/src/*.c txn/native/src/*.h)
 DATA_DIR  ?= ./data
 TX_PORT   ?= 15165
 HTTP_PORT ?= 15166
+RPC_PORT  ?= 15167
 CONFIG    ?=
 AUTH      ?=
 TLS_CERT  ?=
@@ -37,7 +38,7 @@ example: $(STAMP)
 
 run: $(RUN_STAMP)
 	@$(BIN)/python -m tms.standalone --data-dir '$(DATA_DIR)' --tx-port $(TX_PORT) \
-		--http-port $(HTTP_PORT) $(if $(CONFIG),--config '$(CONFIG)') $(if $(AUTH),--auth '$(AUTH)') \
+		--http-port $(HTTP_PORT) --rpc-port $(RPC_PORT) $(if $(CONFIG),--config '$(CONFIG)') $(if $(AUTH),--auth '$(AUTH)') \
 		$(if $(TLS_CERT),--tls-cert '$(TLS_CERT)') $(if $(TLS_KEY),--tls-key '$(TLS_KEY)')
 
 lint: $(STAMP)

@@ -17,6 +17,7 @@ ROOT = Path(__file__).parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 STACK_URL = "http://127.0.0.1:15166"
 TX_ADDRESS = "127.0.0.1:15165"
+RPC_URL = "tms://127.0.0.1:15167"
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARKER = re.compile(r"^<!-- doc-test: (.+?) -->\s*$")
@@ -68,6 +69,6 @@ def blocks(document: Path) -> list[Block]:
     return found
 
 
-def substitute(code: str, url: str, tx_address: str) -> str:
+def substitute(code: str, url: str, tx_address: str, rpc_url: str = RPC_URL) -> str:
     """The block with the default addresses replaced by those of a test's servers."""
-    return code.replace(STACK_URL, url).replace(TX_ADDRESS, tx_address)
+    return code.replace(STACK_URL, url).replace(TX_ADDRESS, tx_address).replace(RPC_URL, rpc_url)

@@ -1,5 +1,6 @@
 """The real servers, in this process, on loopback port 0: the transaction manager behind
-its Thrift server and the messaging service (LevelDB) behind HTTP, with clients."""
+its Thrift server and the messaging service (LevelDB) behind HTTP and the binary
+protocol, with clients."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from tms.config import TmsConfig
 from tms.guard import TransactionStateGuard
 from tms.http.app import HttpConfig
 from tms.http.server import HttpServer, HttpServerThread
+from tms.rpc.config import RpcConfig
+from tms.rpc.server import RpcServer
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
 from tms.store.tables import Tables
@@ -36,6 +39,7 @@ class Stack:
     service: MessagingService
     tables: Tables
     """A view of the service's store, to check its rows."""
+    rpc_url: str = ""
 
     def options(self, topic: str, **extra: str) -> dict[str, str]:
         """Options of the Spark data source for ``topic`` on this stack."""
@@ -58,14 +62,20 @@ def running_stack(root: Path) -> Iterator[Stack]:
     service = MessagingService(store, TmsConfig(), guard=TransactionStateGuard(guard_client))
     http = HttpServerThread(HttpServer(service, HttpConfig(port=0)))
     url = http.start()
+    http_port = int(url.rsplit(":", 1)[1])
+    rpc = HttpServerThread(RpcServer(service, RpcConfig(port=0), http_port=http_port))
+    rpc_url = rpc.start()
     messaging = MessagingClient(url, retries=1, backoff_s=0.01)
     tx = ThriftTxClient((host, port), retry=RetryNTimes(1), timeout_s=5)
     try:
         tables = Tables(store)
-        yield Stack(url, f"{host}:{port}", messaging, tx, tx_server, manager, service, tables)
+        yield Stack(
+            url, f"{host}:{port}", messaging, tx, tx_server, manager, service, tables, rpc_url
+        )
     finally:
         messaging.close()
         tx.close()
+        rpc.stop()
         http.stop()
         service.close()
         guard_client.close()

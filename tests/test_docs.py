@@ -53,7 +53,7 @@ def test_python_blocks_run(document: Path, tmp_path: Path) -> None:
     work.mkdir()
     with running_stack(tmp_path / "stack") as stack:
         program = [
-            (b.name, substitute(b.code, stack.url, stack.tx_address), b.continues)
+            (b.name, substitute(b.code, stack.url, stack.tx_address, stack.rpc_url), b.continues)
             for b in code_blocks
         ]
         result = subprocess.run(

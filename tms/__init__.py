@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from tms.client import MessagingClient as MessagingClient
     from tms.config import TmsConfig as TmsConfig
     from tms.errors import ForbiddenError as ForbiddenError
+    from tms.errors import RequestTimeoutError as RequestTimeoutError
     from tms.errors import RequestTooLargeError as RequestTooLargeError
     from tms.errors import ServiceUnavailableError as ServiceUnavailableError
     from tms.errors import StorageUnavailableError as StorageUnavailableError
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from tms.errors import TransactionServiceError as TransactionServiceError
     from tms.errors import TransactionTooOldError as TransactionTooOldError
     from tms.errors import UnauthenticatedError as UnauthenticatedError
+    from tms.errors import UnsupportedOperationError as UnsupportedOperationError
     from tms.fetcher import FetchRequest as FetchRequest
     from tms.ids import MessageId as MessageId
     from tms.model import MarkersRequest as MarkersRequest
@@ -116,6 +118,7 @@ __all__ = [
     "Receive",
     "ReceiveRequest",
     "ReceiveResult",
+    "RequestTimeoutError",
     "RequestTooLargeError",
     "Rollback",
     "RollbackDetail",
@@ -140,6 +143,7 @@ __all__ = [
     "TransactionServiceError",
     "TransactionTooOldError",
     "UnauthenticatedError",
+    "UnsupportedOperationError",
 ]
 
 _HOMES = {
@@ -147,6 +151,7 @@ _HOMES = {
     "tms.config": ("TmsConfig",),
     "tms.errors": (
         "ForbiddenError",
+        "RequestTimeoutError",
         "RequestTooLargeError",
         "ServiceUnavailableError",
         "StorageUnavailableError",
@@ -160,6 +165,7 @@ _HOMES = {
         "TransactionServiceError",
         "TransactionTooOldError",
         "UnauthenticatedError",
+        "UnsupportedOperationError",
     ),
     "tms.fetcher": ("FetchRequest",),
     "tms.ids": ("MessageId",),

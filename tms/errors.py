@@ -4,7 +4,8 @@
 
     TmsError
      ├── TmsInvalidArgumentError      (also ValueError)      HTTP 400
-     │    └── TransactionTooOldError  a write past the transaction max lifetime
+     │    ├── TransactionTooOldError  a write past the transaction max lifetime
+     │    └── UnsupportedOperationError  an operation the server does not know
      ├── TopicNotFoundError                                  HTTP 404
      ├── TopicAlreadyExistsError                             HTTP 409
      ├── TransactionNotInProgressError                       HTTP 409
@@ -16,7 +17,8 @@
      ├── RequestTooLargeError                                HTTP 413
      ├── TmsTransientError            retrying may succeed
      │    ├── StorageUnavailableError the store failed or is closed  HTTP 503
-     │    └── ServiceUnavailableError the service could not be reached (client side)
+     │    ├── ServiceUnavailableError the service could not be reached (client side)
+     │    └── RequestTimeoutError     dropped unprocessed: it waited past its timeout
      └── TransactionServiceError      the transaction service failed (cleanup, fetches)
 
 ``status`` on each class is the HTTP status the REST layer answers with; ``code`` is the
@@ -31,6 +33,7 @@ from __future__ import annotations
 __all__ = [
     "ERROR_CODES",
     "ForbiddenError",
+    "RequestTimeoutError",
     "RequestTooLargeError",
     "ServiceUnavailableError",
     "StorageUnavailableError",
@@ -44,6 +47,7 @@ __all__ = [
     "TransactionServiceError",
     "TransactionTooOldError",
     "UnauthenticatedError",
+    "UnsupportedOperationError",
     "error_for",
     "write_interrupted",
 ]
@@ -83,6 +87,12 @@ class TransactionTooOldError(TmsInvalidArgumentError):
     """A transactional write whose transaction is older than the maximum lifetime."""
 
     code = "transaction_too_old"
+
+
+class UnsupportedOperationError(TmsInvalidArgumentError):
+    """An operation code the server does not know (a client newer than the server)."""
+
+    code = "unsupported_operation"
 
 
 class TopicNotFoundError(TmsError):
@@ -154,6 +164,14 @@ class ServiceUnavailableError(TmsTransientError):
     """The messaging service could not be reached (raised by clients)."""
 
     code = "service_unavailable"
+
+
+class RequestTimeoutError(TmsTransientError):
+    """The server dropped the request, unprocessed: it waited in the server's queues past
+    the timeout the client gave it. Nothing of it was done, so sending it again is safe."""
+
+    status = 408
+    code = "request_timeout"
 
 
 class TransactionServiceError(TmsError):

@@ -28,14 +28,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tms.codec import keys
-from tms.errors import TmsInvalidArgumentError
+from tms.codec.avro import ConsumeSpec
+from tms.errors import TmsCodecError, TmsInvalidArgumentError
 from tms.filter import FilterResult, accept
-from tms.ids import INLINE_PAYLOAD_POSITION, MessageId
+from tms.ids import INLINE_PAYLOAD_POSITION, MESSAGE_ID_SIZE, MessageId
 from tms.model import Message, TopicBounds, TopicMetadata
 from tms.store.tables import Tables
+from txn.codec import decode_transaction
+from txn.errors import CodecError as TxCodecError
 from txn.transaction import Transaction
 
-__all__ = ["FetchRequest", "MessageFetcher", "scan_bounds"]
+__all__ = ["FetchRequest", "MessageFetcher", "fetch_request_of", "scan_bounds"]
 
 _MAX_LIMIT = 2**31 - 1
 _SKIP, _HOLD = FilterResult.SKIP, FilterResult.HOLD
@@ -59,6 +62,28 @@ class FetchRequest:
             raise TmsInvalidArgumentError(f"start time must not be negative, got {self.start_ms}")
         if not 0 < self.limit <= _MAX_LIMIT:
             raise TmsInvalidArgumentError(f"limit must be in 1..{_MAX_LIMIT}, got {self.limit}")
+
+
+def fetch_request_of(spec: ConsumeSpec) -> FetchRequest:
+    """The read a ConsumeRequest asks for (``limit`` None: no limit);
+    ``TmsInvalidArgumentError`` / ``TmsCodecError`` for one that makes no sense."""
+    limit = spec.limit if spec.limit is not None else _MAX_LIMIT
+    if limit <= 0:
+        raise TmsInvalidArgumentError(f"limit must be positive, got {limit}")
+    start_id = start_ms = None
+    if isinstance(spec.start_from, bytes):
+        if len(spec.start_from) != MESSAGE_ID_SIZE:
+            raise TmsInvalidArgumentError(f"startFrom must be a {MESSAGE_ID_SIZE}-byte message id")
+        start_id = MessageId.from_bytes(spec.start_from)
+    elif spec.start_from is not None:
+        start_ms = spec.start_from
+    tx = None
+    if spec.transaction is not None:
+        try:
+            tx = decode_transaction(spec.transaction)
+        except TxCodecError as exc:
+            raise TmsCodecError(f"the transaction does not decode: {exc}") from exc
+    return FetchRequest(start_id, spec.inclusive, start_ms, limit, tx)
 
 
 def _start(request: FetchRequest, smallest: int) -> tuple[tuple[int, int], bool, MessageId | None]:

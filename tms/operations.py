@@ -318,14 +318,17 @@ class Maintain:
 
 class Ticket(Generic[R_co]):
     """One operation on its way through a batch: its result or error once the batch is
-    done. Written by the batch's one leader, read by the caller after it was woken."""
+    done. Written by the batch's one leader, read by the caller after it was woken.
+    ``deadline`` (``time.monotonic()``): an operation still queued then is not applied
+    (``RequestTimeoutError``)."""
 
-    __slots__ = ("_value", "error", "op")
+    __slots__ = ("_value", "deadline", "error", "op")
 
     _value: R_co
 
-    def __init__(self, op: Operation[R_co]) -> None:
+    def __init__(self, op: Operation[R_co], deadline: float | None = None) -> None:
         self.op = op
+        self.deadline = deadline
         self.error: TmsError | None = None
 
     def apply(self, dispatch: WriteDispatch) -> None:

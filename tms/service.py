@@ -223,10 +223,12 @@ class MessagingService(QueueMethods):
         self._finished(ticket, started)
         return ticket.result()
 
-    async def submit_async(self, op: Operation[R]) -> R:
-        """``submit`` from an event loop, without blocking it."""
+    async def submit_async(self, op: Operation[R], *, deadline: float | None = None) -> R:
+        """``submit`` from an event loop, without blocking it. ``deadline``
+        (``time.monotonic()``): if the operation is still queued then, it is not written
+        and ``RequestTimeoutError`` says so (it may be sent again safely)."""
         started = time.perf_counter()
-        ticket = Ticket(op)
+        ticket = Ticket(op, deadline)
         loop = asyncio.get_running_loop()
         try:
             # Behind an opening under way, so calls of one loop keep their order.

@@ -3,19 +3,21 @@ in one process, on one event loop, with their state under one directory.
 
 * transaction manager: ``<data>/txn`` (Tephra's layout), Thrift on ``--tx-port``;
 * messaging service: LevelDB in ``<data>/tms``, REST on ``--http-port`` (HTTPS with
-  ``--tls-cert``/``--tls-key``; bearer tokens and grants with ``--auth``);
+  ``--tls-cert``/``--tls-key``; bearer tokens and grants with ``--auth``) and the binary
+  protocol (docs/rpc.md) on ``--rpc-port`` (TLS with the same certificate);
 * transactional writes are checked against the in-process manager (``tms.guard``);
 * cleanup runs in the background against the in-process manager; it is a pruning
   participant of the manager (``txn.prune``), whose pruning runs every
   ``prune_interval_s`` and truncates what every participant has cleaned (the invalid
   list stays short);
 * ``--config`` takes a TOML file with the ``[txn]`` and ``[server]`` tables of
-  ``txn serve`` and the ``[tms]`` and ``[http]`` tables of ``tms serve`` (pruning is on
+  ``txn serve`` and the ``[tms]``, ``[http]`` and ``[rpc]`` tables of ``tms serve`` (pruning is on
   unless ``[txn] prune_enable = false``); command-line options win over it;
 * Ctrl-C or SIGTERM stops both cleanly (in-flight calls finish, final snapshot).
 
     python -m tms.standalone [--data-dir ./data] [--host 127.0.0.1]
-                             [--tx-port 15165] [--http-port 15166] [--config FILE.toml]
+                             [--tx-port 15165] [--http-port 15166] [--rpc-port 15167]
+                             [--config FILE.toml]
                              [--auth auth.toml] [--tls-cert cert.pem [--tls-key key.pem]]
 
 At start it raises its open-file limit to the hard limit and prints where it listens
@@ -52,6 +54,8 @@ from tms.guard import TransactionStateGuard
 from tms.http.auth import Authorizer
 from tms.http.config import HttpConfig
 from tms.http.server import HttpServer, server_ssl_context
+from tms.rpc.config import RpcConfig
+from tms.rpc.server import RpcServer
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
 from tms.txwatch import TxWatch
@@ -94,12 +98,13 @@ def try_commands(url: str, tx: str, *, auth: bool = False, tls: bool = False) ->
     ]
 
 
-def _banner(url: str, tx: str, args: argparse.Namespace, limits: str) -> str:
+def _banner(url: str, rpc: str, tx: str, args: argparse.Namespace, limits: str) -> str:
     commands = try_commands(url, tx, auth=args.auth is not None, tls=args.tls_cert is not None)
     lines = [
         "txms is running.",
         f"  transaction server (Tephra Thrift protocol): {tx}",
         f"  messaging service (REST, OpenAPI at {url}/v1/openapi.json): {url}",
+        f"  messaging service (binary protocol): {rpc}",
         f"  operations console: {url}/ui/",
     ]
     if args.auth is not None:
@@ -110,7 +115,7 @@ def _banner(url: str, tx: str, args: argparse.Namespace, limits: str) -> str:
     return "\n".join(lines)
 
 
-_TABLES = ("txn", "server", "tms", "http")
+_TABLES = ("txn", "server", "tms", "http", "rpc")
 
 
 def _config_tables(path: str | None) -> dict[str, dict[str, Any]]:
@@ -152,6 +157,13 @@ async def _run(args: argparse.Namespace) -> None:
         host=args.host, port=args.http_port, tls_cert_file=args.tls_cert, tls_key_file=args.tls_key
     )
     http_config = _make(HttpConfig, "http", {**tables["http"], **given})
+    rpc_given = _given(
+        host=args.host,
+        port=args.rpc_port,
+        tls_cert_file=http_config.tls_cert_file,
+        tls_key_file=http_config.tls_key_file,
+    )
+    rpc_config = _make(RpcConfig, "rpc", {**tables["rpc"], **rpc_given})
     tms_config = _make(TmsConfig, "tms", tables["tms"])
     server_ssl_context(http_config)  # a certificate that does not load: refuse before anything
     authorizer = Authorizer.from_file(args.auth) if args.auth is not None else None
@@ -176,9 +188,14 @@ async def _run(args: argparse.Namespace) -> None:
         last_prune=(lambda: pruner.last_run) if pruner is not None else None,
     )
     http_server = HttpServer(service, http_config, authorizer, watch)
+    rpc_server = RpcServer(
+        service, rpc_config, authorizer, http_tls=http_config.tls_cert_file is not None
+    )
     try:
         tx_host, tx_port = await _listen("transaction server", tx_server.start(), server_config)
         await _listen("messaging service", http_server.start(), http_config)
+        rpc_server.http_port = http_server.address[1]
+        await _listen("binary protocol", rpc_server.start(), rpc_config)
         cleanup.start()
         if pruning is not None:
             pruning.start()
@@ -186,10 +203,12 @@ async def _run(args: argparse.Namespace) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        print(_banner(http_server.url, f"{tx_host}:{tx_port}", args, limits.describe()), flush=True)
+        addresses = (http_server.url, rpc_server.url, f"{tx_host}:{tx_port}")
+        print(_banner(*addresses, args, limits.describe()), flush=True)
         await stop.wait()
         print("stopping...", flush=True)
     finally:
+        await rpc_server.stop()
         await http_server.stop()
         await tx_server.close()
         if pruning is not None:
@@ -201,7 +220,9 @@ async def _run(args: argparse.Namespace) -> None:
 
 
 async def _listen(
-    what: str, starting: Awaitable[tuple[str, int]], config: ServerConfig | HttpConfig
+    what: str,
+    starting: Awaitable[tuple[str, int]],
+    config: ServerConfig | HttpConfig | RpcConfig,
 ) -> tuple[str, int]:
     try:
         return await starting
@@ -212,13 +233,15 @@ async def _listen(
 
 _TX_LINE = re.compile(r"transaction server \(Tephra Thrift protocol\): ([\d.]+):(\d+)")
 _HTTP_LINE = re.compile(r"messaging service .*: (https?://[\d.]+:\d+)$")
+_RPC_LINE = re.compile(r"messaging service \(binary protocol\): (tmss?://[\d.]+:\d+)$")
 
 
 class Launched:
     """The standalone stack in a child process on free loopback ports, state under
-    ``data_dir``: ``url`` of the messaging service, ``tx_address`` (``HOST:PORT``) of the
-    transaction server. Its output is read all along (a full pipe would stall it): the
-    lines up to the addresses are in ``startup``, the last ones after them in ``lines``.
+    ``data_dir``: ``url`` of the messaging service, ``rpc_url`` of its binary protocol,
+    ``tx_address`` (``HOST:PORT``) of the transaction server. Its output is read all
+    along (a full pipe would stall it): the lines up to the addresses are in
+    ``startup``, the last ones after them in ``lines``.
     ``stop()`` (or leaving the ``with`` block) stops it cleanly."""
 
     def __init__(
@@ -239,6 +262,8 @@ class Launched:
                 "0",
                 "--http-port",
                 "0",
+                "--rpc-port",
+                "0",
                 *extra,
             ],
             stdout=subprocess.PIPE,
@@ -247,10 +272,10 @@ class Launched:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         assert self.proc.stdout is not None
-        self.url = self.tx_address = ""
+        self.url = self.rpc_url = self.tx_address = ""
         self.startup: list[str] = []
         deadline = time.monotonic() + timeout_s
-        while not (self.url and self.tx_address) and time.monotonic() < deadline:
+        while not (self.url and self.rpc_url and self.tx_address) and time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:
                 break
@@ -259,10 +284,12 @@ class Launched:
                 self.tx_address = f"{m.group(1)}:{m.group(2)}"
             if m := _HTTP_LINE.search(line.rstrip()):
                 self.url = m.group(1)
+            if m := _RPC_LINE.search(line.rstrip()):
+                self.rpc_url = m.group(1)
         self.lines: deque[str] = deque(maxlen=50)
         self._drain = threading.Thread(target=self._read, name="standalone-output", daemon=True)
         self._drain.start()
-        if not (self.url and self.tx_address):
+        if not (self.url and self.rpc_url and self.tx_address):
             self.stop()
             said = "".join(self.startup).strip() or "nothing"
             raise RuntimeError(f"the standalone stack did not start; it said: {said}")
@@ -296,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default=None, help="address of both servers (127.0.0.1)")
     parser.add_argument("--tx-port", type=int, default=None, help=f"default {DEFAULT_PORT}")
     parser.add_argument("--http-port", type=int, default=None, help=f"default {HttpConfig().port}")
-    parser.add_argument("--config", default=None, help="TOML: [txn] [server] [tms] [http]")
+    parser.add_argument("--rpc-port", type=int, default=None, help=f"default {RpcConfig().port}")
+    parser.add_argument("--config", default=None, help="TOML: [txn] [server] [tms] [http] [rpc]")
     parser.add_argument("--auth", help="TOML file of bearer tokens and grants (docs/http.md)")
     parser.add_argument("--tls-cert", help="PEM certificate (chain): serve HTTPS")
     parser.add_argument("--tls-key", help="PEM private key, if not in the certificate file")

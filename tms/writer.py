@@ -4,7 +4,8 @@ Every write operation of a topic (``tms.operations``) goes through its writer's
 ``GroupCommit`` (``tms.commit``), from threads and event loops alike. One batch at a
 time, its leader takes *everything* queued and:
 
-1. admits each operation: ``check`` (invalid on its own), the transaction's lifetime
+1. admits each operation: its ticket's deadline (one still queued past it is dropped,
+   ``RequestTimeoutError``), ``check`` (invalid on its own), the transaction's lifetime
    (transactional writes of a transaction older than ``max_lifetime_ms`` are refused:
    its id may already have been truncated from the invalid list), and the write-pointer
    guard (``tms.guard``), asked once for the whole batch;
@@ -50,6 +51,7 @@ from tms.codec import keys
 from tms.codec.queue import queue_id
 from tms.commit import GroupCommit
 from tms.errors import (
+    RequestTimeoutError,
     StorageUnavailableError,
     TmsError,
     TmsInvalidArgumentError,
@@ -200,8 +202,11 @@ class TopicWriter:
         lifetime_ms = self._max_lifetime_ms
         uses: list[tuple[int, Use]] = []
         owners: list[Ticket[object]] = []  # the ticket of each use
+        late = time.monotonic()
         for ticket in tickets:
             try:
+                if ticket.deadline is not None and ticket.deadline < late:
+                    raise RequestTimeoutError("dropped unwritten: it waited past its timeout")
                 ticket.op.check()
                 for wp, use in ticket.op.uses():
                     late = wp // MAX_TX_PER_MS + lifetime_ms <= now_ms

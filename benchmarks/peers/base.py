@@ -31,10 +31,11 @@ harness never calls it.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 __all__ = [
+    "AsyncSender",
     "Call",
     "Cursor",
     "Kind",
@@ -53,6 +54,7 @@ Cursor = Any
 
 class Workload(enum.StrEnum):
     PUBLISH = "publish"
+    PIPELINED = "pipelined"
     CONSUME = "consume"
     TAIL = "tail"
     LATENCY = "latency"
@@ -79,6 +81,15 @@ class Reader(Protocol):
     def close(self) -> None: ...
 
 
+class AsyncSender(Protocol):
+    """Publishing from an event loop without waiting for each answer."""
+
+    def send(self, payload: bytes) -> Awaitable[Any]:
+        """Start one publish (one message per request); the awaitable is its answer."""
+
+    async def close(self) -> None: ...
+
+
 class System(Protocol):
     #: key of the system in results ("txms", "redis-always", "plyvel", ...)
     name: str
@@ -89,6 +100,8 @@ class System(Protocol):
     durable: bool
     forks: bool
     workloads: frozenset[Workload]
+    #: ``async_sender`` works: it takes the latency points above ``Settings.async_rate``
+    sends_async: bool
 
     def create_topic(self, topic: str) -> None: ...
 
@@ -99,6 +112,10 @@ class System(Protocol):
         """A call that publishes ``batch`` (in one request where the system has such a
         thing) and returns once it is acknowledged (durable, when ``durable``)."""
 
+    def pipelined_publisher(self, topic: str, payload: bytes, window: int) -> Call:
+        """A call that publishes ``window`` messages, one per request, all sent before
+        any answer is awaited (one connection), and returns once all are acknowledged."""
+
     def tx_publisher(self, topic: str, batch: Sequence[bytes], key: bytes) -> Call:
         """A call that publishes ``batch`` atomically with a change of state under
         ``key`` (this caller's own key, so callers never conflict)."""
@@ -108,6 +125,10 @@ class System(Protocol):
 
     def sender(self, topic: str) -> Callable[[bytes], None]:
         """Publishes one message per call, as ``publisher`` does."""
+
+    async def async_sender(self, topic: str) -> AsyncSender:
+        """For offered rates one caller cannot reach waiting for each answer; made and
+        used on the running event loop."""
 
     def subscribe(self, topic: str, stop: Callable[[], bool]) -> Iterator[bytes]:
         """Every payload of the topic from its start, in order, as it arrives (waiting
@@ -152,6 +173,7 @@ class SystemBase:
     durable = True
     forks = True
     workloads: frozenset[Workload] = frozenset()
+    sends_async = False
 
     def create_topic(self, topic: str) -> None:
         raise UnsupportedError(self.name, "topics")
@@ -162,6 +184,9 @@ class SystemBase:
     def publisher(self, topic: str, batch: Sequence[bytes]) -> Call:
         raise UnsupportedError(self.name, Workload.PUBLISH)
 
+    def pipelined_publisher(self, topic: str, payload: bytes, window: int) -> Call:
+        raise UnsupportedError(self.name, Workload.PIPELINED)
+
     def tx_publisher(self, topic: str, batch: Sequence[bytes], key: bytes) -> Call:
         raise UnsupportedError(self.name, Workload.TX_PUBLISH)
 
@@ -170,6 +195,9 @@ class SystemBase:
 
     def sender(self, topic: str) -> Callable[[bytes], None]:
         raise UnsupportedError(self.name, Workload.LATENCY)
+
+    async def async_sender(self, topic: str) -> AsyncSender:
+        raise UnsupportedError(self.name, "publishing without waiting")
 
     def subscribe(self, topic: str, stop: Callable[[], bool]) -> Iterator[bytes]:
         raise UnsupportedError(self.name, Workload.LATENCY)

@@ -5,6 +5,8 @@ A topic is a table ``m_<topic> (id bigserial primary key, payload bytea)``.
 * publish: one ``INSERT ... VALUES (%s), (%s), ...`` per batch, in autocommit (one
   statement, one transaction, one round trip; psycopg prepares it server-side after a
   few executions); ``synchronous_commit = on``, so it answers after its WAL flush;
+  pipelined: ``window`` one-row ``INSERT``s (each its own transaction) in psycopg's
+  pipeline mode;
 * read: ``SELECT id, payload ... WHERE id > %s ORDER BY id LIMIT n`` (an index range);
 * latency: the sender inserts and ``pg_notify``s in one statement; the consumer
   ``LISTEN``s and reads with the range ``SELECT`` whenever notified (not by polling);
@@ -134,6 +136,17 @@ class PostgresOutbox(SystemBase):
         def call() -> int:
             conn.execute(sql, params)
             return n
+
+        return call
+
+    def pipelined_publisher(self, topic: str, payload: bytes, window: int) -> Call:
+        conn, sql, params = _connect(self.dsn), insert_sql(topic, 1), (payload,)
+
+        def call() -> int:
+            with conn.pipeline():  # every INSERT sent before the first answer is read
+                for _ in range(window):
+                    conn.execute(sql, params)
+            return window
 
         return call
 

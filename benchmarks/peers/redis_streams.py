@@ -3,7 +3,9 @@
 A topic is a stream; a message is an entry with one field ``p`` holding the payload.
 
 * publish: ``XADD`` per message, a batch in one pipeline (one round trip); one message
-  alone is a plain ``XADD``;
+  alone is a plain ``XADD``; pipelined: ``window`` single ``XADD``s in one pipeline;
+  latency above the async rate: redis-py's asyncio client, the sends made meanwhile
+  pipelined together (auto-pipelining);
 * read: ``XREAD COUNT n STREAMS key last-id``; the latency consumer blocks in
   ``XREAD BLOCK``;
 * transactional publish: ``MULTI``, the batch's ``XADD``s and a ``SET`` of the caller's
@@ -25,11 +27,12 @@ Reads and sizes do not depend on the fsync policy, so the read workloads run on 
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
-from benchmarks.peers.base import Call, Cursor, Kind, SystemBase, Workload
+from benchmarks.peers.base import AsyncSender, Call, Cursor, Kind, SystemBase, Workload
 
 __all__ = ["RedisReader", "RedisStreams"]
 
@@ -37,6 +40,7 @@ _FIELD = b"p"
 _GROUP = "workers"
 _FILL_BATCH = 1000
 _REWRITE_TIMEOUT_S = 120.0
+_PIPELINES = 8  # auto-pipelined XADDs in flight at once (async sender)
 
 
 def _connect(port: int) -> Any:
@@ -66,9 +70,60 @@ class RedisReader:
         self.redis.close()
 
 
+class _AsyncRedisSender:
+    """``XADD``s from redis-py's asyncio client, pipelined automatically: the sends made
+    while earlier pipelines are in flight go out together as the next pipeline (at most
+    ``_PIPELINES`` in flight, each on a pooled connection), as ioredis's auto-pipelining
+    does. One command per send each on its own connection overflows the pool at the
+    higher rates."""
+
+    def __init__(self, port: int, topic: str) -> None:
+        import redis.asyncio
+
+        self._redis = redis.asyncio.Redis(host="127.0.0.1", port=port, socket_timeout=60)
+        self._topic = topic
+        self._pending: list[tuple[bytes, asyncio.Future[Any]]] = []
+        self._in_flight = 0
+
+    def send(self, payload: bytes) -> Awaitable[Any]:
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append((payload, future))
+        if self._in_flight < _PIPELINES:
+            self._start()
+        return future
+
+    def _start(self) -> None:
+        batch, self._pending = self._pending, []
+        self._in_flight += 1
+        task = asyncio.ensure_future(self._execute(batch))
+        task.add_done_callback(lambda _: None)
+
+    async def _execute(self, batch: list[tuple[bytes, asyncio.Future[Any]]]) -> None:
+        try:
+            pipe = self._redis.pipeline(transaction=False)
+            for payload, _ in batch:
+                pipe.xadd(self._topic, {_FIELD: payload})
+            try:
+                answers = await pipe.execute()
+            except Exception as exc:  # every send of the pipeline fails with it
+                for _, future in batch:
+                    future.set_exception(exc)
+            else:
+                for (_, future), answer in zip(batch, answers, strict=True):
+                    future.set_result(answer)
+        finally:
+            self._in_flight -= 1
+            if self._pending:
+                self._start()
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+
 class RedisStreams(SystemBase):
     kind = Kind.PEER
     forks = True
+    sends_async = True
 
     def __init__(self, port: int, appendfsync: str) -> None:
         self.port = port
@@ -76,7 +131,13 @@ class RedisStreams(SystemBase):
         self.name = f"redis-{appendfsync}"
         self.durable = appendfsync == "always"
         self.description = f"Redis Streams, appendonly yes, appendfsync {appendfsync} (redis-py)"
-        writes = {Workload.PUBLISH, Workload.TX_PUBLISH, Workload.TX_CYCLE, Workload.LATENCY}
+        writes = {
+            Workload.PUBLISH,
+            Workload.PIPELINED,
+            Workload.TX_PUBLISH,
+            Workload.TX_CYCLE,
+            Workload.LATENCY,
+        }
         reads = {Workload.CONSUME, Workload.TAIL, Workload.GROWTH, Workload.QUEUE}
         self.workloads = frozenset(writes | reads if self.durable else writes)
         self._admin = _connect(port)
@@ -154,6 +215,21 @@ class RedisStreams(SystemBase):
             return n
 
         return call
+
+    def pipelined_publisher(self, topic: str, payload: bytes, window: int) -> Call:
+        pipe = _connect(self.port).pipeline(transaction=False)
+        fields = {_FIELD: payload}
+
+        def call() -> int:
+            for _ in range(window):
+                pipe.xadd(topic, fields)
+            pipe.execute()
+            return window
+
+        return call
+
+    async def async_sender(self, topic: str) -> AsyncSender:
+        return _AsyncRedisSender(self.port, topic)
 
     def tx_publisher(self, topic: str, batch: Sequence[bytes], key: bytes) -> Call:
         r, n = _connect(self.port), len(batch)

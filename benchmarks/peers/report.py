@@ -40,6 +40,8 @@ __all__ = [
 ]
 
 TXMS = "txms"
+#: the systems whose figures are compared with the best peer, each in its own column
+COMPARED = ("txms", "txms-rpc")
 FORMAT_VERSION = 1
 #: a figure measured while other processes used this much CPU on average is marked
 DISTURBED_CPUS = 0.25
@@ -137,6 +139,8 @@ class Row:
     vs_limit: float | None
     #: systems whose figure was measured while other processes used the machine
     disturbed: frozenset[str] = frozenset()
+    #: each of ``COMPARED`` measured here against the best peer (``vs_peer`` is "txms")
+    vs_peers: dict[str, float | None] = field(default_factory=dict)
 
 
 def _speed(txms: float, other: float, higher_is_better: bool) -> float | None:
@@ -182,6 +186,11 @@ def compare(records: Iterable[Record], systems: Mapping[str, Mapping[str, Any]])
         disturbed = frozenset(
             r.system for r in group if r.extra.get("other_cpus", 0.0) >= DISTURBED_CPUS
         )
+        vs_peers = {
+            name: _speed(values[name], values[best_peer], better) if best_peer else None
+            for name in COMPARED
+            if name in values
+        }
         rows.append(
             Row(
                 first.workload,
@@ -193,6 +202,7 @@ def compare(records: Iterable[Record], systems: Mapping[str, Mapping[str, Any]])
                 vs_peer,
                 vs_limit,
                 disturbed,
+                vs_peers,
             )
         )
     return rows
@@ -231,6 +241,7 @@ def series(
 
 _TITLES = {
     "publish": "Durable publish (messages/s)",
+    "pipelined": "Durable publish, one message per request, requests in flight (messages/s)",
     "tx_publish": "Transactional publish, 100-byte messages (messages/s)",
     "tx_cycle": "Transaction cycles (durable transactions/s)",
     "consume": "Consume from the start of a topic (messages/s)",
@@ -248,6 +259,8 @@ _PARAM_NAMES = {
     "page": "page",
     "rate": "rate/s",
     "at": "read at",
+    "window": "in flight",
+    "connections": "connections",
     "workers": "workers",
 }
 
@@ -284,8 +297,11 @@ def markdown(results: Results) -> str:
             continue
         names = [n for n in order if any(n in r.values for r in mine)]
         params = list(mine[0].params)
+        compared = [n for n in COMPARED if n in names and n != TXMS]
         head = (
-            [_PARAM_NAMES.get(p, p) for p in params] + names + ["txms vs best peer", "txms / limit"]
+            [_PARAM_NAMES.get(p, p) for p in params]
+            + names
+            + ["txms vs best peer", *(f"{n} vs best peer" for n in compared), "txms / limit"]
         )
         if workload == "tx_publish":
             head += [f"{n} tx/plain" for n in names]
@@ -300,7 +316,8 @@ def markdown(results: Results) -> str:
                 for n in names
             ]
             peer = f"{_ratio(row.vs_peer)} ({row.best_peer})" if row.best_peer else "—"
-            cells += [peer, _share(row.vs_limit)]
+            cells += [peer, *(_ratio(row.vs_peers.get(n)) for n in compared)]
+            cells.append(_share(row.vs_limit))
             if workload == "tx_publish":
                 key_params = tuple(sorted(row.params.items()))
                 cells += [_share(tx_over.get((n, key_params))) for n in names]
@@ -319,6 +336,7 @@ def markdown(results: Results) -> str:
 
 _COLORS = {
     "txms": "#1f77b4",
+    "txms-rpc": "#9467bd",
     "txms-lean": "#6baed6",
     "redis-always": "#d62728",
     "redis-everysec": "#ff9896",

@@ -5,7 +5,7 @@
                                [--plots DIR | --no-plots] [--markdown FILE]
     python -m benchmarks.peers --report FILE [--plots DIR] [--markdown FILE]
 
-Systems: ``txms`` and ``txms-lean`` (one standalone stack), ``redis-always`` and
+Systems: ``txms``, ``txms-rpc`` and ``txms-lean`` (one standalone stack), ``redis-always`` and
 ``redis-everysec`` (a ``redis-server`` each), ``postgres`` (a throwaway cluster),
 ``plyvel`` and ``http-echo`` (the limits). Every server is started here on loopback in
 a temporary directory (``$BENCH_DIR`` if set) and stopped at the end, whatever happens.
@@ -43,6 +43,7 @@ RESULTS = Path(__file__).resolve().parent.parent / "results"
 PLOTS = Path(__file__).resolve().parents[2] / "docs" / "img"
 ALL_SYSTEMS = (
     "txms",
+    "txms-rpc",
     "txms-lean",
     "redis-always",
     "redis-everysec",
@@ -73,8 +74,8 @@ def open_systems(
     txms_stack: Any = None
     for name in names:
         system: System
-        if name in ("txms", "txms-lean"):
-            from benchmarks.peers.txms import TxmsLean, TxmsSystem
+        if name in ("txms", "txms-rpc", "txms-lean"):
+            from benchmarks.peers.txms import TxmsLean, TxmsRpc, TxmsSystem
             from tms.standalone import Launched
 
             if txms_stack is None:
@@ -82,6 +83,8 @@ def open_systems(
                 stack.callback(txms_stack.stop)
             if name == "txms":
                 system = TxmsSystem(txms_stack.url, txms_stack.tx_address)
+            elif name == "txms-rpc":
+                system = TxmsRpc(txms_stack.rpc_url, txms_stack.tx_address)
             else:
                 system = TxmsLean(txms_stack.url)
         elif name.startswith("redis-"):

@@ -12,23 +12,29 @@ Two systems share one stack:
   Work queues (``Workload.QUEUE``) are queue topics driven through ``client.queue``.
 * ``TxmsLean`` ("txms-lean"): publish only, the same request pre-encoded and sent by the
   load generator ``limits.LeanHttp``: the service's capacity when clients cost little.
+* ``TxmsRpc`` ("txms-rpc"): as "txms", with ``MessagingClient("tms://...")``: the same
+  client API over the binary protocol (docs/rpc.md) instead of REST; the pipelined
+  publisher and the sender of the fastest latency points use ``tms.aio``'s
+  ``publish_nowait`` (a future per request on one connection).
 
 Every publish is acknowledged after its synced write, so both are durable.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
-from benchmarks.peers.base import Call, Cursor, Kind, SystemBase, Workload
+from benchmarks.peers.base import AsyncSender, Call, Cursor, Kind, SystemBase, Workload
 from benchmarks.peers.limits import LeanHttp
+from tms.aio import AsyncMessagingClient
 from tms.client import MessagingClient
 from tms.codec import avro
 from tms.model import TopicId
 
-__all__ = ["NAMESPACE", "TxmsLean", "TxmsReader", "TxmsSystem"]
+__all__ = ["NAMESPACE", "TxmsLean", "TxmsReader", "TxmsRpc", "TxmsSystem"]
 
 NAMESPACE = "bench"
 _FILL_BATCH = 1000
@@ -94,7 +100,7 @@ class TxmsSystem(_TxmsTopics):
     )
     durable = True
     forks = True
-    workloads = frozenset(Workload)
+    workloads = frozenset(Workload) - {Workload.PIPELINED}  # no pipelining over HTTP/1.1
 
     def __init__(self, url: str, tx_address: str) -> None:
         super().__init__(url)
@@ -207,3 +213,43 @@ class TxmsLean(_TxmsTopics):
         )
         n = len(batch)
         return lambda: (client.post(), n)[1]
+
+
+class TxmsRpc(TxmsSystem):
+    name = "txms-rpc"
+    description = (
+        "txms standalone stack over loopback; MessagingClient over the binary protocol "
+        "(tms://), ThriftTxClient"
+    )
+    # transaction cycles do not involve the messaging service: the "txms" row has them
+    workloads = frozenset(Workload) - {Workload.TX_CYCLE}
+    sends_async = True
+
+    def pipelined_publisher(self, topic: str, payload: bytes, window: int) -> Call:
+        loop = asyncio.new_event_loop()
+        client = AsyncMessagingClient(self.url)
+        loop.run_until_complete(client.ping())  # connected before the timed start
+        t, batch = _topic(topic), [payload]
+
+        async def burst() -> int:
+            await asyncio.gather(*[client.publish_nowait(t, batch) for _ in range(window)])
+            return window
+
+        return lambda: loop.run_until_complete(burst())
+
+    async def async_sender(self, topic: str) -> AsyncSender:
+        client = AsyncMessagingClient(self.url)
+        await client.ping()
+        return _AsyncSender(client, _topic(topic))
+
+
+class _AsyncSender:
+    def __init__(self, client: AsyncMessagingClient, topic: TopicId) -> None:
+        self._client = client
+        self._topic = topic
+
+    def send(self, payload: bytes) -> Awaitable[Any]:
+        return self._client.publish_nowait(self._topic, [payload])
+
+    async def close(self) -> None:
+        await self._client.close()

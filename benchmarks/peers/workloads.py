@@ -17,6 +17,7 @@ instead of reporting a fast nothing.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +36,7 @@ __all__ = [
     "measure_cycles",
     "measure_from",
     "measure_latency",
+    "measure_pipelined",
     "measure_publish",
     "measure_queue",
     "measure_scan",
@@ -54,13 +56,18 @@ class Settings:
     seconds: float
     message_bytes: tuple[int, ...] = (100, 1024)
     batches: tuple[int, ...] = (1, 10, 100)
-    producers: tuple[int, ...] = (1, 8, 32)
+    producers: tuple[int, ...] = (1, 8, 16, 32)
+    pipeline_connections: tuple[int, ...] = (1, 16)
+    pipeline_window: int = 64
     consume_messages: int = 1_000_000
     consume_page: int = 1000
     tail_pages: tuple[int, ...] = (10, 100, 1000)
-    latency_rates: tuple[int, ...] = (100, 1000)
+    latency_rates: tuple[int, ...] = (100, 1000, 10_000)
     latency_bytes: tuple[int, ...] = (100, 1024)
     latency_seconds: float = 10.0
+    async_rate: int = 2000
+    """Above this offered rate the sender does not wait for each answer (systems whose
+    ``sends_async``); the others sit those points out."""
     tx_batches: tuple[int, ...] = (1, 10, 100)
     tx_producers: tuple[int, ...] = (1, 8)
     cycle_clients: tuple[int, ...] = (1, 8, 32)
@@ -102,9 +109,10 @@ def settings_for(
         message_bytes=(100,),
         batches=(1, 100),
         producers=(1, 8),
+        pipeline_connections=(1, 4),
         consume_messages=20_000,
         tail_pages=(10, 1000),
-        latency_rates=(500,),
+        latency_rates=(500, 5000),
         latency_bytes=(100,),
         latency_seconds=1.5,
         tx_batches=(1, 100),
@@ -175,6 +183,25 @@ def measure_publish(
             rate = drive(
                 lambda i: system.publisher(topic, payloads), producers, seconds, forks=system.forks
             )
+    finally:
+        system.drop_topic(topic)
+    return rate.per_second
+
+
+def measure_pipelined(
+    system: System, topic: str, *, size: int, window: int, connections: int, seconds: float
+) -> float:
+    """Messages per second from ``connections`` callers, each publishing one message
+    per request with ``window`` requests in flight at once."""
+    body = payload(size)
+    system.create_topic(topic)
+    try:
+        rate = drive(
+            lambda i: system.pipelined_publisher(topic, body, window),
+            connections,
+            seconds,
+            forks=system.forks,
+        )
     finally:
         system.drop_topic(topic)
     return rate.per_second
@@ -257,11 +284,13 @@ def measure_from(system: System, topic: str, cursor: Cursor, page: int, min_s: f
 
 
 def measure_latency(
-    system: System, topic: str, size: int, rate: int, seconds: float
+    system: System, topic: str, size: int, rate: int, seconds: float, *, wait: bool = True
 ) -> dict[str, float]:
     """One paced sender (its own process, or thread for an in-process system), one
     message per publish at ``rate`` per second; the consumer here. Latency is from just
-    before the publish to the consumer holding the message, in ms."""
+    before the publish to the consumer holding the message, in ms. Without ``wait`` the
+    sender does not wait for each answer (``System.async_sender``, on an event loop
+    whose timers tick by the millisecond: it sends in bursts that keep the rate)."""
     count = max(1, int(rate * seconds))
     system.create_topic(topic)
 
@@ -275,11 +304,26 @@ def measure_latency(
             if delay > 0:
                 time.sleep(delay)
 
+    async def paced() -> None:
+        sender = await system.async_sender(topic)
+        interval, next_at = 1.0 / rate, time.perf_counter()
+        answers = []
+        for _ in range(count):
+            next_at += interval
+            answers.append(
+                asyncio.ensure_future(sender.send(latency_payload(size, time.time_ns())))
+            )
+            delay = next_at - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        await asyncio.gather(*answers)
+        await sender.close()
+
     deadline = time.monotonic() + seconds + 30
     stream: Iterator[bytes] = system.subscribe(topic, lambda: time.monotonic() > deadline)
     latencies: list[float] = []
     try:
-        sender = spawn(send, forks=system.forks)
+        sender = spawn(send if wait else lambda: asyncio.run(paced()), forks=system.forks)
         for message in stream:
             latencies.append((time.time_ns() - int.from_bytes(message[:8], "big")) / 1e6)
             if len(latencies) >= count:
@@ -322,6 +366,9 @@ def plan(settings: Settings, systems: list[System]) -> list[Task]:
                 params = {"message_bytes": size, "batch": batch, "producers": producers}
                 for target in each(Workload.PUBLISH):
                     tasks.append(_publish_task(target, params, s.seconds, tx=False))
+    for connections in s.pipeline_connections:
+        for target in each(Workload.PIPELINED):
+            tasks.append(_pipelined_task(target, connections, s))
     for batch in s.tx_batches:
         for producers in s.tx_producers:
             params = {"message_bytes": 100, "batch": batch, "producers": producers}
@@ -337,7 +384,9 @@ def plan(settings: Settings, systems: list[System]) -> list[Task]:
     for size in s.latency_bytes:
         for rate in s.latency_rates:
             for target in each(Workload.LATENCY):
-                tasks.append(_latency_task(target, size, rate, s.latency_seconds))
+                wait = rate <= s.async_rate
+                if wait or target.sends_async:
+                    tasks.append(_latency_task(target, size, rate, s.latency_seconds, wait))
     for target in each(Workload.GROWTH):
         tasks += _growth_tasks(target, s)
     for batch in s.queue_batches:
@@ -369,6 +418,24 @@ def _publish_task(target: System, params: dict[str, Any], seconds: float, *, tx:
         return [_record(workload, params, target, rate, "msg/s")]
 
     return Task(f"{workload} {size} B x{batch} p{producers} {target.name}", run)
+
+
+def _pipelined_task(target: System, connections: int, s: Settings) -> Task:
+    size, window = 100, s.pipeline_window
+    params = {"message_bytes": size, "window": window, "connections": connections}
+
+    def run() -> list[Record]:
+        rate = measure_pipelined(
+            target,
+            f"pipe_{connections}",
+            size=size,
+            window=window,
+            connections=connections,
+            seconds=s.seconds,
+        )
+        return [_record(Workload.PIPELINED, params, target, rate, "msg/s")]
+
+    return Task(f"pipelined {size} B w{window} c{connections} {target.name}", run)
 
 
 def _cycle_task(target: System, clients: int, seconds: float) -> Task:
@@ -425,9 +492,9 @@ def _read_tasks(target: System, size: int, s: Settings) -> list[Task]:
     ]
 
 
-def _latency_task(target: System, size: int, rate: int, seconds: float) -> Task:
+def _latency_task(target: System, size: int, rate: int, seconds: float, wait: bool) -> Task:
     def run() -> list[Record]:
-        result = measure_latency(target, f"lat_{size}_{rate}", size, rate, seconds)
+        result = measure_latency(target, f"lat_{size}_{rate}", size, rate, seconds, wait=wait)
         params = {"message_bytes": size, "rate": rate}
         extra = {k: v for k, v in result.items() if k != "p99_ms"}
         return [_record(Workload.LATENCY, params, target, result["p99_ms"], "ms p99", **extra)]

@@ -22,7 +22,7 @@ TINY = Settings(
     producers=(1, 2),
     consume_messages=2000,
     tail_pages=(10,),
-    latency_rates=(100,),
+    latency_rates=(100, 3000),
     latency_bytes=(100,),
     latency_seconds=0.2,
     tx_batches=(10,),
@@ -30,17 +30,26 @@ TINY = Settings(
     cycle_clients=(1,),
     growth_sizes=(2000,),
     read_seconds=0.01,
+    pipeline_connections=(2,),
+    pipeline_window=8,
 )
 
 
 def test_a_run_measures_every_workload_and_compares_with_the_limits(tmp_path: Path) -> None:
-    # When txms and both limits are run through every workload
-    results = run(TINY, ["txms", "txms-lean", "plyvel", "http-echo"], tmp_path, progress=False)
-    # Then txms has a figure for every workload, and every system is described
+    # When txms (over REST and over the binary protocol) and both limits are run through
+    # every workload
+    systems = ["txms", "txms-rpc", "txms-lean", "plyvel", "http-echo"]
+    results = run(TINY, systems, tmp_path, progress=False)
+    # Then each txms has a figure for every workload it takes part in
     assert {r.workload for r in results.records if r.system == "txms"} == {
-        w.value for w in Workload
+        w.value for w in Workload if w != Workload.PIPELINED
     }
-    assert set(results.systems) == {"txms", "txms-lean", "plyvel", "http-echo"}
+    assert {r.workload for r in results.records if r.system == "txms-rpc"} == {
+        w.value for w in Workload if w != Workload.TX_CYCLE
+    }
+    latency = {(r.system, r.params["rate"]) for r in results.records if r.workload == "latency"}
+    assert latency == {("txms", 100), ("txms-rpc", 100), ("txms-rpc", 3000), ("plyvel", 100)}
+    assert set(results.systems) == set(systems)
     assert results.systems["plyvel"]["kind"] == "limit"
     assert results.meta["machine"]["cpus"] >= 1
     assert results.meta["settings"]["batches"] == (1, 10)

@@ -56,7 +56,8 @@ def test_quick_settings_are_a_subset_of_the_full_ones() -> None:
     for name in ("message_bytes", "batches", "producers", "tx_batches", "cycle_clients"):
         assert set(getattr(quick, name)) <= set(getattr(full, name)), name
     assert full.growth_sizes == (10_000, 100_000, 1_000_000, 10_000_000)
-    assert set(full.producers) == {1, 8, 32}
+    assert set(full.producers) == {1, 8, 16, 32}
+    assert set(quick.pipeline_connections) <= {1, 4, 16}
     assert set(full.batches) == {1, 10, 100}
     assert set(full.message_bytes) == {100, 1024}
 
@@ -115,10 +116,15 @@ def test_plan_gives_a_system_only_the_workloads_it_takes_part_in() -> None:
 def test_plan_covers_every_point_of_the_full_run() -> None:
     everything = NamedSystem("all", Kind.TXMS, ALL)
     labels = [t.label for t in plan(settings_for(False), [everything])]
-    assert sum(label.startswith("publish ") for label in labels) == 2 * 3 * 3
+    assert sum(label.startswith("publish ") for label in labels) == 2 * 3 * 4
+    assert sum(label.startswith("pipelined ") for label in labels) == 2
     assert sum(label.startswith("tx_publish ") for label in labels) == 3 * 2
     assert sum(label.startswith("tx cycles ") for label in labels) == 3
+    # 10,000/s needs a sender that does not wait for each answer: "all" has none
     assert sum(label.startswith("latency ") for label in labels) == 2 * 2
+    everything.sends_async = True
+    labels = [t.label for t in plan(settings_for(False), [everything])]
+    assert sum(label.startswith("latency ") for label in labels) == 2 * 3
     assert [label for label in labels if label.startswith("growth ")] == [
         "growth 10,000 all",
         "growth 100,000 all",

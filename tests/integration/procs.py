@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from txn.rpc.client import ThriftTxClient
 
 _LISTENING = re.compile(r"listening on ([\d.]+):(\d+)")
 _TMS_LISTENING = re.compile(r"listening on (http://[\d.]+:\d+)")
+RPC_LISTENING = re.compile(r"binary protocol listening on (tms://[\d.]+:\d+)")
 
 
 class ServerProcess:
@@ -83,10 +85,19 @@ class TmsServeProcess:
     """``tms serve`` on port 0 with ``extra`` arguments, in an environment with ``env``
     added; the port is new at every start."""
 
-    def __init__(self, data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        listening: re.Pattern[str] = _TMS_LISTENING,
+    ) -> None:
+        """``listening`` finds the URL ``start`` returns in the output (by default the
+        REST service's)."""
         self.data_dir = data_dir
         self.extra = extra
         self.env = env or {}
+        self.listening = listening
         self.proc: subprocess.Popen[str] | None = None
         self.output: list[str] = []
 
@@ -104,7 +115,7 @@ class TmsServeProcess:
             assert self.proc is not None and self.proc.stdout is not None
             for line in self.proc.stdout:
                 self.output.append(line)
-                match = _TMS_LISTENING.search(line)
+                match = self.listening.search(line)
                 if match and not found:
                     found.append(match.group(1))
                     ready.set()
@@ -122,6 +133,17 @@ class TmsServeProcess:
             self.proc.kill()
             self.proc.wait(10)
         self._reap()
+
+    def printed(self, pattern: re.Pattern[str], timeout_s: float = 10.0) -> str:
+        """The first group of ``pattern``'s first match in the output (waiting for it)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for line in list(self.output):
+                if match := pattern.search(line):
+                    return match.group(1)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"not printed: {pattern.pattern}\n" + "".join(self.output))
+            time.sleep(0.02)
 
     def stop(self, sig: int) -> int:
         assert self.proc is not None

@@ -208,7 +208,8 @@ def test_txn_serve_config_errors_are_one_line(tmp_path: Path, text: str, words: 
 def test_make_run_passes_its_variables_to_the_stack() -> None:
     root = Path(__file__).parents[2]
     variables = {
-        "DATA_DIR": "/srv/d", "TX_PORT": "25165", "HTTP_PORT": "25166", "CONFIG": "c.toml",
+        "DATA_DIR": "/srv/d", "TX_PORT": "25165", "HTTP_PORT": "25166", "RPC_PORT": "25167",
+        "CONFIG": "c.toml",
         "AUTH": "a.toml", "TLS_CERT": "c.pem", "TLS_KEY": "k.pem",
     }  # fmt: skip
     result = subprocess.run(
@@ -217,6 +218,6 @@ def test_make_run_passes_its_variables_to_the_stack() -> None:
     )  # fmt: skip
     command = " ".join(result.stdout.split("tms.standalone", 1)[1].replace("\\\n", " ").split())
     assert command == (
-        "--data-dir '/srv/d' --tx-port 25165 --http-port 25166 --config 'c.toml' "
+        "--data-dir '/srv/d' --tx-port 25165 --http-port 25166 --rpc-port 25167 --config 'c.toml' "
         "--auth 'a.toml' --tls-cert 'c.pem' --tls-key 'k.pem'"
     )

@@ -1,5 +1,6 @@
-"""``tms serve`` as a process, killed with SIGKILL under publish load over HTTP: every
-acknowledged message is there after a restart, no request half-written; SIGTERM exits 0."""
+"""``tms serve`` as a process, killed with SIGKILL under publish load (over HTTP, and over
+the binary protocol): every acknowledged message is there after a restart, no request
+half-written; SIGTERM exits 0."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import threading
 import time
 from pathlib import Path
 
-from tests.integration.procs import TmsServeProcess
+import pytest
+
+from tests.integration.procs import RPC_LISTENING, TmsServeProcess
 from tms.client import MessagingClient
 from tms.errors import TmsError, TopicAlreadyExistsError
 from tms.model import TopicId
@@ -38,8 +41,12 @@ def load(url: str, acked: dict[str, int], stop: threading.Event, worker: str) ->
         client.close()
 
 
-def test_kill_9_under_http_load_and_sigterm(tmp_path: Path) -> None:
-    serve = Serve(tmp_path / "data")
+@pytest.mark.parametrize("rpc", [False, True], ids=["http", "binary"])
+def test_kill_9_under_load_and_sigterm(tmp_path: Path, rpc: bool) -> None:
+    if rpc:
+        serve = Serve(tmp_path / "data", "--rpc-port", "0", listening=RPC_LISTENING)
+    else:
+        serve = Serve(tmp_path / "data")
     try:
         _rounds(serve)
     finally:

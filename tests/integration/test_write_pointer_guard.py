@@ -1,5 +1,5 @@
 """Only the transaction manager issues write pointers: ``txn serve`` and
-``tms serve --tx-server`` as real processes, driven over HTTP.
+``tms serve --tx-server`` as real processes, driven over HTTP and over the binary protocol.
 
 Forged pointers (2^62, now + 1 h, a never-issued one in the past) are refused for
 publish, store and commit markers with 409 ``transaction_not_in_progress`` and nothing
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.integration.procs import ProcessStack
+from tests.integration.procs import RPC_LISTENING, ProcessStack
 from tms.client import MessagingClient
 from tms.codec import avro
 from tms.errors import TransactionNotInProgressError, TransactionServiceError
@@ -28,15 +28,19 @@ from txn.transaction import MAX_TX_PER_MS
 T = TopicId("ns", "guarded")
 
 
-@pytest.fixture
-def stack(tmp_path: Path) -> Iterator[ProcessStack]:
-    with ProcessStack(tmp_path, topics=[T]) as running:
+@pytest.fixture(params=["http", "binary"])
+def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProcessStack]:
+    extra = ("--rpc-port", "0") if request.param == "binary" else ()
+    with ProcessStack(tmp_path, *extra, topics=[T]) as running:
         yield running
 
 
 @pytest.fixture
 def client(stack: ProcessStack) -> Iterator[MessagingClient]:
-    with MessagingClient(stack.url, retries=0) as made:
+    """Over the binary protocol when the service speaks it, else over REST."""
+    binary = "--rpc-port" in stack.tms.extra
+    url = stack.tms.printed(RPC_LISTENING) if binary else stack.url
+    with MessagingClient(url, retries=0) as made:
         yield made
 
 

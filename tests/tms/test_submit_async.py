@@ -1,16 +1,18 @@
 """``MessagingService.submit_async``: the writes an event loop submits in one turn go out
 as one batch, those submitted while a batch is written go out as the next, another
-topic is never held back, and each operation keeps its own outcome."""
+topic is never held back, each operation keeps its own outcome, and one still queued
+past its deadline is dropped unwritten."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator, Sequence
 
 import pytest
 
-from tms.errors import TmsError, TmsInvalidArgumentError, TopicNotFoundError
+from tms.errors import RequestTimeoutError, TmsError, TmsInvalidArgumentError, TopicNotFoundError
 from tms.fetcher import FetchRequest
 from tms.model import RollbackDetail, StoreRequest, TopicId
 from tms.operations import Publish, Store
@@ -144,3 +146,27 @@ def test_a_closed_service_refuses_writes_with_its_own_error(store: GatedStore) -
             await svc.submit_async(Publish(StoreRequest.of(T, ["late"])))
 
     asyncio.run(scenario())
+
+
+def test_an_operation_queued_past_its_deadline_is_dropped_unwritten(
+    svc: MessagingService, store: GatedStore
+) -> None:
+    async def scenario() -> list[object]:
+        # Given a batch held by a slow disk
+        store.open.clear()
+        first = _publish(svc, "first")
+        await asyncio.to_thread(store.waiting.wait, WAIT_S)
+        # When an operation with a deadline waits behind it past that deadline
+        late = Publish(StoreRequest.of(T, ["late"]))
+        queued = asyncio.ensure_future(svc.submit_async(late, deadline=time.monotonic() + 0.05))
+        in_time = Publish(StoreRequest.of(T, ["in time"]))
+        kept = asyncio.ensure_future(svc.submit_async(in_time, deadline=time.monotonic() + 60))
+        await asyncio.sleep(0.2)
+        store.open.set()
+        return await asyncio.gather(first, queued, kept, return_exceptions=True)
+
+    # Then it fails saying so, and is not written; the others are
+    first, late, kept = asyncio.run(scenario())
+    assert isinstance(late, RequestTimeoutError)
+    assert first is None and kept is None
+    assert [m.payload for m in svc.fetch(T).messages] == [b"first", b"in time"]

@@ -15,11 +15,12 @@
     tms metrics [--match TEXT]
     tms completion bash|zsh
 
-Client commands talk to ``--url`` (default ``$TMS_URL`` or http://127.0.0.1:15166) with
-``--token`` (default ``$TMS_TOKEN``); an https service's certificate is verified against
-``--ca-bundle`` (default ``$TMS_CA_BUNDLE``, else the system's trust store). Output,
-times, payloads, progress and errors follow ``txn.clikit``. Exit codes: 0 success, 1
-failure (one line on stderr, never a traceback), 2 bad usage, 130 interrupted.
+Client commands talk to ``--url`` (default ``$TMS_URL`` or http://127.0.0.1:15166; a
+``tms://`` URL speaks the binary protocol) with ``--token`` (default ``$TMS_TOKEN``); an
+https service's certificate is verified against ``--ca-bundle`` (default
+``$TMS_CA_BUNDLE``, else the system's trust store). Output, times, payloads, progress
+and errors follow ``txn.clikit``. Exit codes: 0 success, 1 failure (one line on stderr,
+never a traceback), 2 bad usage, 130 interrupted.
 
 **Adding a command family** (e.g. ``tms subscriptions …``): a module in this package
 with ``register(commands)`` that adds its parsers to the sub-parsers action it is given,

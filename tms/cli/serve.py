@@ -2,7 +2,7 @@
 
 ::
 
-    tms serve [--host H] [--port P] [--data-dir D] [--tx-server H:P] [--auth FILE]
+    tms serve [--host H] [--port P] [--rpc-port P] [--data-dir D] [--tx-server H:P] [--auth FILE]
               [--tls-cert PEM [--tls-key PEM]] [--config FILE.toml]
               [--tx-tls-ca PEM [--tx-tls-cert PEM --tx-tls-key PEM]]
 """
@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import tomllib
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,6 +38,12 @@ def register(commands: Any) -> None:
     serve.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default 15166; 0: any free)")
     serve.add_argument(
+        "--rpc-port",
+        type=int,
+        default=None,
+        help="also serve the binary protocol on this port (docs/rpc.md; 0: any free)",
+    )
+    serve.add_argument(
         "--data-dir", type=Path, default=Path("data/tms"), help="LevelDB directory (data/tms)"
     )
     serve.add_argument(
@@ -48,7 +55,7 @@ def register(commands: Any) -> None:
     serve.add_argument("--auth", type=Path, help="TOML file of tokens and grants")
     serve.add_argument("--tls-cert", help="PEM certificate (chain): serve HTTPS only")
     serve.add_argument("--tls-key", help="PEM private key, if not in the certificate file")
-    serve.add_argument("--config", type=Path, help="TOML file: [tms] and [http] tables")
+    serve.add_argument("--config", type=Path, help="TOML file: [tms], [http] and [rpc] tables")
     add_client_tls_arguments(serve, "--tx-tls-")
     serve.set_defaults(handler=_serve, client=False)
 
@@ -56,18 +63,18 @@ def register(commands: Any) -> None:
 # -- serve ----------------------------------------------------------------------------------
 
 
-def _config_tables(path: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def _config_tables(path: Path | None) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     if path is None:
-        return {}, {}
+        return {}, {}, {}
     try:
         with path.open("rb") as f:
             data = tomllib.load(f)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise TmsInvalidArgumentError(f"cannot read {path}: {exc}") from exc
-    unknown = set(data) - {"tms", "http"}
+    unknown = set(data) - {"tms", "http", "rpc"}
     if unknown:
         raise TmsInvalidArgumentError(f"{path}: unknown sections {sorted(unknown)}")
-    return dict(data.get("tms", {})), dict(data.get("http", {}))
+    return dict(data.get("tms", {})), dict(data.get("http", {})), dict(data.get("rpc", {}))
 
 
 def _config(cls: type[T], values: dict[str, Any], where: str) -> T:
@@ -82,6 +89,14 @@ def _config(cls: type[T], values: dict[str, Any], where: str) -> T:
         raise TmsInvalidArgumentError(f"[{where}]: {exc}") from exc
 
 
+async def _listen(starting: Awaitable[object], host: str, port: int) -> None:
+    try:
+        await starting
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        raise TmsInvalidArgumentError(f"cannot listen on {host}:{port}: {reason}") from exc
+
+
 def _serve(args: argparse.Namespace) -> int:
     from tms.cleanup import Cleaner, CleanupLoop  # noqa: PLC0415 - server-only imports
     from tms.config import TmsConfig  # noqa: PLC0415
@@ -89,6 +104,8 @@ def _serve(args: argparse.Namespace) -> int:
     from tms.http.app import HttpConfig  # noqa: PLC0415
     from tms.http.auth import Authorizer  # noqa: PLC0415
     from tms.http.server import HttpServer, server_ssl_context  # noqa: PLC0415
+    from tms.rpc.config import RpcConfig  # noqa: PLC0415
+    from tms.rpc.server import RpcServer  # noqa: PLC0415
     from tms.service import MessagingService  # noqa: PLC0415
     from tms.store.leveldb import LevelDBStore  # noqa: PLC0415
     from tms.txwatch import TxWatch  # noqa: PLC0415
@@ -97,7 +114,7 @@ def _serve(args: argparse.Namespace) -> int:
     from txn.rlimit import raise_open_file_limit  # noqa: PLC0415
     from txn.rpc.client import ThriftTxClient  # noqa: PLC0415
 
-    tms_values, http_values = _config_tables(args.config)
+    tms_values, http_values, rpc_values = _config_tables(args.config)
     for key, value in (
         ("host", args.host),
         ("port", args.port),
@@ -108,6 +125,16 @@ def _serve(args: argparse.Namespace) -> int:
             http_values[key] = value
     tms_config = _config(TmsConfig, tms_values, "tms")
     http_config = _config(HttpConfig, http_values, "http")
+    serve_rpc = args.rpc_port is not None or bool(rpc_values)
+    for key, value in (
+        ("host", args.host),
+        ("port", args.rpc_port),
+        ("tls_cert_file", http_config.tls_cert_file),
+        ("tls_key_file", http_config.tls_key_file),
+    ):
+        if value is not None:
+            rpc_values[key] = value
+    rpc_config = _config(RpcConfig, rpc_values, "rpc")
     server_ssl_context(http_config)  # a certificate that does not load: refuse before anything
     authorizer = Authorizer.from_file(args.auth) if args.auth else None
     log.info("%s", raise_open_file_limit().describe())
@@ -130,13 +157,21 @@ def _serve(args: argparse.Namespace) -> int:
 
     async def run() -> None:
         server = HttpServer(service, http_config, authorizer, watch)
-        try:
-            await server.start()
-        except OSError as exc:
-            reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
-            raise TmsInvalidArgumentError(
-                f"cannot listen on {http_config.host}:{http_config.port}: {reason}"
-            ) from exc
+        await _listen(server.start(), http_config.host, http_config.port)
+        rpc = None
+        if serve_rpc:
+            rpc = RpcServer(
+                service,
+                rpc_config,
+                authorizer,
+                http_port=server.address[1],
+                http_tls=http_config.tls_cert_file is not None,
+            )
+            try:
+                await _listen(rpc.start(), rpc_config.host, rpc_config.port)
+            except BaseException:
+                await server.stop()
+                raise
         stop = _stop_on_signal()  # before the address is out: a caller may signal at once
         if cleanup is not None:
             cleanup.start()
@@ -144,7 +179,11 @@ def _serve(args: argparse.Namespace) -> int:
             f"tms: messaging service listening on {server.url} (data: {args.data_dir})",
             flush=True,
         )
+        if rpc is not None:
+            print(f"tms: binary protocol listening on {rpc.url}", flush=True)
         await stop.wait()
+        if rpc is not None:
+            await rpc.stop()
         await server.stop()
 
     try:

@@ -109,7 +109,18 @@ class _TxSource(Protocol):
 
 
 class MessagingClient(ObserveCalls):
-    """See the module docstring. Thread-safe (connections are pooled per client)."""
+    """See the module docstring. Thread-safe (connections are pooled per client).
+
+    ``MessagingClient("tms://host:port")`` (or ``tmss://`` for TLS) makes a
+    ``tms.client.rpc.RpcMessagingClient``: the same methods over the binary protocol
+    (docs/rpc.md)."""
+
+    def __new__(cls, base_url: str, *args: Any, **kwargs: Any) -> MessagingClient:
+        if cls is MessagingClient and base_url.startswith(("tms://", "tmss://")):
+            from tms.client.rpc import RpcMessagingClient  # noqa: PLC0415 - import cycle
+
+            return super().__new__(RpcMessagingClient)
+        return super().__new__(cls)
 
     def __init__(
         self,

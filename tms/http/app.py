@@ -34,11 +34,10 @@ from tms.codec import avro
 from tms.codec import json as jsonc
 from tms.errors import (
     RequestTooLargeError,
-    TmsCodecError,
     TmsError,
     TmsInvalidArgumentError,
 )
-from tms.fetcher import FetchRequest, MessageFetcher
+from tms.fetcher import FetchRequest, MessageFetcher, fetch_request_of
 from tms.history import MetricsHistory
 from tms.http.auth import Authorizer
 from tms.http.config import HttpConfig
@@ -48,13 +47,10 @@ from tms.http.openapi import openapi_spec
 from tms.http.protocol import code_for_status, error_response
 from tms.http.queues import QueueHandlers
 from tms.http.routes import ROUTES, Route, authorize
-from tms.ids import MESSAGE_ID_SIZE, MessageId
 from tms.model import MarkersRequest, Message, StoreRequest, TopicId, validate_namespace
 from tms.operations import Markers, Publish, Rollback, Store
 from tms.service import MessagingService
 from tms.txwatch import TxWatch
-from txn.codec import decode_transaction
-from txn.errors import CodecError as TxCodecError
 
 __all__ = ["API", "AVRO", "JSON", "HttpConfig", "create_app"]
 
@@ -267,26 +263,9 @@ class Api(ObserveApi, ConsoleApi, QueueHandlers):
         bounds = await self._run(self.svc.bounds, topic, self._fetch_request(spec))
         return web.Response(body=jsonc.encode_bounds(bounds), content_type=JSON)
 
-    def _fetch_request(self, spec: avro.ConsumeSpec) -> FetchRequest:
-        limit = spec.limit if spec.limit is not None else 2**31 - 1
-        if limit <= 0:
-            raise TmsInvalidArgumentError(f"limit must be positive, got {limit}")
-        start_id = start_ms = None
-        if isinstance(spec.start_from, bytes):
-            if len(spec.start_from) != MESSAGE_ID_SIZE:
-                raise TmsInvalidArgumentError(
-                    f"startFrom must be a {MESSAGE_ID_SIZE}-byte message id"
-                )
-            start_id = MessageId.from_bytes(spec.start_from)
-        elif spec.start_from is not None:
-            start_ms = spec.start_from
-        tx = None
-        if spec.transaction is not None:
-            try:
-                tx = decode_transaction(spec.transaction)
-            except TxCodecError as exc:
-                raise TmsCodecError(f"the transaction does not decode: {exc}") from exc
-        return FetchRequest(start_id, spec.inclusive, start_ms, limit, tx)
+    @staticmethod
+    def _fetch_request(spec: avro.ConsumeSpec) -> FetchRequest:
+        return fetch_request_of(spec)
 
     def _wait_ms(self, request: web.Request) -> int:
         text = request.query.get("wait_ms", "0")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import threading
+from typing import Protocol
 
 from aiohttp import web
 
@@ -23,7 +24,7 @@ from tms.service import MessagingService
 from tms.txwatch import TxWatch
 from txms_common.loop import new_event_loop
 
-__all__ = ["HttpServer", "HttpServerThread", "server_ssl_context"]
+__all__ = ["HttpServer", "HttpServerThread", "server_ssl_context", "ssl_context"]
 
 
 class HttpServer:
@@ -74,25 +75,39 @@ class HttpServer:
 
 def server_ssl_context(config: HttpConfig) -> ssl.SSLContext | None:
     """The server's TLS context, None without a certificate."""
-    if config.tls_cert_file is None:
+    return ssl_context(config.tls_cert_file, config.tls_key_file)
+
+
+def ssl_context(cert_file: str | None, key_file: str | None) -> ssl.SSLContext | None:
+    """A server's TLS context (TLS 1.2 or later) from PEM files, None without a
+    certificate; ``TmsInvalidArgumentError`` when they do not load."""
+    if cert_file is None:
         return None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
-        context.load_cert_chain(config.tls_cert_file, config.tls_key_file)
+        context.load_cert_chain(cert_file, key_file)
     except (OSError, ssl.SSLError) as exc:
-        files = config.tls_cert_file
-        if config.tls_key_file:
-            files += f" and {config.tls_key_file}"
+        files = cert_file + (f" and {key_file}" if key_file else "")
         raise TmsInvalidArgumentError(
             f"cannot load the TLS certificate from {files}: {exc}"
         ) from exc
     return context
 
 
-class HttpServerThread:
-    """An ``HttpServer`` on its own event-loop thread."""
+class _Serving(Protocol):
+    async def start(self) -> tuple[str, int]: ...
 
-    def __init__(self, server: HttpServer) -> None:
+    async def stop(self) -> None: ...
+
+    @property
+    def url(self) -> str: ...
+
+
+class HttpServerThread:
+    """An ``HttpServer`` (or any server with async ``start``/``stop`` and a ``url``, like
+    ``tms.rpc.server.RpcServer``) on its own event-loop thread."""
+
+    def __init__(self, server: _Serving) -> None:
         self.server = server
         self._loop = new_event_loop()
         self._thread = threading.Thread(

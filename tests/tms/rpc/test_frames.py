@@ -1,0 +1,177 @@
+"""Frames of the binary protocol: golden bytes of every frame kind and of the bodies,
+built field by field from docs/rpc.md; round trips; what is refused."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tms.errors import TmsCodecError
+from tms.rpc.frames import (
+    FLAG_ERROR,
+    FLAG_TRACED,
+    Frame,
+    FrameError,
+    Kind,
+    decode_body,
+    encode_body,
+    encode_error,
+    encode_frame,
+    read_frames,
+    rpc,
+)
+from tms.rpc.ops import BY_CODE, OPS
+
+MAX = 1 << 20
+
+
+def u32(n: int) -> bytes:
+    return struct.pack(">I", n)
+
+
+def head(length: int, kind: int, op: int, flags: int, rid: int, timeout_ms: int) -> bytes:  # noqa: PLR0917
+    return u32(length) + bytes([kind, op]) + struct.pack(">H", flags) + u32(rid) + u32(timeout_ms)
+
+
+def thrift_string(field: int, text: str) -> bytes:
+    return b"\x0b" + struct.pack(">h", field) + u32(len(text)) + text.encode()
+
+
+ERROR_BODY = thrift_string(1, "topic_not_found") + thrift_string(2, "no t") + b"\x00"
+ERROR = encode_error("topic_not_found", "no t")
+
+GOLDEN = [
+    (  # a publish request with a queue timeout of 250 ms
+        encode_frame(Kind.REQUEST, 1, 7, b"BODY", timeout_ms=250),
+        head(16, 1, 1, 0, 7, 250) + b"BODY",
+    ),
+    (  # a traced poll request: trace id 1, span id 2 after the header
+        encode_frame(Kind.REQUEST, 5, 1, b"", trace=(1, 2)),
+        head(28, 1, 5, FLAG_TRACED, 1, 0) + struct.pack(">QQ", 1, 2),
+    ),
+    (  # a successful response: an empty struct
+        encode_frame(Kind.RESPONSE, 1, 7, b"\x00"),
+        head(13, 2, 1, 0, 7, 0) + b"\x00",
+    ),
+    (  # an error response
+        encode_frame(Kind.RESPONSE, 5, 9, ERROR, flags=FLAG_ERROR),
+        head(12 + len(ERROR_BODY), 2, 5, FLAG_ERROR, 9, 0) + ERROR_BODY,
+    ),
+    (encode_frame(Kind.PING, 0, 3), head(12, 3, 0, 0, 3, 0)),
+    (encode_frame(Kind.PONG, 0, 3), head(12, 4, 0, 0, 3, 0)),
+    (
+        encode_frame(Kind.GOAWAY, 0, 0, ERROR, flags=FLAG_ERROR),
+        head(12 + len(ERROR_BODY), 5, 0, FLAG_ERROR, 0, 0) + ERROR_BODY,
+    ),
+]
+
+
+@pytest.mark.parametrize(("encoded", "expected"), GOLDEN)
+def test_golden_frames(encoded: bytes, expected: bytes) -> None:
+    assert encoded == expected
+    frames, used = read_frames(expected, MAX)
+    assert used == len(expected) and len(frames) == 1
+
+
+def test_every_frame_kind_has_a_golden_vector() -> None:
+    assert {e[4] for e, _ in GOLDEN} == {int(k) for k in Kind}
+
+
+def test_golden_bodies() -> None:
+    publish = rpc.PublishRequest(ns="n", topic="t", payloads=[b"ab"])
+    assert encode_body(publish) == (
+        thrift_string(1, "n") + thrift_string(2, "t")
+        + b"\x0f\x00\x04\x0b" + u32(1) + u32(2) + b"ab" + b"\x00"
+    )  # fmt: skip
+    mid = bytes(range(20))
+    poll = rpc.PollResponse(ids=[mid], payloads=[b"p"], held=True)
+    assert encode_body(poll) == (
+        b"\x0f\x00\x01\x0b" + u32(1) + u32(20) + mid
+        + b"\x0f\x00\x02\x0b" + u32(1) + u32(1) + b"p"
+        + b"\x02\x00\x03\x01" + b"\x00"
+    )  # fmt: skip
+    hello = rpc.Hello(version=1, token="s")
+    assert encode_body(hello) == b"\x08\x00\x01" + u32(1) + thrift_string(2, "s") + b"\x00"
+
+
+def test_a_traced_frame_reads_back_with_its_trace() -> None:
+    data = encode_frame(Kind.REQUEST, 5, 4, b"xyz", timeout_ms=9, trace=(2**64 - 1, 5))
+    (frame,), _ = read_frames(data, MAX)
+    assert frame == Frame(1, 5, FLAG_TRACED, 4, 9, (2**64 - 1, 5), b"xyz")
+
+
+frames_st = st.builds(
+    Frame,
+    st.sampled_from([int(k) for k in Kind]),
+    st.integers(0, 255),
+    st.integers(0, 0xFFFF).map(lambda f: f & ~FLAG_TRACED),
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 2**32 - 1),
+    st.none() | st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)),
+    st.binary(max_size=64),
+)
+
+
+def _encode(frame: Frame) -> bytes:
+    return encode_frame(
+        frame.kind, frame.op, frame.request_id, frame.body,
+        flags=frame.flags, timeout_ms=frame.timeout_ms, trace=frame.trace,
+    )  # fmt: skip
+
+
+@given(st.lists(frames_st, max_size=8), st.data())
+def test_a_stream_of_frames_reads_back_in_any_cut(frames: list[Frame], data: st.DataObject) -> None:
+    stream = b"".join(_encode(f) for f in frames)
+    expected = [f._replace(flags=f.flags | (FLAG_TRACED if f.trace else 0)) for f in frames]
+    got, used = read_frames(stream, MAX)
+    assert got == expected and used == len(stream)
+    cut = data.draw(st.integers(0, len(stream)))
+    prefix, used = read_frames(stream[:cut], MAX)
+    assert prefix == expected[: len(prefix)]
+    assert used == sum(len(_encode(f)) for f in frames[: len(prefix)])
+    limited, _ = read_frames(stream, MAX, limit=1)
+    assert limited == expected[:1]
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (u32(11) + b"\x01" * 11, "bad frame length 11"),
+        (u32(MAX + 1), "bad frame length"),
+        (u32(2**32 - 1) + b"\x01", "bad frame length"),
+        (head(12, 9, 0, 0, 1, 0), "unknown frame kind 9"),
+        (head(12, 0, 0, 0, 1, 0), "unknown frame kind 0"),
+        (head(12, 1, 1, FLAG_TRACED, 1, 0), "without its trace"),
+    ],
+)
+def test_what_is_not_a_frame(data: bytes, why: str) -> None:
+    with pytest.raises(FrameError, match=why):
+        read_frames(data, MAX)
+
+
+def test_an_unfinished_frame_waits() -> None:
+    whole = encode_frame(Kind.PING, 0, 1)
+    assert read_frames(whole[:-1], MAX) == ([], 0)
+    assert read_frames(b"", MAX) == ([], 0)
+
+
+@given(st.sampled_from([op.request for op in OPS] + [rpc.PollResponse, rpc.Error]), st.binary())
+def test_bodies_that_do_not_decode_raise_codec_errors_only(cls: object, data: bytes) -> None:
+    with contextlib.suppress(TmsCodecError):
+        decode_body(cls, data)
+
+
+def test_a_list_claiming_two_billion_items_is_refused_without_allocating_them() -> None:
+    body = b"\x0f\x00\x04\x0b" + u32(2**31 - 1)
+    with pytest.raises(TmsCodecError):
+        decode_body(rpc.PublishRequest, body)
+
+
+def test_op_codes_are_the_documented_ones() -> None:
+    assert {code: op.name for code, op in BY_CODE.items()} == {
+        0: "hello", 1: "publish", 2: "store", 3: "rollback", 4: "markers", 5: "poll", 6: "bounds",
+    }  # fmt: skip

@@ -1,0 +1,314 @@
+"""``RpcMessagingClient``: ``MessagingClient``'s methods over the binary protocol
+(docs/rpc.md). ``MessagingClient("tms://host:port")`` makes one (``tmss://`` for TLS;
+``tms://h1:p1,h2:p2`` for several addresses of the service).
+
+* Publish, store, rollback, commit markers, poll and bounds travel as binary requests;
+  ``follow`` is ``MessagingClient``'s, over this ``poll``. Topic administration and
+  ``inspect`` stay on the REST API, at the address the server gives in its hello answer
+  (or ``http_url``).
+* Connections (``tms.client.channel``): up to ``connections``, each shared by the
+  threads calling at once (requests pipelined, answers in any order); opened as needed.
+* Failures: errors come back as the ``tms`` class of their code. A request that cannot
+  reach the server (no connection) is tried again with back-off, a publish included
+  (nothing was sent); one whose answer is lost is tried again only when idempotent
+  (rollback, markers, poll, bounds, a commit marker), otherwise it raises
+  ``ServiceUnavailableError`` saying the outcome is unknown. ``request_timeout`` (the
+  server dropped it unprocessed) is retried whatever the operation. An address whose
+  connections keep failing is shielded (``tms.rpc.endpoints``): calls fail fast, or use
+  the other addresses, until its shield ends.
+* Timeouts: a call waits ``timeout_s`` for its answer (a poll ``timeout_s + wait_ms``);
+  the server drops a request it could not start within half of ``timeout_s``, so the
+  caller hears of it in time to try again.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from itertools import islice
+from typing import Any
+
+from tms.client.channel import (
+    RETRY,
+    Channel,
+    ChannelError,
+    ChannelPool,
+    answer_of,
+    check_retry,
+)
+from tms.client.http import MarkersOutcome, MessagingClient, PollResult, RollbackToken
+from tms.client.transport import Reply, Transport
+from tms.errors import ServiceUnavailableError, TmsError
+from tms.ids import MessageId
+from tms.model import TopicBounds, TopicId
+from tms.rpc.endpoints import Endpoints, parse_url
+from tms.rpc.frames import encode_body, rpc
+from tms.rpc.ops import BY_NAME, Op
+from tms.rpc.values import (
+    bounds_of,
+    messages_of,
+    payloads_of,
+    poll_request,
+    publish_request,
+    rollback_range,
+    token_of,
+)
+from txms_common.retry import backoff
+from txn.transaction import Transaction
+
+__all__ = ["RpcMessagingClient", "client_ssl_context", "rest_url"]
+
+_PUBLISH, _STORE, _ROLLBACK = BY_NAME["publish"], BY_NAME["store"], BY_NAME["rollback"]
+_MARKERS, _POLL, _BOUNDS = BY_NAME["markers"], BY_NAME["poll"], BY_NAME["bounds"]
+
+
+def client_ssl_context(ca_bundle: str | os.PathLike[str] | None) -> ssl.SSLContext:
+    """Verifies the server against ``ca_bundle`` (a PEM file or directory), else
+    ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``, else the system's trust store."""
+    trusted = (
+        os.fspath(ca_bundle)
+        if ca_bundle is not None
+        else os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    )
+    if trusted and os.path.isdir(trusted):
+        return ssl.create_default_context(capath=trusted)
+    return ssl.create_default_context(cafile=trusted or None)
+
+
+def rest_url(url: str, address: tuple[str, int], welcome: Any) -> str:
+    """The REST API's URL as the server at ``address`` (of ``url``) announces it."""
+    if not welcome.http_port:
+        raise TmsError(
+            f"{url} does not say where its REST API is: give http_url= for topic administration"
+        )
+    scheme = "https" if welcome.http_tls else "http"
+    host = f"[{address[0]}]" if ":" in address[0] else address[0]
+    return f"{scheme}://{host}:{welcome.http_port}"
+
+
+class _RestOnDemand:
+    """``HttpTransport`` to the REST API at ``url()`` (asked on the first request: the
+    address the server announces in its hello answer, or the one given)."""
+
+    def __init__(self, url: Callable[[], str], ca_bundle: str | os.PathLike[str] | None) -> None:
+        self._url = url
+        self._ca_bundle = ca_bundle
+        self._rest: Transport | None = None
+        self._lock = threading.Lock()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        timeout_s: float,
+    ) -> Reply:
+        with self._lock:
+            if self._rest is None:
+                self._rest = Transport(self._url(), ca_bundle=self._ca_bundle)
+            rest = self._rest
+        return rest.request(
+            method, path, body=body, headers=headers, params=params, timeout_s=timeout_s
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._rest is not None:
+                self._rest.close()
+
+
+class RpcMessagingClient(MessagingClient):
+    """See the module docstring. Thread-safe."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout_s: float = 30.0,
+        retries: int = 3,
+        backoff_s: float = 0.1,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+        ca_bundle: str | os.PathLike[str] | None = None,
+        connections: int = 4,
+        http_url: str | None = None,
+        client_id: str | None = None,
+        shield_after: int = 3,
+        shield_s: float = 1.0,
+    ) -> None:
+        addresses, tls = parse_url(base_url)
+        super().__init__(
+            base_url,
+            token=token,
+            timeout_s=timeout_s,
+            retries=retries,
+            backoff_s=backoff_s,
+            sleep=sleep,
+            monotonic=monotonic,
+            transport=_RestOnDemand(lambda: http_url or self._announced_url(), ca_bundle),
+        )
+        self._token = token
+        self._client_id = client_id or f"{os.getpid()}@txms-client"
+        self._ssl = client_ssl_context(ca_bundle) if tls else None
+        self.endpoints = Endpoints(
+            addresses, shield_after=shield_after, shield_s=shield_s, monotonic=monotonic
+        )
+        self._pool = ChannelPool(self.endpoints, self._connect, connections)
+
+    def _connect(self, address: tuple[str, int]) -> Channel:
+        return Channel.open(
+            address,
+            token=self._token,
+            client_id=self._client_id,
+            timeout_s=min(self._timeout, 10.0),
+            ssl_context=self._ssl,
+            monotonic=self._monotonic,
+        )
+
+    def close(self) -> None:
+        self._pool.close()
+        super().close()
+
+    def _announced_url(self) -> str:
+        channel = self._channel()
+        return rest_url(self.base_url, channel.address, channel.welcome)
+
+    def _channel(self) -> Channel:
+        try:
+            return self._pool.acquire()
+        except ChannelError as exc:
+            raise ServiceUnavailableError(str(exc)) from exc
+
+    def ping(self) -> None:
+        """A round trip to the service (``ServiceUnavailableError`` without one)."""
+        channel = self._channel()
+        try:
+            channel.ping(self._timeout)
+        except ChannelError as exc:
+            raise ServiceUnavailableError(f"ping: {exc}") from exc
+
+    # -- calls ----------------------------------------------------------------------------
+
+    def _call(
+        self,
+        op: Op,
+        request: Any,
+        *,
+        topic: object = None,
+        idempotent: bool | None = None,
+        wait_s: float = 0.0,
+    ) -> Any:
+        """Send ``request`` as ``op`` and return the response struct (see the module
+        docstring for what is retried)."""
+        body = encode_body(request)
+        retry_lost = op.idempotent if idempotent is None else idempotent
+        queue_ms = max(1, int(self._timeout * 500))
+        delays = islice(backoff(self._backoff, 4.0), self._retries)
+        while True:
+            channel = None
+            try:
+                channel = self._pool.acquire()
+                frame = channel.call(
+                    op.code, body, timeout_s=self._timeout + wait_s, queue_timeout_ms=queue_ms
+                )
+            except (ChannelError, ServiceUnavailableError) as exc:
+                if channel is not None and channel.dead:
+                    self._pool.discard(channel)
+                    self.endpoints.failed(channel.address)
+                delay = next(delays, None)
+                check_retry(op, exc, retry_lost=retry_lost, again=delay is not None)
+            else:
+                delay = next(delays, None)
+                answer = answer_of(
+                    op, frame, topic=topic, retry_lost=retry_lost, again=delay is not None
+                )
+                if answer is not RETRY:
+                    return answer
+            assert delay is not None
+            self._sleep(delay)
+
+    # -- writing --------------------------------------------------------------------------
+
+    def publish(
+        self,
+        topic: TopicId,
+        payloads: Iterable[bytes | str],
+        *,
+        tx_write_pointer: int | None = None,
+        ttls: Iterable[int | None] | None = None,
+    ) -> RollbackToken | None:
+        data = payloads_of(payloads)
+        marker = tx_write_pointer is not None and not data
+        request = publish_request(topic, data, tx_write_pointer, ttls)
+        response = self._call(_PUBLISH, request, topic=topic, idempotent=marker)
+        if response.rollback is None:
+            return None
+        return RollbackToken(*token_of(response.rollback))
+
+    def store(
+        self,
+        topic: TopicId,
+        payloads: Iterable[bytes | str],
+        *,
+        tx_write_pointer: int,
+        ttls: Iterable[int | None] | None = None,
+    ) -> None:
+        request = publish_request(topic, payloads_of(payloads), tx_write_pointer, ttls)
+        self._call(_STORE, request, topic=topic)
+
+    def rollback(self, topic: TopicId, token: RollbackToken) -> None:
+        request = rpc.RollbackRequest(
+            ns=topic.namespace, topic=topic.topic, rollback=rollback_range(token.detail)
+        )
+        self._call(_ROLLBACK, request, topic=topic)
+
+    def publish_markers(
+        self,
+        topic: TopicId,
+        write_pointers: Iterable[int],
+        *,
+        idempotency_key: str | None = None,
+    ) -> MarkersOutcome:
+        request = rpc.MarkersRequest(
+            ns=topic.namespace,
+            topic=topic.topic,
+            write_pointers=list(write_pointers),
+            idempotency_key=idempotency_key,
+        )
+        response = self._call(_MARKERS, request, topic=topic)
+        tokens = [RollbackToken(*token_of(m)) for m in response.markers or ()]
+        return MarkersOutcome(tokens, bool(response.duplicate))
+
+    # -- reading --------------------------------------------------------------------------
+
+    def bounds(
+        self,
+        topic: TopicId,
+        *,
+        start: MessageId | bytes | str | int | None = None,
+        inclusive: bool = True,
+        transaction: Transaction | None = None,
+    ) -> TopicBounds:
+        request = poll_request(topic, start, inclusive, None, transaction)
+        return bounds_of(self._call(_BOUNDS, request, topic=topic))
+
+    def poll(
+        self,
+        topic: TopicId,
+        *,
+        start: MessageId | bytes | str | int | None = None,
+        inclusive: bool = True,
+        limit: int | None = None,
+        transaction: Transaction | None = None,
+        wait_ms: int = 0,
+    ) -> PollResult:
+        request = poll_request(topic, start, inclusive, limit, transaction, wait_ms)
+        response = self._call(_POLL, request, topic=topic, wait_s=wait_ms / 1000)
+        return PollResult(messages_of(response), bool(response.held))

@@ -1,0 +1,222 @@
+"""What the binary protocol's operations do: the one module that couples the protocol to
+``MessagingService``.
+
+``dispatch`` takes an operation of ``tms.rpc.ops.OPS``, its decoded request struct, the
+request's topic, its deadline (``time.monotonic()``; None: none) and ``done``, and calls
+``done`` exactly once, on the event loop, with the response (a struct or its encoded
+body) or the ``TmsError`` it failed with.
+
+* A write is the typed operation its entry makes of the request (``tms.rpc.writes``),
+  submitted from the loop to the topic's group commit (``MessagingService.submit_async``:
+  what arrives while a batch is being written is the next batch, one synced write for
+  all of it). A write still queued when its deadline passes is dropped unwritten.
+* Reads run on the worker pool; one that starts after its deadline is dropped. A poll
+  with ``wait_ms`` that finds nothing waits for the topic to change (``TopicWaiters``),
+  and answers at once when it is held by an uncommitted entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from functools import partial
+from typing import Any
+
+from tms.codec.avro import ConsumeSpec
+from tms.errors import (
+    RequestTimeoutError,
+    TmsError,
+    TmsInvalidArgumentError,
+    TmsTransientError,
+)
+from tms.fetcher import FetchRequest, fetch_request_of
+from tms.http.app import TopicWaiters
+from tms.model import TopicBounds, TopicId
+from tms.operations import Operation
+from tms.rpc.frames import rpc
+from tms.rpc.ops import Op
+from tms.rpc.values import position
+from tms.service import MessagingService
+
+__all__ = ["Backend", "Done"]
+
+Done = Callable[[Any], None]
+"""Called once with the response struct (or its encoded bytes), or the ``TmsError`` the
+operation failed with."""
+
+
+def _settle(convert: Callable[[Any], Any], done: Done, future: asyncio.Future[Any]) -> None:
+    if future.cancelled():
+        done(TmsError("the operation was cancelled"))
+    elif (error := future.exception()) is not None:
+        done(error)
+    else:
+        try:
+            response = convert(future.result())
+        except TmsError as exc:
+            response = exc
+        done(response)
+
+
+_MESSAGE_OVERHEAD = 28  # in a PollResponse: the 20-byte id, two 4-byte lengths
+
+
+def _bounds_response(bounds: TopicBounds) -> Any:
+    return rpc.BoundsResponse(
+        first=position(bounds.first), last=position(bounds.last), held=position(bounds.held)
+    )
+
+
+def _fetch_request(req: Any) -> FetchRequest:
+    if req.start_id is not None and req.start_ms is not None:
+        raise TmsInvalidArgumentError("start from a message id or a time, not both")
+    start = req.start_id if req.start_id is not None else req.start_ms
+    inclusive = True if req.inclusive is None else bool(req.inclusive)
+    return fetch_request_of(ConsumeSpec(start, inclusive, req.limit, req.transaction))
+
+
+class Backend:
+    """See the module docstring. Use from the event loop's thread only."""
+
+    def __init__(
+        self,
+        service: MessagingService,
+        pool: Executor,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        max_wait_ms: int,
+        max_poll_bytes: int,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.svc = service
+        self._pool = pool
+        self._loop = loop
+        self._max_wait_ms = max_wait_ms
+        self._max_poll_bytes = max_poll_bytes
+        self._monotonic = monotonic
+        self._waiters = TopicWaiters(loop)
+        self._polls: set[asyncio.Task[None]] = set()
+        self._writes: set[asyncio.Task[None]] = set()  # running: referenced until done
+        service.add_listener(self._waiters.listener)
+
+    def close(self) -> None:
+        """Stop listening to the service; cancel the polls still waiting."""
+        self.svc.remove_listener(self._waiters.listener)
+        for task in list(self._polls):
+            task.cancel()
+
+    # -- dispatch -----------------------------------------------------------------------
+
+    def dispatch(
+        self, op: Op, req: Any, topic: TopicId, deadline: float | None, done: Done
+    ) -> None:
+        """Do ``op`` (see the module docstring); ``TmsError`` raised here is the answer."""
+        if op.write is None:
+            getattr(self, op.handler)(req, topic, deadline, done)
+            return
+        assert op.answer is not None
+        operation = op.write(req, topic)
+        task = self._loop.create_task(self._submit(operation, op.answer, deadline, done))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _submit(
+        self,
+        operation: Operation[Any],
+        answer: Callable[[Any], Any],
+        deadline: float | None,
+        done: Done,
+    ) -> None:
+        try:
+            result = await self.svc.submit_async(operation, deadline=deadline)
+            response = answer(result)
+        except TmsError as exc:
+            response = exc
+        done(response)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def _in_time(self, deadline: float | None) -> None:
+        if deadline is not None and self._monotonic() > deadline:
+            raise RequestTimeoutError("dropped unread: it waited past its timeout")
+
+    def bounds(self, req: Any, topic: TopicId, deadline: float | None, done: Done) -> None:
+        request = _fetch_request(req)
+
+        def read() -> TopicBounds:
+            self._in_time(deadline)
+            return self.svc.bounds(topic, request)
+
+        future = self._loop.run_in_executor(self._pool, read)
+        future.add_done_callback(partial(_settle, _bounds_response, done))
+
+    def poll(self, req: Any, topic: TopicId, deadline: float | None, done: Done) -> None:
+        request = _fetch_request(req)
+        wait_ms = req.wait_ms or 0
+        if not 0 <= wait_ms <= self._max_wait_ms:
+            raise TmsInvalidArgumentError(f"wait_ms must be in 0..{self._max_wait_ms}")
+        task = self._loop.create_task(self._poll(topic, request, wait_ms, deadline, done))
+        self._polls.add(task)
+        task.add_done_callback(self._polls.discard)
+
+    async def _poll(
+        self,
+        topic: TopicId,
+        request: FetchRequest,
+        wait_ms: int,
+        deadline: float | None,
+        done: Done,
+    ) -> None:
+        try:
+            done(await self._polled(topic, request, wait_ms, deadline))
+        except TmsError as exc:
+            done(exc)
+        except asyncio.CancelledError:
+            done(TmsTransientError("the server is stopping"))
+            raise
+
+    async def _polled(
+        self, topic: TopicId, request: FetchRequest, wait_ms: int, deadline: float | None
+    ) -> Any:
+        until = self._monotonic() + wait_ms / 1000
+        while True:
+            # Registered before reading, so a write that lands after the read's snapshot
+            # wakes us (its listener runs after the write).
+            waiter = self._waiters.register(topic) if wait_ms else None
+            try:
+                response = await self._loop.run_in_executor(
+                    self._pool, self._read, topic, request, deadline
+                )
+                remaining = until - self._monotonic()
+                if response.ids or response.held or waiter is None or remaining <= 0:
+                    return response
+                deadline = None  # it has been served once: waiting is not queueing
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(waiter, remaining)
+            finally:
+                if waiter is not None:
+                    self._waiters.discard(topic, waiter)
+
+    def _read(self, topic: TopicId, request: FetchRequest, deadline: float | None) -> Any:
+        """One read on a worker thread: up to the limit, and about ``max_poll_bytes`` of
+        answer (at least one message; each message counts its payload, its id and their
+        two length prefixes, so many small messages fill an answer too)."""
+        self._in_time(deadline)
+        svc = self.svc
+        fetcher = svc.read(topic, request)
+        ids: list[bytes] = []
+        payloads: list[bytes] = []
+        budget = self._max_poll_bytes
+        size = 0
+        for mid, payload in fetcher:
+            ids.append(mid)
+            payloads.append(payload)
+            size += len(payload) + _MESSAGE_OVERHEAD
+            if size >= budget:
+                break
+        size -= len(ids) * _MESSAGE_OVERHEAD
+        svc.metrics.fetched(topic, len(ids), size)
+        return rpc.PollResponse(ids=ids, payloads=payloads, held=fetcher.held)

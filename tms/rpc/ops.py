@@ -1,0 +1,80 @@
+"""Every operation of the binary protocol: the one table both sides read.
+
+An operation is its code (the frame header's ``op`` byte), the structs of its request
+and response bodies (``txms_rpc.thrift``), the permission a caller needs on the topic
+named in the request (``tms.http.auth``, as for the REST routes), whether a client may
+send it again after a lost answer, and what the server does with it: a write names the
+typed operation (``tms.operations``) a request asks for and the answer to its result
+(``tms.rpc.writes``), which the server submits to the topic's group commit; a read names
+the ``tms.rpc.backend.Backend`` method that answers it. Adding an operation is one entry
+here, its structs in the IDL, and its pair in ``tms.rpc.writes`` or its ``Backend``
+method (docs/rpc.md, "Adding an operation").
+
+``HELLO`` (0) opens every connection; the server answers it itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tms.http.auth import Permission
+from tms.model import TopicId
+from tms.operations import Operation
+from tms.rpc import writes
+from tms.rpc.frames import rpc
+
+__all__ = ["BY_CODE", "BY_NAME", "HELLO", "OPS", "Op"]
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    code: int
+    name: str
+    request: Any
+    """The struct class of the request body."""
+    response: Any
+    """The struct class of a successful response body."""
+    permission: Permission | None
+    """Needed on the request's topic; None only for HELLO."""
+    idempotent: bool
+    """Sending it twice has the effect of sending it once: a client may retry it."""
+    handler: str = ""
+    """A read: the ``Backend`` method that answers it."""
+    write: Callable[[Any, TopicId], Operation[Any]] | None = None
+    """A write: the typed operation a request asks for (``TmsInvalidArgumentError`` for
+    one that makes no sense)."""
+    answer: Callable[[Any], Any] | None = None
+    """A write: the response (a struct, or its encoded body) to the operation's result."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.code <= 255:
+            raise ValueError(f"{self.name}: an op code is one byte")
+        is_write = self.write is not None
+        if is_write != (self.answer is not None) or is_write == bool(self.handler):
+            raise ValueError(f"{self.name}: a write (write and answer) or a read (handler)")
+
+
+HELLO = Op(0, "hello", rpc.Hello, rpc.Welcome, None, True, handler="hello")
+_W, _R = Permission.WRITE, Permission.READ
+
+OPS: tuple[Op, ...] = (
+    # code, name, request body, response body, permission, idempotent, what it does
+    HELLO,
+    Op(1, "publish", rpc.PublishRequest, rpc.PublishResponse, _W, False,
+       write=writes.publish, answer=writes.publish_answer),
+    Op(2, "store", rpc.PublishRequest, rpc.Empty, _W, False,
+       write=writes.store, answer=writes.store_answer),
+    Op(3, "rollback", rpc.RollbackRequest, rpc.RollbackResponse, _W, True,
+       write=writes.rollback, answer=writes.rollback_answer),
+    Op(4, "markers", rpc.MarkersRequest, rpc.MarkersResponse, _W, True,
+       write=writes.markers, answer=writes.markers_answer),
+    Op(5, "poll", rpc.PollRequest, rpc.PollResponse, _R, True, handler="poll"),
+    Op(6, "bounds", rpc.PollRequest, rpc.BoundsResponse, _R, True, handler="bounds"),
+)  # fmt: skip
+
+BY_CODE: dict[int, Op] = {op.code: op for op in OPS}
+BY_NAME: dict[str, Op] = {op.name: op for op in OPS}
+if len(BY_CODE) != len(OPS) or len(BY_NAME) != len(OPS):
+    raise ValueError("op codes and names must be unique")

@@ -1,0 +1,104 @@
+// The bodies of txms's binary protocol (docs/rpc.md): each frame's body is one of these
+// structs in Thrift's binary protocol (no message envelope: the frame header carries the
+// operation and the request id). Fields are numbered for good; new fields get new ids.
+//
+// Message lists are columnar (one list of ids, one of payloads): a list<binary> is read
+// and written in one C loop by thriftpy2, a list of structs is not.
+
+struct Error {
+  1: string code      // the error code of the REST API ("topic_not_found", ...)
+  2: string message
+}
+
+// op 0, the first request of every connection
+struct Hello {
+  1: i32 version            // 1
+  2: optional string token  // the bearer token, when the service authenticates
+  3: optional string client_id
+}
+
+struct Welcome {
+  1: i32 version
+  2: i32 max_frame_bytes
+  3: i32 max_in_flight      // requests per connection the server reads before it waits
+  4: i32 idle_timeout_ms    // a connection quiet this long (nothing in flight) is closed
+  5: i32 http_port          // the REST API (admin operations), 0 when unknown
+  6: bool http_tls
+  7: optional string principal
+}
+
+struct RollbackRange {
+  1: i64 write_pointer
+  2: i64 start_ms
+  3: i32 start_seq
+  4: i64 end_ms
+  5: i32 end_seq
+}
+
+// op 1 publish, op 2 store
+struct PublishRequest {
+  1: string ns
+  2: string topic
+  3: optional i64 write_pointer
+  4: list<binary> payloads
+  5: optional list<i32> ttls   // one per payload, seconds; 0 = the topic's TTL
+}
+
+struct PublishResponse {
+  1: optional RollbackRange rollback   // a transactional publish's rollback token
+}
+
+struct Empty {}
+
+// op 3
+struct RollbackRequest {
+  1: string ns
+  2: string topic
+  3: RollbackRange rollback
+}
+
+struct RollbackResponse {
+  1: i32 rolled_back
+}
+
+// op 4
+struct MarkersRequest {
+  1: string ns
+  2: string topic
+  3: list<i64> write_pointers
+  4: optional string idempotency_key
+}
+
+struct MarkersResponse {
+  1: list<RollbackRange> markers
+  2: bool duplicate
+}
+
+// op 5 poll, op 6 bounds (limit and wait_ms do not apply)
+struct PollRequest {
+  1: string ns
+  2: string topic
+  3: optional binary start_id         // a 20-byte message id
+  4: optional i64 start_ms            // or a time; neither: the oldest message
+  5: optional bool inclusive          // default true
+  6: optional i32 limit
+  7: optional binary transaction      // Tephra's TransactionCodec bytes
+  8: optional i32 wait_ms             // long-poll
+}
+
+struct PollResponse {
+  1: list<binary> ids        // 20 bytes each
+  2: list<binary> payloads   // payloads[i] is the message with ids[i]
+  3: bool held
+}
+
+struct Position {
+  1: i64 publish_ms
+  2: i32 seq
+}
+
+struct BoundsResponse {
+  1: optional Position first
+  2: optional Position last
+  3: optional Position held
+}
