@@ -2,6 +2,9 @@
 ``TransactionalQueue`` to enqueue and ack inside transactions, ``Worker`` to run a
 function per message.
 
+Over the binary protocol (a ``tms://`` client), ``receive`` without waiting and ``ack``
+are binary requests (docs/rpc.md); the rest goes over REST as ever.
+
 ``Queue`` calls are retried when the service is unavailable if repeating them cannot do
 harm: ``ack`` (a repeated ack answers ``acked``), ``settle``, ``stats``, ``receive``
 (a lease whose answer was lost expires and its message is delivered again), and an
@@ -34,6 +37,7 @@ from typing import TypeVar
 
 from tms.client.aware import outcome_unknown
 from tms.client.http import MessagingClient
+from tms.client.rpc import RpcMessagingClient
 from tms.codec import queue_json as qj
 from tms.codec.json import loads_object
 from tms.errors import TmsError
@@ -117,6 +121,8 @@ class Queue:
         ``lease_s``), waiting up to ``wait_s`` for one."""
         lease_ms = None if lease_s is None else max(1, int(lease_s * 1000))
         wait_ms = int(wait_s * 1000)
+        if not wait_ms and isinstance(self.client, RpcMessagingClient):
+            return self.client.receive_queue(self.topic, max_messages, lease_ms)
         body = qj.encode_receive_request(max_messages, lease_ms)
         reply = self.client._request(
             "POST",
@@ -133,7 +139,10 @@ class Queue:
         self, deliveries: Deliveries, *, tx_write_pointer: int | None = None
     ) -> list[AckOutcome]:
         """Finish deliveries (messages or their receipts); an outcome each."""
-        body = qj.encode_ack_request(_receipts(deliveries), tx_write_pointer)
+        receipts = _receipts(deliveries)
+        if isinstance(self.client, RpcMessagingClient):
+            return self.client.ack_queue(self.topic, receipts, tx_write_pointer)
+        body = qj.encode_ack_request(receipts, tx_write_pointer)
         return qj.decode_outcomes(self._post("ack", body, idempotent=True))
 
     def nack(self, deliveries: Deliveries, *, delay_s: float | None = None) -> list[AckOutcome]:
