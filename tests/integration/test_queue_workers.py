@@ -121,9 +121,27 @@ def test_competing_workers_killed_mid_lease(tmp_path: Path) -> None:
             logs.append(tmp_path / f"worker{len(logs)}.log")
             workers.append(start_worker(stack, logs[-1], len(logs)))
 
-        def busy() -> list[int]:
-            """Workers that are alive and have received something."""
-            return [i for i, w in enumerate(workers) if w.poll() is None and logs[i].exists()]
+        def mid_lease() -> list[int]:
+            """Workers alive whose log ends with a batch received and not yet acked."""
+            found = []
+            for i, w in enumerate(workers):
+                if w.poll() is None and logs[i].exists():
+                    with logs[i].open("rb") as f:
+                        f.seek(max(0, logs[i].stat().st_size - 200))
+                        tail = f.read().splitlines()
+                    if tail and tail[-1].startswith(b"R "):
+                        found.append(i)
+            return found
+
+        def victim() -> subprocess.Popen[bytes] | None:
+            """A worker caught holding its leases (looked for for up to 2 s)."""
+            until = time.monotonic() + 2
+            while time.monotonic() < until:
+                holding = mid_lease()
+                if holding:
+                    return workers[rng.choice(holding)]
+                time.sleep(0.005)
+            return None
 
         for _ in range(WORKERS):
             spawn()
@@ -132,10 +150,10 @@ def test_competing_workers_killed_mid_lease(tmp_path: Path) -> None:
         try:
             while time.monotonic() < deadline:
                 time.sleep(rng.uniform(0.5, 1.5))
-                if kills < 6 and busy():  # kill -9 a busy worker: most of its life is mid-lease
-                    victim = workers[rng.choice(busy())]
-                    victim.send_signal(signal.SIGKILL)
-                    victim.wait(10)
+                target = victim() if kills < 6 else None
+                if target is not None:  # kill -9 a worker in the middle of its leases
+                    target.send_signal(signal.SIGKILL)
+                    target.wait(10)
                     kills += 1
                     spawn()
                 stats = queue.stats()
