@@ -20,7 +20,7 @@ AUTH      ?=
 TLS_CERT  ?=
 TLS_KEY   ?=
 
-.PHONY: run example test lint typecheck unit bench bench-txn bench-tms bench-http bench-spark bench-quick clean \
+.PHONY: run example test lint typecheck unit bench bench-txn bench-tms bench-http bench-subs bench-spark bench-quick clean \
         bench-deps bench-peers bench-peers-quick interop interop-deps system-deps bench-ha console-screenshots
 
 $(RUN_STAMP): pyproject.toml $(NATIVE)
@@ -58,7 +58,7 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
-bench: bench-txn bench-tms bench-http bench-spark
+bench: bench-txn bench-tms bench-http bench-subs bench-spark
 
 bench-txn: $(STAMP)
 	$(BIN)/python -m benchmarks.txn_bench
@@ -68,6 +68,9 @@ bench-tms: $(STAMP)
 
 bench-http: $(STAMP)
 	$(BIN)/python -m benchmarks.http_bench
+
+bench-subs: $(STAMP)
+	$(BIN)/python -m benchmarks.subs_bench
 
 # The highly available transaction service (needs `make system-deps`): cycles/s with the
 # state in PostgreSQL vs the local log, and the failover time over 20 kills of the leader.
@@ -81,6 +84,7 @@ bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks.txn_bench --quick --out benchmarks/results/txn-quick.json
 	$(BIN)/python -m benchmarks.tms_bench --quick --out benchmarks/results/tms-quick.json
 	$(BIN)/python -m benchmarks.http_bench --quick --out benchmarks/results/http-quick.json
+	$(BIN)/python -m benchmarks.subs_bench --quick --out benchmarks/results/subs-quick.json
 
 # Benchmarks against peers (docs/benchmarks.md, "Against peers"): bench-deps installs
 # redis-server and PostgreSQL from Debian's packages (once, as root or with sudo); the

@@ -10,8 +10,11 @@ The public API, importable from ``tms`` itself::
   ``MarkersResult``, ``RollbackDetail``, ``TopicBounds``, ``FetchRequest``, ``Message``,
   ``MessageId``;
 * write operations (``MessagingService.submit``): ``Publish``, ``Store``, ``Rollback``,
-  ``Markers``, the queue operations ``Enqueue``, ``Receive``, ``Ack``, ``Nack``,
-  ``Settle``, ``Maintain``, and ``Operation``, ``Ticket``;
+  ``Markers``, ``WritePosition``, ``RollbackPosition``, the queue operations ``Enqueue``,
+  ``Receive``, ``Ack``, ``Nack``, ``Settle``, ``Maintain``, and ``Operation``, ``Ticket``;
+* subscriptions (``MessagingService.subscriptions``): ``SubscriptionId``,
+  ``Preferences``, ``Start``, ``Subscription``, ``Lag``, and the metadata store's
+  contract ``SubscriptionStore`` with ``KvSubscriptionStore``;
 * queues (docs/queues.md): ``EnqueueItem``, ``EnqueueRequest``, ``Enqueued``,
   ``ReceiveRequest``, ``ReceiveResult``, ``QueueMessage``, ``Receipt``, ``AckRequest``,
   ``NackRequest``, ``AckOutcome``, ``SettleRequest``, ``QueueStats``, ``QueueConfig``;
@@ -30,11 +33,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tms.client import MessagingClient as MessagingClient
     from tms.config import TmsConfig as TmsConfig
+    from tms.errors import BadVersionError as BadVersionError
     from tms.errors import ForbiddenError as ForbiddenError
+    from tms.errors import PositionOutOfRangeError as PositionOutOfRangeError
     from tms.errors import RequestTimeoutError as RequestTimeoutError
     from tms.errors import RequestTooLargeError as RequestTooLargeError
     from tms.errors import ServiceUnavailableError as ServiceUnavailableError
     from tms.errors import StorageUnavailableError as StorageUnavailableError
+    from tms.errors import SubscriptionExistsError as SubscriptionExistsError
+    from tms.errors import SubscriptionNotFoundError as SubscriptionNotFoundError
     from tms.errors import TmsCodecError as TmsCodecError
     from tms.errors import TmsError as TmsError
     from tms.errors import TmsInvalidArgumentError as TmsInvalidArgumentError
@@ -65,9 +72,11 @@ if TYPE_CHECKING:
     from tms.operations import Publish as Publish
     from tms.operations import Receive as Receive
     from tms.operations import Rollback as Rollback
+    from tms.operations import RollbackPosition as RollbackPosition
     from tms.operations import Settle as Settle
     from tms.operations import Store as Store
     from tms.operations import Ticket as Ticket
+    from tms.operations import WritePosition as WritePosition
     from tms.queues import AckOutcome as AckOutcome
     from tms.queues import AckRequest as AckRequest
     from tms.queues import Enqueued as Enqueued
@@ -85,11 +94,19 @@ if TYPE_CHECKING:
     from tms.service import MessagingService as MessagingService
     from tms.store.leveldb import LevelDBStore as LevelDBStore
     from tms.store.memory import MemoryStore as MemoryStore
+    from tms.store.subscriptions import KvSubscriptionStore as KvSubscriptionStore
+    from tms.store.subscriptions import SubscriptionStore as SubscriptionStore
+    from tms.subscription import Lag as Lag
+    from tms.subscription import Preferences as Preferences
+    from tms.subscription import Start as Start
+    from tms.subscription import Subscription as Subscription
+    from tms.subscription import SubscriptionId as SubscriptionId
 
 __all__ = [
     "Ack",
     "AckOutcome",
     "AckRequest",
+    "BadVersionError",
     "Enqueue",
     "EnqueueItem",
     "EnqueueRequest",
@@ -97,6 +114,8 @@ __all__ = [
     "FetchRequest",
     "FetchResult",
     "ForbiddenError",
+    "KvSubscriptionStore",
+    "Lag",
     "LevelDBStore",
     "Maintain",
     "Markers",
@@ -110,6 +129,8 @@ __all__ = [
     "Nack",
     "NackRequest",
     "Operation",
+    "PositionOutOfRangeError",
+    "Preferences",
     "Publish",
     "QueueConfig",
     "QueueMessage",
@@ -122,12 +143,19 @@ __all__ = [
     "RequestTooLargeError",
     "Rollback",
     "RollbackDetail",
+    "RollbackPosition",
     "ServiceUnavailableError",
     "Settle",
     "SettleRequest",
+    "Start",
     "StorageUnavailableError",
     "Store",
     "StoreRequest",
+    "Subscription",
+    "SubscriptionExistsError",
+    "SubscriptionId",
+    "SubscriptionNotFoundError",
+    "SubscriptionStore",
     "Ticket",
     "TmsCodecError",
     "TmsConfig",
@@ -144,17 +172,22 @@ __all__ = [
     "TransactionTooOldError",
     "UnauthenticatedError",
     "UnsupportedOperationError",
+    "WritePosition",
 ]
 
 _HOMES = {
     "tms.client": ("MessagingClient",),
     "tms.config": ("TmsConfig",),
     "tms.errors": (
+        "BadVersionError",
         "ForbiddenError",
         "RequestTimeoutError",
+        "PositionOutOfRangeError",
         "RequestTooLargeError",
         "ServiceUnavailableError",
         "StorageUnavailableError",
+        "SubscriptionExistsError",
+        "SubscriptionNotFoundError",
         "TmsCodecError",
         "TmsError",
         "TmsInvalidArgumentError",
@@ -189,9 +222,11 @@ _HOMES = {
         "Publish",
         "Receive",
         "Rollback",
+        "RollbackPosition",
         "Settle",
         "Store",
         "Ticket",
+        "WritePosition",
     ),
     "tms.queues": (
         "AckOutcome",
@@ -208,9 +243,23 @@ _HOMES = {
         "ReceiveResult",
         "SettleRequest",
     ),
-    "tms.service": ("FetchResult", "MessagingService"),
+    "tms.service": (
+        "FetchResult",
+        "MessagingService",
+    ),
     "tms.store.leveldb": ("LevelDBStore",),
     "tms.store.memory": ("MemoryStore",),
+    "tms.store.subscriptions": (
+        "KvSubscriptionStore",
+        "SubscriptionStore",
+    ),
+    "tms.subscription": (
+        "Lag",
+        "Preferences",
+        "Start",
+        "Subscription",
+        "SubscriptionId",
+    ),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 

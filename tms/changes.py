@@ -4,6 +4,8 @@ rolled-back) entries, for long-poll.
 ``bump`` (by the writer, after a batch is durable) moves the version and tells the
 listeners; ``wait_for_change`` blocks a thread until the version moves past one it read,
 and listeners let event loops wait without blocking a thread (``tms.http.app``).
+``finished`` tells the finish listeners that transactions which wrote to a topic are no
+longer in progress (``tms.http.waiting`` wakes the reads held behind them).
 """
 
 from __future__ import annotations
@@ -11,16 +13,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from tms.model import TopicId
 
-__all__ = ["TopicChanges", "TopicListener"]
+__all__ = ["FinishListener", "TopicChanges", "TopicListener"]
 
 log = logging.getLogger(__name__)
 
 TopicListener = Callable[[TopicId, int], None]
 """Called with (topic, new version) after new entries landed; on the writer's thread."""
+
+FinishListener = Callable[[TopicId, Sequence[int]], None]
+"""Called with (topic, write pointers) when transactions that wrote to it finished."""
 
 
 class TopicChanges:
@@ -30,6 +35,7 @@ class TopicChanges:
         self._changed = threading.Condition(threading.Lock())
         self._versions: dict[TopicId, int] = {}
         self._listeners: list[TopicListener] = []
+        self._finish_listeners: list[FinishListener] = []
         self._closed = False
 
     def bump(self, topic: TopicId) -> int:
@@ -66,6 +72,19 @@ class TopicChanges:
 
     def remove_listener(self, listener: TopicListener) -> None:
         self._listeners.remove(listener)
+
+    def finished(self, topic: TopicId, write_pointers: Sequence[int]) -> None:
+        for listener in list(self._finish_listeners):
+            try:
+                listener(topic, write_pointers)
+            except Exception:
+                log.exception("finish listener failed")
+
+    def add_finish_listener(self, listener: FinishListener) -> None:
+        self._finish_listeners.append(listener)
+
+    def remove_finish_listener(self, listener: FinishListener) -> None:
+        self._finish_listeners.remove(listener)
 
     def close(self) -> None:
         """Release every waiter."""

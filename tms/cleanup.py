@@ -11,7 +11,11 @@ One run (``Cleaner.run_once``), for every topic row, deleted ones included:
    fresh transaction, then negate every message entry still carrying one of those write
    pointers — it now reads as rolled back, and transactional consumers skip it for good.
    Only the time range where such entries can be is scanned (from the oldest invalid
-   transaction's start, less ``cleanup_clock_skew_s``).
+   transaction's start, less ``cleanup_clock_skew_s``). Subscriptions' positions written
+   under those pointers (``tms.positions``) are deleted.
+4. **Positions nobody reads** (with a transaction client too): rows of transactional
+   positions whose subscription is gone or whose stamp is no longer its state's
+   (superseded by a seek or commit).
 
 4. **Queues**: each queue's housekeeping (``MessagingService.maintain_queues``: expired
    leases, due messages, acked and dead messages past ``purge_after_s``); with a
@@ -141,6 +145,9 @@ class Cleaner:
                 if metadata.exists:
                     # Durable before any truncation may rely on it.
                     report.negated_invalid += self._svc.negate_invalid(metadata, invalid, from_ms)
+        for metadata in self._svc.all_topics():
+            if metadata.exists:
+                report.negated_invalid += self._svc.subscriptions.clean_positions(metadata, invalid)
         lifetime_ms = (self._svc.config.tx_max_lifetime_s + self._grace_s) * 1000
         inactive = (now - lifetime_ms) * MAX_TX_PER_MS - 1
         bound = min(inactive, snapshot.read_pointer, snapshot.first_in_progress - 1)

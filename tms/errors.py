@@ -5,9 +5,15 @@
     TmsError
      ├── TmsInvalidArgumentError      (also ValueError)      HTTP 400
      │    ├── TransactionTooOldError  a write past the transaction max lifetime
-     │    └── UnsupportedOperationError  an operation the server does not know
+     │    ├── UnsupportedOperationError  an operation the server does not know
+     │    └── PositionOutOfRangeError a subscription position moved backwards
+     │                                without a seek, or past what it could have read
      ├── TopicNotFoundError                                  HTTP 404
+     ├── SubscriptionNotFoundError                           HTTP 404
      ├── TopicAlreadyExistsError                             HTTP 409
+     ├── SubscriptionExistsError                             HTTP 409
+     ├── BadVersionError                                     HTTP 409
+     │       a subscription update with a version that is not the current one
      ├── TransactionNotInProgressError                       HTTP 409
      │       a transactional write (or rollback) under a write pointer the transaction
      │       manager does not know as in progress (or, for rollback, invalid)
@@ -32,11 +38,15 @@ from __future__ import annotations
 
 __all__ = [
     "ERROR_CODES",
+    "BadVersionError",
     "ForbiddenError",
+    "PositionOutOfRangeError",
     "RequestTimeoutError",
     "RequestTooLargeError",
     "ServiceUnavailableError",
     "StorageUnavailableError",
+    "SubscriptionExistsError",
+    "SubscriptionNotFoundError",
     "TmsCodecError",
     "TmsError",
     "TmsInvalidArgumentError",
@@ -95,6 +105,13 @@ class UnsupportedOperationError(TmsInvalidArgumentError):
     code = "unsupported_operation"
 
 
+class PositionOutOfRangeError(TmsInvalidArgumentError):
+    """A subscription position that would move backwards (only a seek may), or past what
+    the subscription could have read; nothing was changed."""
+
+    code = "position_out_of_range"
+
+
 class TopicNotFoundError(TmsError):
     status = 404
     code = "topic_not_found"
@@ -111,6 +128,41 @@ class TopicAlreadyExistsError(TmsError):
     def __init__(self, topic: object, message: str | None = None) -> None:
         super().__init__(message or f"Topic {topic} already exists.")
         self.topic = topic
+
+
+class SubscriptionNotFoundError(TmsError):
+    status = 404
+    code = "subscription_not_found"
+
+    def __init__(self, subscription: object, message: str | None = None) -> None:
+        super().__init__(message or f"Subscription {subscription} does not exist.")
+        self.subscription = subscription
+
+
+class SubscriptionExistsError(TmsError):
+    status = 409
+    code = "subscription_exists"
+
+    def __init__(self, subscription: object, message: str | None = None) -> None:
+        super().__init__(message or f"Subscription {subscription} already exists.")
+        self.subscription = subscription
+
+
+class BadVersionError(TmsError):
+    """A subscription update carrying a version other than the record's current one
+    (Hedwig's ``BadVersionException``): someone changed it since it was read. Nothing
+    was changed; read it again. ``expected`` is the version sent, ``actual`` the
+    current one (None when not known)."""
+
+    status = 409
+    code = "bad_version"
+
+    def __init__(
+        self, message: str, *, expected: int | None = None, actual: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
 
 
 class TransactionNotInProgressError(TmsError):
@@ -195,6 +247,8 @@ def error_for(code: str | None, message: str, *, status: int, topic: object = No
     cls = ERROR_CODES.get(code or "") or _BY_STATUS.get(status, TmsError)
     if issubclass(cls, (TopicNotFoundError, TopicAlreadyExistsError)):
         return cls(topic, message)
+    if issubclass(cls, (SubscriptionNotFoundError, SubscriptionExistsError)):
+        return cls(None, message)
     return cls(message)
 
 

@@ -101,20 +101,29 @@ def _start(request: FetchRequest, smallest: int) -> tuple[tuple[int, int], bool,
 
 
 def scan_bounds(
-    tables: Tables, metadata: TopicMetadata, request: FetchRequest, now_ms: int
+    tables: Tables,
+    metadata: TopicMetadata,
+    request: FetchRequest,
+    now_ms: int,
+    *,
+    stop: tuple[int, int] | None = None,
 ) -> TopicBounds:
     """The ``TopicBounds`` of ``request`` (its ``limit`` is ignored). Reads message rows
-    only (no payloads), with the fetch's start rules and transactional filter."""
+    only (no payloads), with the fetch's start rules and transactional filter; with
+    ``stop``, only the entries before that (publish_ms, seq)."""
     prefix = keys.topic_prefix(metadata.topic, metadata.generation)
     smallest = max(0, now_ms - metadata.ttl_s * 1000)
     tx = request.transaction
     position, skip_start, _payload = _start(request, smallest)
     start = keys.pack_position(*position)
+    end = keys.pack_position(*stop) if stop is not None else None
     first = last = None
     for chunk in tables.messages.entries(prefix, position):
         for at, ptr, _bytes, _ttl in chunk:
             if skip_start and at == start:
                 continue
+            if end is not None and at >= end:
+                return TopicBounds(_decoded(first), _decoded(last), None)
             if tx is not None and ptr is not None and accept(tx, ptr) is _HOLD:
                 return TopicBounds(_decoded(first), _decoded(last), keys.decode_position(at))
             if first is None:
@@ -129,7 +138,10 @@ def _decoded(position: bytes | None) -> tuple[int, int] | None:
 
 class MessageFetcher:
     """Iterate the messages of one read; ``held`` tells whether it stopped at an
-    entry of a transaction the reader cannot see yet."""
+    entry of a transaction the reader cannot see yet (then ``held_at`` is that entry's
+    (publish_ms, seq) and ``held_pointer`` its write pointer). Once the iteration ended
+    by itself (not held, limit not reached), ``end`` is the (publish_ms, seq) of the last
+    entry it passed over, None if there was none."""
 
     def __init__(
         self, tables: Tables, metadata: TopicMetadata, request: FetchRequest, now_ms: int
@@ -139,6 +151,9 @@ class MessageFetcher:
         self._request = request
         self._now = now_ms
         self.held = False
+        self.held_at: tuple[int, int] | None = None
+        self.held_pointer: int | None = None
+        self.end: tuple[int, int] | None = None
 
     def __iter__(self) -> Iterator[Message]:
         # The hot loop of every read: rows come decoded in bulk from the codec (the common
@@ -152,6 +167,7 @@ class MessageFetcher:
         start = keys.pack_position(*position)
 
         remaining = request.limit
+        at = None
         for chunk in tables.messages.entries(prefix, position):
             for at, ptr, payload, ttl in chunk:
                 at_start = at == start
@@ -163,6 +179,7 @@ class MessageFetcher:
                         continue
                     if verdict is _HOLD:
                         self.held = True  # ends the read
+                        self.held_at, self.held_pointer = keys.decode_position(at), ptr
                         return
                 if ttl is not None:
                     publish_ms = keys.decode_position(at)[0]
@@ -193,3 +210,5 @@ class MessageFetcher:
                         remaining -= 1
                         if remaining == 0:
                             return
+        if at is not None:
+            self.end = keys.decode_position(at)

@@ -30,6 +30,11 @@ transaction rolled back its writes before it aborted, else it was invalidated.
 ``TransactionNotInProgressError`` (409) or ``TransactionServiceError`` (503) when the
 transaction service cannot be asked. It never raises for a refusal.
 
+``state(pointers)`` is the manager's write-pointer state read after the call started
+(``invalid`` covering ``pointers``), for judging what is committed now (subscription
+positions, ``tms.positions``); None when the guard knows no transaction manager, and
+``TransactionServiceError`` when it cannot be asked.
+
 Guards:
 
 * ``ClockGuard`` — no transaction service: refuses pointers from the future (past the
@@ -84,6 +89,9 @@ class WritePointerGuard(Protocol):
     def outcomes(self, pointers: Collection[int]) -> dict[int, bool]:
         """Of ``pointers``, those whose transaction is settled: True committed, False
         invalid (see the module docstring). Never raises: unknown is left out."""
+
+    def state(self, pointers: Collection[int] = ()) -> WritePointerState | None:
+        """A fresh write-pointer state (see the module docstring)."""
         ...
 
 
@@ -133,6 +141,9 @@ class ClockGuard:
 
     def outcomes(self, pointers: Collection[int]) -> dict[int, bool]:
         return {}  # without a transaction service nothing is known
+
+    def state(self, pointers: Collection[int] = ()) -> WritePointerState | None:
+        return None  # no transaction manager to ask
 
 
 @dataclass(slots=True)
@@ -211,6 +222,14 @@ class TransactionStateGuard:
             for wp in pointers
             if 0 < wp <= state.write_pointer and wp not in state.in_progress
         }
+
+    def state(self, pointers: Collection[int] = ()) -> WritePointerState | None:
+        try:
+            return self._refresh(pointers)
+        except Exception as exc:  # the transaction client's errors, mapped here
+            raise TransactionServiceError(
+                f"the transaction service cannot be asked: {exc}"
+            ) from exc
 
     def _refresh(self, asks: Collection[int]) -> WritePointerState:
         """A state read by a call that started after this one was made (see the module

@@ -20,7 +20,7 @@ from tms.errors import TmsError
 from tms.model import TopicId
 from tms.queues import QueueStats
 
-__all__ = ["QueueSource", "TmsMetrics", "TopicSizes"]
+__all__ = ["QueueSource", "SubscriptionLags", "TmsMetrics", "TopicSizes"]
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,10 @@ TopicSizes = Callable[[], Iterable[tuple[TopicId, int]]]
 QueueSource = Callable[[], Iterable[tuple[TopicId, QueueStats]]]
 """Each queue's counts (``MessagingService.queues_stats``), read at every collection."""
 """Approximate stored bytes per live topic, read when metrics are collected."""
+
+SubscriptionLags = Callable[[], Iterable[tuple[Any, Any]]]
+"""(``tms.subscription.SubscriptionId``, ``Lag``) of every subscription, read when
+metrics are collected."""
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 16384)
@@ -138,6 +142,10 @@ class TmsMetrics:
         (``clock``: the service's, in ms, for the oldest ready message's age)."""
         self.registry.register(_QueueCollector(source, clock))
 
+    def watch_subscription_lags(self, source: SubscriptionLags) -> None:
+        """Export ``tms_subscription_lag`` from ``source`` at every collection."""
+        self.registry.register(_SubscriptionLagCollector(source))
+
     def wrote(self, topic: TopicId, op: str, messages: int, payload_bytes: int) -> None:
         self._published_messages(topic.namespace, topic.topic, op).inc(messages)
         self._published_bytes(topic.namespace, topic.topic, op).inc(payload_bytes)
@@ -226,3 +234,22 @@ class _QueueCollector(Collector):
             log.warning("queue counts unavailable: %s", exc)
         yield from families.values()
         yield age
+
+
+class _SubscriptionLagCollector(Collector):
+    def __init__(self, source: SubscriptionLags) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "tms_subscription_lag",
+            "Messages between a subscription's position and the end of its topic (counted "
+            "over the newest 10,000 rows of the topic, estimated beyond)",
+            labels=["namespace", "topic", "subscription"],
+        )
+        try:
+            for sub, lag in self._source():
+                family.add_metric([sub.topic.namespace, sub.topic.topic, sub.name], lag.messages)
+        except TmsError as exc:  # metrics must not fail because storage did
+            log.warning("subscription lags unavailable: %s", exc)
+        yield family

@@ -1,19 +1,26 @@
 """Write operations: every kind of write to a topic, a frozen value with its own result.
 
-=============  ==============================  =========================================
-kind           carries                         result
-=============  ==============================  =========================================
-``Publish``    a ``StoreRequest``              its ``RollbackDetail`` if transactional
-``Store``      a ``StoreRequest``              None
-``Rollback``   a topic and a ``RollbackDetail``  how many entries were negated
-``Markers``    a ``MarkersRequest``            ``MarkersResult``
-``Enqueue``    an ``EnqueueRequest`` (queues)  an ``Enqueued`` per message
-``Receive``    a ``ReceiveRequest``            ``ReceiveResult`` (the leased messages)
-``Ack``        an ``AckRequest``               an ``AckOutcome`` per receipt
-``Nack``       a ``NackRequest``               an ``AckOutcome`` per receipt
-``Settle``     a ``SettleRequest``             how many pending messages it settled
-``Maintain``   a queue topic                   how many messages it changed
-=============  ==============================  =========================================
+====================  ===============================  ===============================
+kind                  carries                          result
+====================  ===============================  ===============================
+``Publish``           a ``StoreRequest``               its ``RollbackDetail`` if
+                                                       transactional
+``Store``             a ``StoreRequest``               None
+``Rollback``          a topic and a ``RollbackDetail``   how many entries were negated
+``Markers``           a ``MarkersRequest``             ``MarkersResult``
+``WritePosition``     a subscription's position under  None
+                      a write pointer (``tms.positions``)
+``RollbackPosition``  a subscription and a write       how many rows were deleted
+                      pointer                          (0 or 1)
+``Enqueue``           an ``EnqueueRequest`` (queues)   an ``Enqueued`` per message
+``Receive``           a ``ReceiveRequest``             ``ReceiveResult`` (the leased
+                                                       messages)
+``Ack``               an ``AckRequest``                an ``AckOutcome`` per receipt
+``Nack``              a ``NackRequest``                an ``AckOutcome`` per receipt
+``Settle``            a ``SettleRequest``              how many pending messages it
+                                                       settled
+``Maintain``          a queue topic                    how many messages it changed
+====================  ===============================  ===============================
 
 The last six are the operations of queue topics (``tms.queues``); the writer applies
 them with ``tms.queue_batch``.
@@ -36,6 +43,7 @@ from typing import ClassVar, Generic, Protocol, TypeVar
 
 from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.guard import Use
+from tms.ids import MessageId
 from tms.model import MarkersRequest, MarkersResult, RollbackDetail, StoreRequest, TopicId
 from tms.queues import (
     AckOutcome,
@@ -58,10 +66,12 @@ __all__ = [
     "Publish",
     "Receive",
     "Rollback",
+    "RollbackPosition",
     "Settle",
     "Store",
     "Ticket",
     "WriteDispatch",
+    "WritePosition",
 ]
 
 R_co = TypeVar("R_co", covariant=True)
@@ -82,6 +92,10 @@ class WriteDispatch(Protocol):
     def rollback(self, op: Rollback) -> int: ...
 
     def markers(self, op: Markers) -> MarkersResult: ...
+
+    def write_position(self, op: WritePosition) -> None: ...
+
+    def rollback_position(self, op: RollbackPosition) -> int: ...
 
     def enqueue(self, op: Enqueue) -> tuple[Enqueued, ...]: ...
 
@@ -206,6 +220,52 @@ class Markers:
 
     def apply(self, dispatch: WriteDispatch) -> MarkersResult:
         return dispatch.markers(self)
+
+
+@dataclass(frozen=True, slots=True)
+class WritePosition:
+    """Subscription ``name``'s position ``position`` written under ``write_pointer``, as
+    part of that transaction (``tms.positions``), with the stamp of the state it was
+    read from; ``superseded``: write pointers of the subscription's rows to delete in
+    the same batch (``tms.positions``, "Compaction")."""
+
+    topic: TopicId
+    name: str
+    write_pointer: int
+    stamp: int
+    position: MessageId
+    written_ms: int
+    superseded: tuple[int, ...] = ()
+    kind: ClassVar[str] = "position"
+
+    def check(self) -> None:
+        pass
+
+    def uses(self) -> PointerUses:
+        return ((self.write_pointer, Use.WRITE),)
+
+    def apply(self, dispatch: WriteDispatch) -> None:
+        return dispatch.write_position(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackPosition:
+    """Delete subscription ``name``'s position under ``write_pointer`` (in progress or
+    invalid, never committed: the guard checks)."""
+
+    topic: TopicId
+    name: str
+    write_pointer: int
+    kind: ClassVar[str] = "rollback_position"
+
+    def check(self) -> None:
+        pass
+
+    def uses(self) -> PointerUses:
+        return ((self.write_pointer, Use.ROLLBACK),)
+
+    def apply(self, dispatch: WriteDispatch) -> int:
+        return dispatch.rollback_position(self)
 
 
 def _tx_uses(wp: int | None, use: Use = Use.WRITE) -> PointerUses:

@@ -28,6 +28,11 @@ Contract (every method thread-safe unless marked; errors from ``tms.errors``):
 * long-poll: ``version(topic)`` changes whenever the topic gets new (or rolled-back)
   entries; ``wait_for_change`` blocks until it moves past a version or a timeout, and
   ``add_listener`` tells event loops without blocking a thread (``tms.changes``).
+  ``transactions_finished`` tells ``add_finish_listener``s that transactions are no
+  longer in progress (a publisher's post-commit step says so), to wake readers held
+  behind them.
+* ``subscriptions``: the topics' subscriptions (``tms.subscriptions``), their records in
+  a ``SubscriptionStore``; deleting a topic deletes them.
 * queues (topics with ``kind=queue``, ``tms.queues``): ``enqueue``, ``receive``, ``ack``,
   ``nack``, ``settle`` are ``submit`` of their operation; ``queue_stats`` counts the
   messages per state, ``inspect`` lists them with their lease state, and
@@ -44,11 +49,11 @@ import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from tms.changes import TopicChanges, TopicListener
+from tms.changes import FinishListener, TopicChanges, TopicListener
 from tms.config import TmsConfig
 from tms.errors import TmsError, TmsInvalidArgumentError, TopicNotFoundError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
@@ -72,12 +77,14 @@ from tms.queues import QueueConfig
 from tms.service_queues import QueueMethods
 from tms.stats import TopicStats, topic_stats
 from tms.store.kv import KeyValueStore
+from tms.store.subscriptions import KvSubscriptionStore, SubscriptionStore
 from tms.store.tables import PurgeCounts, Tables
+from tms.subscriptions import Subscriptions
 from tms.writer import BatchStats, TopicWriter
 from txms_common.clock import SYSTEM_CLOCK, Clock
 from txn.transaction import Transaction
 
-__all__ = ["FetchResult", "MessagingService", "TopicListener"]
+__all__ = ["FetchResult", "FinishListener", "MessagingService", "TopicListener"]
 
 R = TypeVar("R")
 
@@ -106,6 +113,7 @@ class MessagingService(QueueMethods):
         metrics: TmsMetrics | None = None,
         guard: WritePointerGuard | None = None,
         rng: random.Random | None = None,
+        subscription_store: SubscriptionStore | None = None,
     ) -> None:
         """``rng``: the jitter of queue back-offs (tests seed it)."""
         self.config = config or TmsConfig()
@@ -129,6 +137,12 @@ class MessagingService(QueueMethods):
         self._closed = False
         self.metrics.watch_topic_sizes(self.topic_sizes)
         self.metrics.watch_queues(self.queues_stats, clock.now_ms)
+        self.subscriptions = Subscriptions(
+            self, self._tables, subscription_store or KvSubscriptionStore(store)
+        )
+        """The topics' subscriptions (``tms.subscriptions``); their records live in
+        ``subscription_store`` (default: this store, ``KvSubscriptionStore``)."""
+        self.metrics.watch_subscription_lags(self.subscriptions.all_lags)
 
     def now_ms(self) -> int:
         """The service's clock."""
@@ -168,6 +182,7 @@ class MessagingService(QueueMethods):
         self._changes.bump(topic)
         if writer is not None:
             writer.close()
+        self.subscriptions.topic_deleted(topic)
 
     def get_topic(self, topic: TopicId) -> TopicMetadata:
         with self._lock:
@@ -196,8 +211,12 @@ class MessagingService(QueueMethods):
         return self._tables.metadata.list_topics(validate_namespace(namespace))
 
     def topic_stats(self, topic: TopicId) -> TopicStats:
-        """Messages, bytes, first/last publish and rate of a topic (``tms.stats``)."""
-        return topic_stats(self._tables, self.get_topic(topic), self.now_ms())
+        """Messages, bytes, first/last publish and rate of a topic (``tms.stats``), and
+        how many subscriptions it has with the largest of their lags."""
+        metadata = self.get_topic(topic)
+        stats = topic_stats(self._tables, metadata, self.now_ms())
+        lags = [lag.messages for _sub, lag in self.subscriptions.topic_lags(metadata)]
+        return replace(stats, subscriptions=len(lags), max_lag=max(lags, default=None))
 
     def namespace_stats(self, namespace: str) -> list[TopicStats]:
         """``topic_stats`` of every topic of a namespace, in name order (a topic deleted
@@ -425,6 +444,18 @@ class MessagingService(QueueMethods):
 
     def remove_listener(self, listener: TopicListener) -> None:
         self._changes.remove_listener(listener)
+
+    def transactions_finished(self, topic: TopicId, write_pointers: Sequence[int]) -> None:
+        """Tell the finish listeners that these transactions, which wrote to ``topic``,
+        are no longer in progress (a hint: readers held behind them can read on with a
+        new transaction; listeners check it where it matters)."""
+        self._changes.finished(topic, write_pointers)
+
+    def add_finish_listener(self, listener: FinishListener) -> None:
+        self._changes.add_finish_listener(listener)
+
+    def remove_finish_listener(self, listener: FinishListener) -> None:
+        self._changes.remove_finish_listener(listener)
 
     # -- lifecycle ----------------------------------------------------------------------
 

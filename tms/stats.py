@@ -15,6 +15,8 @@ Counting is bounded, so stats stay cheap on a topic of any size:
   that window, over the time the newest ``count_limit`` rows span instead.
 * ``disk_bytes`` is LevelDB's estimate of the bytes on disk (``tms_topic_bytes``; the
   newest writes count once flushed from its write buffer).
+* ``subscriptions`` and ``max_lag``, the largest of their lags (``tms.lag``), are filled
+  in by ``MessagingService.topic_stats``.
 
 What is counted is what is stored: rolled-back entries and expired messages that
 cleanup has not yet removed count too.
@@ -51,6 +53,9 @@ class TopicStats:
     last_publish_ms: int | None
     publish_rate: float
     """Messages per second (see the module docstring)."""
+    subscriptions: int = 0
+    max_lag: int | None = None
+    """The largest lag of the topic's subscriptions (``tms.lag``), None without any."""
 
     def to_json(self) -> dict[str, Any]:
         """The REST API's ``TopicStats`` object."""
@@ -66,6 +71,8 @@ class TopicStats:
             "firstPublishTime": self.first_publish_ms,
             "lastPublishTime": self.last_publish_ms,
             "publishRate": round(self.publish_rate, 3),
+            "subscriptions": self.subscriptions,
+            "maxLag": self.max_lag,
         }
 
 

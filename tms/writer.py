@@ -30,6 +30,9 @@ So:
   publishing the marker again returns the first marker's range instead of a duplicate
   (unless that one was rolled back); ``markers`` writes several markers as one operation,
   at most once per idempotency key;
+* a subscription's transactional position (``tms.positions``: ``WritePosition`` writes
+  one, deleting the rows it supersedes; ``RollbackPosition`` deletes one) is written in
+  the batch like a message, under the topic generation's prefix;
 * an operation that is invalid on its own fails alone (adding nothing to the batch); a
   storage failure fails the whole batch and nothing of it is written.
 
@@ -69,9 +72,11 @@ from tms.operations import (
     Publish,
     Receive,
     Rollback,
+    RollbackPosition,
     Settle,
     Store,
     Ticket,
+    WritePosition,
 )
 from tms.queue_batch import IndexFloors, QueueBatch, check_queue
 from tms.queues import AckOutcome, Enqueued, QueueConfig, ReceiveResult
@@ -209,8 +214,8 @@ class TopicWriter:
                     raise RequestTimeoutError("dropped unwritten: it waited past its timeout")
                 ticket.op.check()
                 for wp, use in ticket.op.uses():
-                    late = wp // MAX_TX_PER_MS + lifetime_ms <= now_ms
-                    if late and use in (Use.WRITE, Use.MARKER):
+                    too_old = wp // MAX_TX_PER_MS + lifetime_ms <= now_ms
+                    if too_old and use in (Use.WRITE, Use.MARKER):
                         raise TransactionTooOldError(
                             f"Transaction {wp} has exceeded max lifetime {lifetime_ms} ms"
                         )
@@ -375,6 +380,23 @@ class _Batch:
             self._keyed[key] = result
             self.rows.put_idempotency(self._prefix, key, self._now, details)
         return result
+
+    def write_position(self, op: WritePosition) -> None:
+        self.rows.delete_positions(self._prefix, op.name, op.superseded)
+        self.rows.put_position(
+            self._prefix,
+            op.name,
+            op.write_pointer,
+            stamp=op.stamp,
+            position=op.position,
+            written_ms=op.written_ms,
+        )
+
+    def rollback_position(self, op: RollbackPosition) -> int:
+        if not self._tables.positions.exists(self._prefix, op.name, op.write_pointer):
+            return 0
+        self.rows.delete_positions(self._prefix, op.name, [op.write_pointer])
+        return 1
 
     def _marker(self, wp: int, sealed: dict[int, tuple[int, int]]) -> RollbackDetail:
         """A commit marker: published once per write pointer (see the module docstring)."""

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from tests.console.browser import ORDERS, chrome, missing, seeded_stack, sign_in, wait_for
+from tms.subscription import Preferences, Start, SubscriptionId
 
 
 def main(out: Path) -> int:
@@ -33,6 +34,10 @@ def main(out: Path) -> int:
                 n += 1
                 time.sleep(0.05)
 
+        seeded.client.create_subscription(SubscriptionId(ORDERS, "mailer"))
+        seeded.client.create_subscription(
+            SubscriptionId(ORDERS, "audit"), Preferences(start=Start.latest())
+        )
         worker = threading.Thread(target=traffic, daemon=True)
         worker.start()
         time.sleep(12)
@@ -57,6 +62,12 @@ def main(out: Path) -> int:
                 driver.find_element(By.CSS_SELECTOR, "button[data-mode=json]").click()
                 time.sleep(0.5)
                 driver.save_screenshot(str(out / "console-topic-json.png"))
+                driver.get(f"{seeded.stack.url}/ui/#/topic/default/orders")
+                panel = wait_for(
+                    lambda: driver.find_elements(By.CSS_SELECTOR, "#panel-subscriptions table")
+                )
+                time.sleep(1)
+                panel[0].screenshot(str(out / "console-subscriptions.png"))
             with chrome(1440, 800) as driver:
                 sign_in(driver, seeded.stack.url, "reader-token")
                 wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "[data-table=topics]"))

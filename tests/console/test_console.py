@@ -202,6 +202,58 @@ def test_publishing_a_test_message(seeded: Seeded, browser: Any, tmp_path: Path)
     )
 
 
+def test_subscriptions_panel_shows_lag_and_seeks(
+    seeded: Seeded, browser: Any, tmp_path: Path
+) -> None:
+    # Given two subscriptions of the orders topic: one at the start, one at the end
+    base = f"{seeded.stack.url}/v1/namespaces/default/topics/orders/subscriptions"
+    admin = {"Authorization": "Bearer admin-token"}
+    for name, start in (("mailer", "earliest"), ("audit", "latest")):
+        answer = requests.put(f"{base}/{name}", json={"start": start}, headers=admin, timeout=30)
+        assert answer.status_code == 200, answer.text
+    # When the topic's page is open
+    sign_in(browser, seeded.stack.url, "admin-token")
+    browser.get(f"{seeded.stack.url}/ui/#/topic/default/orders")
+    rows = wait_for(
+        lambda: browser.find_elements(By.CSS_SELECTOR, "[data-table=subscriptions] tbody tr"),
+        what="subscriptions",
+    )
+    # Then it shows each one's lag and position as the API says
+    listed = {
+        s["name"]: s for s in api(seeded, "/v1/namespaces/default/topics/orders/subscriptions")
+    }
+    shown = {r.get_attribute("data-name"): r for r in rows}
+    assert set(shown) == set(listed) == {"audit", "mailer"}
+    for name, s in listed.items():
+        row = shown[name]
+        assert (
+            row.find_element(By.CSS_SELECTOR, "[data-field=lag]").text
+            == f"{s['lag']['messages']:,}"
+        )
+        assert row.find_element(By.CSS_SELECTOR, "[data-field=position]").text == s["position"]
+    assert listed["mailer"]["lag"]["messages"] > 0 and listed["audit"]["lag"]["messages"] == 0
+    shot(browser, tmp_path, "subscriptions")
+    # When the mailer is moved to the end from the page
+    form = "form[data-seek=mailer]"
+    browser.find_element(By.CSS_SELECTOR, f"{form} select option[value=latest]").click()
+    browser.find_element(By.CSS_SELECTOR, f"{form} button[type=submit]").click()
+    # Then the API has it there, one version on, and the page shows it
+    wait_for(
+        lambda: (
+            api(seeded, "/v1/namespaces/default/topics/orders/subscriptions/mailer")["lag"][
+                "messages"
+            ]
+            == 0
+        ),
+        what="the seek",
+    )
+    assert api(seeded, "/v1/namespaces/default/topics/orders/subscriptions/mailer")["version"] == (
+        listed["mailer"]["version"] + 1
+    )
+    lag = "[data-table=subscriptions] tbody tr[data-name=mailer] [data-field=lag]"
+    wait_for(lambda: text(browser, lag) == "0", what="the new lag")
+
+
 def test_a_reader_sees_no_write_action_and_no_metrics(
     seeded: Seeded, browser: Any, tmp_path: Path
 ) -> None:

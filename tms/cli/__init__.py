@@ -6,7 +6,9 @@
     tms topics create|update NS TOPIC [--ttl 7d] [--property K=V ...]
     tms topics list NS | get NS TOPIC | delete NS TOPIC | stats NS [TOPIC ...]
     tms publish NS TOPIC [MESSAGE ...]          (no messages: one per line of stdin)
-    tms tail NS TOPIC [--from-start | --from-time T | --from-id HEX] [--tx-server H:P]
+    tms subscriptions create|list|get|delete|seek NS TOPIC [NAME] ...
+    tms tail NS TOPIC [--from-start | --from-time T | --from-id HEX | --subscription NAME]
+                      [--tx-server H:P]
     tms inspect NS TOPIC [--start-ms T] [--end-ms T] [--limit N]
     tms export NS TOPIC FILE [--format jsonl|avro] [--from-start | ...]
     tms import NS TOPIC FILE [--format jsonl|avro]
@@ -40,7 +42,7 @@ import os
 import sys
 from types import ModuleType
 
-from tms.cli import messages, observe, queue, serve, topics, transfer
+from tms.cli import messages, observe, queue, serve, subscriptions, topics, transfer
 from tms.errors import TmsError
 from txn.clikit import add_completion_command, add_version_option, guarded
 from txn.errors import TxError
@@ -49,7 +51,15 @@ __all__ = ["DEFAULT_URL", "FAMILIES", "build_parser", "main"]
 
 DEFAULT_URL = "http://127.0.0.1:15166"
 
-FAMILIES: tuple[ModuleType, ...] = (serve, topics, messages, queue, transfer, observe)
+FAMILIES: tuple[ModuleType, ...] = (
+    serve,
+    topics,
+    subscriptions,
+    messages,
+    queue,
+    transfer,
+    observe,
+)
 """The modules that register commands, in the order ``tms --help`` lists them."""
 
 

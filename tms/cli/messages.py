@@ -3,8 +3,8 @@
 ::
 
     tms publish NS TOPIC [MESSAGE ...]          (no messages: one per line of stdin)
-    tms tail NS TOPIC [--from-start | --from-time T | --from-id HEX] [--tx-server H:P]
-                      [--tx-tls-ca PEM [--tx-tls-cert PEM --tx-tls-key PEM]]
+    tms tail NS TOPIC [--from-start | --from-time T | --from-id HEX | --subscription NAME]
+                      [--tx-server H:P] [--tx-tls-ca PEM [--tx-tls-cert PEM --tx-tls-key PEM]]
     tms inspect NS TOPIC [--start-ms T] [--end-ms T] [--limit N]
 """
 
@@ -14,11 +14,12 @@ import argparse
 import base64
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from tms.errors import TransactionServiceError
-from tms.model import TopicId
+from tms.errors import TmsInvalidArgumentError, TransactionServiceError
+from tms.model import Message, TopicId
+from tms.subscription import SubscriptionId
 from txn.clikit import (
     Column,
     add_output_options,
@@ -58,7 +59,9 @@ def _topic(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("topic", help="topic ([A-Za-z0-9_-]+)")
 
 
-def add_start_options(cmd: argparse.ArgumentParser, *, default: str) -> None:
+def add_start_options(
+    cmd: argparse.ArgumentParser, *, default: str
+) -> argparse._MutuallyExclusiveGroup:
     """Where a read starts: ``--from-start``, ``--from-time``, ``--from-id``."""
     where = cmd.add_mutually_exclusive_group()
     where.add_argument(
@@ -71,6 +74,7 @@ def add_start_options(cmd: argparse.ArgumentParser, *, default: str) -> None:
         help="from this publish time: ISO-8601 (local unless it has an offset or Z) or ms",
     )
     where.add_argument("--from-id", metavar="HEX", help="from this message id (inclusive)")
+    return where
 
 
 def add_tx_options(cmd: argparse.ArgumentParser) -> None:
@@ -99,9 +103,17 @@ def register(commands: Any) -> None:
     add_progress_options(publish)
     publish.set_defaults(handler=_publish)
 
-    tail = commands.add_parser("tail", help="follow a topic, printing messages as they come")
+    tail = commands.add_parser(
+        "tail",
+        help="follow a topic, printing messages as they come",
+        description="Follow a topic. With --subscription, read through the subscription: "
+        "from its position, committing what was printed, so the next tail resumes where "
+        "this one stopped (at least once: a message may show again after a crash).",
+    )
     _topic(tail)
-    add_start_options(tail, default="new messages only")
+    add_start_options(tail, default="new messages only").add_argument(
+        "--subscription", metavar="NAME", help="read through this subscription, resuming it"
+    )
     add_tx_options(tail)
     add_output_options(tail)
     # The spelling before --output; kept so scripts written for it still run.
@@ -219,12 +231,25 @@ def _tail(args: argparse.Namespace, client: Any) -> int:
         args.output = "table"
     start = start_position(args, now_default=True)
     client.get_topic(topic)  # an unreachable service or unknown topic: fail now, not follow
+    if args.subscription:
+        return _tail_subscription(args, client, SubscriptionId(topic, args.subscription))
     tx_client = tx_client_for(args)
-    seen = 0
     try:
-        for message in client.follow(topic, start=start, tx_client=tx_client):
+        _print_until(args, client.follow(topic, start=start, tx_client=tx_client))
+    finally:
+        if tx_client is not None:
+            tx_client.close()
+    return 0
+
+
+def _print_until(args: argparse.Namespace, messages: Iterable[Message]) -> Message | None:
+    """Print ``messages`` until ``--count`` of them or Ctrl-C; the last one printed."""
+    seen = 0
+    last = None
+    try:
+        for message in messages:
             emit(args, [message_record(message)], MESSAGE_COLUMNS, stream=True)
-            seen += 1
+            last, seen = message, seen + 1
             if args.count is not None and seen >= args.count:
                 break
     except KeyboardInterrupt:
@@ -233,9 +258,29 @@ def _tail(args: argparse.Namespace, client: Any) -> int:
         raise TransactionServiceError(
             f"cannot use the transaction server at {args.tx_server}: {exc}"
         ) from exc
+    return last
+
+
+def _tail_subscription(args: argparse.Namespace, client: Any, sub: SubscriptionId) -> int:
+    from tms.client.subscriber import Subscriber  # noqa: PLC0415
+
+    info = client.get_subscription(sub)
+    if info.preferences.transactional and not args.tx_server:
+        raise TmsInvalidArgumentError(
+            f"subscription {sub} reads committed messages only: give --tx-server"
+        )
+    tx_client = tx_client_for(args)
+    subscriber = Subscriber(client, sub, tx_client=tx_client)
+    last = None  # printed: processed (those before it, when the loop asked for the next)
+    try:
+        last = _print_until(args, subscriber)
     finally:
-        if tx_client is not None:
-            tx_client.close()
+        try:
+            subscriber.commit(through=last)  # what was printed, so the next tail goes on
+            subscriber.close()
+        finally:
+            if tx_client is not None:
+                tx_client.close()
     return 0
 
 

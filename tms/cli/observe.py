@@ -7,7 +7,8 @@
 
 ``top`` redraws a table of the namespace's topics every ``--interval`` seconds: stored
 messages and bytes, the publish rate over the last minute (``RATE 1m``) and since the
-previous frame (``NOW``), and the last publish time with its age. On a terminal it
+previous frame (``NOW``), the last publish time with its age, and how many subscriptions
+the topic has with the largest of their lags (``MAX LAG``). On a terminal it
 clears the screen for each frame; otherwise frames follow each other, separated by a
 blank line. ``--iterations N`` stops after N frames (``--once``: one).
 
@@ -44,6 +45,8 @@ _TOP_COLUMNS = (
     Column("NOW", "now", "rate"),
     Column("LAST PUBLISH", "lastPublishTime", "time"),
     Column("AGO", "ago", "duration"),
+    Column("SUBS", "subscriptions", "int"),
+    Column("MAX LAG", "maxLag", "int"),
 )
 _SORTS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "rate": lambda r: (-(r.get("publishRate") or 0), r["topic"]),
@@ -55,7 +58,7 @@ _SORTS: dict[str, Callable[[dict[str, Any]], Any]] = {
 
 def register(commands: Any) -> None:
     top = commands.add_parser(
-        "top", help="a live view of a namespace's topics: rates, sizes, last publish"
+        "top", help="a live view of a namespace's topics: rates, sizes, last publish, lag"
     )
     top.add_argument("namespace", help="namespace ([A-Za-z0-9_]+)")
     top.add_argument(

@@ -22,12 +22,17 @@ are never removed, so a later marker must never find them under an aborted point
 4xx answer means the service changed nothing. After a staged ``store`` with no definite
 answer, ``commit_tx`` refuses to commit (the messages might be there once, or not).
 
+After the commit (``post_tx_commit``) the publisher tells the service that its
+transaction finished (``notify_finished``; ``notify_finished=False`` does not), so
+transactional readers held behind its messages read on at once.
+
 Message topics are append-only, so neither participant declares change keys (no
 conflicts). After a checkpoint both continue under the new write pointer.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Iterable
 
 from tms.client.http import MessagingClient, PollResult, RollbackToken
@@ -36,18 +41,26 @@ from tms.ids import MessageId
 from tms.model import TopicId
 from txn.transaction import Transaction
 
-__all__ = ["TransactionalFetcher", "TransactionalPublisher", "outcome_unknown"]
+__all__ = ["TransactionalFetcher", "TransactionalPublisher", "notify_finished", "outcome_unknown"]
+
+log = logging.getLogger(__name__)
 
 
 class TransactionalPublisher:
     """See the module docstring."""
 
     def __init__(
-        self, client: MessagingClient, *, staged: bool = False, name: str = "tms-publisher"
+        self,
+        client: MessagingClient,
+        *,
+        staged: bool = False,
+        name: str = "tms-publisher",
+        notify_finished: bool = True,
     ) -> None:
         self.client = client
         self.staged = staged
         self.name = name
+        self.notify_finished = notify_finished
         self._tx: Transaction | None = None
         self._buffers: dict[TopicId, list[bytes]] = {}
         self._staged: set[tuple[TopicId, int]] = set()
@@ -116,7 +129,10 @@ class TransactionalPublisher:
         self._tokens.append((topic, token))
 
     def post_tx_commit(self) -> None:
+        tokens = list(self._tokens)
         self._reset()
+        if self.notify_finished and tokens:
+            notify_finished(self.client, tokens)
 
     def rollback_tx(self) -> bool:
         ok = not self._in_doubt
@@ -139,6 +155,23 @@ class TransactionalPublisher:
         self._staged.clear()
         self._tokens.clear()
         self._in_doubt = self._lost_store = False
+
+
+def notify_finished(
+    client: MessagingClient, tokens: Iterable[tuple[TopicId, RollbackToken]]
+) -> None:
+    """Tell the service the transactions of ``tokens`` finished (committed), per topic,
+    so readers held behind them read on at once (``MessagingClient.transactions_finished``).
+    Best effort: the transaction is committed whatever happens here, and the service
+    also finds out by itself, later."""
+    pointers: dict[TopicId, set[int]] = {}
+    for topic, token in tokens:
+        pointers.setdefault(topic, set()).add(token.detail.tx_write_pointer)
+    for topic, wps in pointers.items():
+        try:
+            client.transactions_finished(topic, sorted(wps))
+        except TmsError as exc:
+            log.debug("could not tell the service that %s finished: %s", sorted(wps), exc)
 
 
 def outcome_unknown(exc: BaseException) -> bool:

@@ -30,6 +30,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tms.client.observe import ObserveCalls
+from tms.client.subscriptions import SubscriptionCalls
 from tms.client.transport import HttpTransport, Reply, Transport, TransportError
 from tms.codec import avro
 from tms.codec import json as jsonc
@@ -98,8 +99,12 @@ def _start_from(start: MessageId | bytes | str | int | None) -> bytes | int | No
 
 @dataclass(frozen=True, slots=True)
 class PollResult:
+    """``held``: the read stopped at an entry of a transaction the reader cannot see;
+    ``held_finished``: that transaction has finished since (read on with a new one)."""
+
     messages: list[Message]
     held: bool
+    held_finished: bool = False
 
 
 class _TxSource(Protocol):
@@ -108,7 +113,7 @@ class _TxSource(Protocol):
     def abort(self, tx: Transaction) -> None: ...
 
 
-class MessagingClient(ObserveCalls):
+class MessagingClient(ObserveCalls, SubscriptionCalls):
     """See the module docstring. Thread-safe (connections are pooled per client).
 
     ``MessagingClient("tms://host:port")`` (or ``tmss://`` for TLS) makes a
@@ -149,6 +154,11 @@ class MessagingClient(ObserveCalls):
         self._http: HttpTransport = (
             transport if transport is not None else Transport(self.base_url, ca_bundle=ca_bundle)
         )
+
+    @property
+    def request_timeout_s(self) -> float:
+        """How long a request may take (a long poll: this plus its wait)."""
+        return self._timeout
 
     def close(self) -> None:
         self._http.close()
@@ -403,6 +413,7 @@ class MessagingClient(ObserveCalls):
         return PollResult(
             avro.decode_consume_response(response.content),
             response.headers.get("X-Tms-Held") == "true",
+            response.headers.get("X-Tms-Held-Finished") == "true",
         )
 
     def inspect(
@@ -468,10 +479,11 @@ class MessagingClient(ObserveCalls):
                 yield from result.messages
                 if result.held:
                     # An entry this transaction cannot see is in the way: read on with a
-                    # new transaction; if this one was new and got nowhere, wait a little
-                    # first (not spinning, not skipping the entry).
+                    # new transaction; if this one was new and got nowhere (and the
+                    # service did not say the entry's transaction finished meanwhile),
+                    # wait a little first (not spinning, not skipping the entry).
                     tx_started = -float("inf")
-                    if fresh and not result.messages:
+                    if fresh and not result.messages and not result.held_finished:
                         self._sleep(next(held))
                 if result.messages:
                     position, first = result.messages[-1][0], False

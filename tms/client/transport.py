@@ -35,7 +35,7 @@ import requests.utils
 import urllib3
 from urllib3.exceptions import HTTPError
 
-__all__ = ["HttpTransport", "Reply", "Transport", "TransportError"]
+__all__ = ["HttpTransport", "Reply", "Requests", "Transport", "TransportError"]
 
 
 class TransportError(Exception):
@@ -57,6 +57,28 @@ class Reply:
     @property
     def text(self) -> str:
         return self.content.decode("utf-8", "replace")
+
+
+class Requests(Protocol):
+    """What the call groups mixed into ``MessagingClient`` (``tms.client.observe``,
+    ``tms.client.subscriptions``) use of it: its request method, with the client's
+    retries and error mapping, and its request timeout."""
+
+    def _request(
+        self,
+        method: str,
+        url: str,
+        *,
+        topic: object = None,
+        idempotent: bool = True,
+        timeout_s: float | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> Reply: ...
+
+    @property
+    def request_timeout_s(self) -> float: ...
 
 
 class HttpTransport(Protocol):

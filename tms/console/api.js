@@ -61,6 +61,9 @@ export const paths = {
     (before ? `&before=${before}` : ""),
   queue: (ns, t) => `/v1/namespaces/${encodeURIComponent(ns)}/topics/${encodeURIComponent(t)}/queue`,
   publish: (ns, t) => `/v1/namespaces/${encodeURIComponent(ns)}/topics/${encodeURIComponent(t)}/publish`,
+  subscriptions: (ns, t) => `/v1/namespaces/${encodeURIComponent(ns)}/topics/${encodeURIComponent(t)}/subscriptions`,
+  seek: (ns, t, name) =>
+    `/v1/namespaces/${encodeURIComponent(ns)}/topics/${encodeURIComponent(t)}/subscriptions/${encodeURIComponent(name)}/seek`,
   transactions: () => "/v1/transactions",
   history: () => "/v1/metrics/history",
   metrics: () => "/metrics",

@@ -6,6 +6,7 @@ import { api, ApiError, paths, session } from "./api.js";
 import { html, Panel, panelsFor } from "./panel.js";
 import "./panels-overview.js";
 import "./panels-topic.js";
+import "./panels-subscriptions.js";
 import "./panels-queue.js";
 import "./panels-metrics.js";
 

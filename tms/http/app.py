@@ -11,9 +11,11 @@ being written go out as its next one, with one thread hand-off per batch.
 A poll streams its messages in chunks (one Avro array block, or a slice of the JSON
 array, per chunk). ``?wait_ms=N`` makes a poll that finds nothing wait up to N ms for
 the topic to change; it answers as soon as there is something. A transactional poll
-that stopped at an uncommitted entry answers at once with ``X-Tms-Held: true`` (when the
-answer fits in one chunk; JSON also says ``"held": true``): the caller needs a newer
-transaction to get past it.
+that stopped at an uncommitted entry answers with ``X-Tms-Held: true`` (when the answer
+fits in one chunk; JSON also says ``"held": true``): the caller needs a newer transaction
+to get past it. With nothing before that entry and ``wait_ms``, it first waits for that
+transaction to finish and then also says ``X-Tms-Held-Finished: true``
+(``tms.http.waiting``). Subscriptions' routes are in ``tms.http.subscriptions``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ from tms.http.openapi import openapi_spec
 from tms.http.protocol import code_for_status, error_response
 from tms.http.queues import QueueHandlers
 from tms.http.routes import ROUTES, Route, authorize
+from tms.http.subscriptions import SubscriptionApi
+from tms.http.waiting import LongPoll, TopicWaiters
 from tms.model import MarkersRequest, Message, StoreRequest, TopicId, validate_namespace
 from tms.operations import Markers, Publish, Rollback, Store
 from tms.service import MessagingService
@@ -77,38 +81,11 @@ class _Read:
     messages: Any
     first: list[Message]
     exhausted: bool
+    finished: bool = False
+    """The transaction the read is held behind has finished (read on with a new one)."""
 
 
-class TopicWaiters:
-    """Futures of polls waiting for a topic to change, woken from writer threads."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._waiting: dict[TopicId, set[asyncio.Future[None]]] = {}
-
-    def listener(self, topic: TopicId, version: int) -> None:
-        if topic in self._waiting:  # read from a writer thread; see the note in poll()
-            self._loop.call_soon_threadsafe(self._wake, topic)
-
-    def _wake(self, topic: TopicId) -> None:
-        for future in self._waiting.pop(topic, ()):
-            if not future.done():
-                future.set_result(None)
-
-    def register(self, topic: TopicId) -> asyncio.Future[None]:
-        future: asyncio.Future[None] = self._loop.create_future()
-        self._waiting.setdefault(topic, set()).add(future)
-        return future
-
-    def discard(self, topic: TopicId, future: asyncio.Future[None]) -> None:
-        waiting = self._waiting.get(topic)
-        if waiting is not None:
-            waiting.discard(future)
-            if not waiting:
-                del self._waiting[topic]
-
-
-class Api(ObserveApi, ConsoleApi, QueueHandlers):
+class Api(ObserveApi, ConsoleApi, SubscriptionApi, QueueHandlers):
     def __init__(
         self,
         service: MessagingService,
@@ -127,11 +104,13 @@ class Api(ObserveApi, ConsoleApi, QueueHandlers):
             "stats": True,
             "metricsHistory": config.history_interval_s > 0,
             "transactions": tx_watch is not None,
+            "subscriptions": True,
             "queues": True,
         }
         """What the console may show (``GET /v1/console``): a panel whose feature is
         missing or False is not shown. Later features add their key here."""
         self.waiters: TopicWaiters | None = None
+        self.long_poll: LongPoll | None = None
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
@@ -290,25 +269,23 @@ class Api(ObserveApi, ConsoleApi, QueueHandlers):
         spec, fmt = await self._consume_spec(request)
         fetch_request = self._fetch_request(spec)
         wait_ms = self._wait_ms(request)
-        deadline = time.monotonic() + wait_ms / 1000
-        assert self.waiters is not None
-        while True:
-            # Register before reading, so a write landing after the read's snapshot is
-            # guaranteed to wake us (its listener runs after the write).
-            waiter = self.waiters.register(topic) if wait_ms else None
-            try:
-                fetcher, messages, first = await self._run(self._open, topic, fetch_request)
-                exhausted = len(first) < self.config.chunk_messages
-                remaining = deadline - time.monotonic()
-                if first or fetcher.held or waiter is None or remaining <= 0:
-                    break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waiter, remaining)
-            finally:
-                if waiter is not None:
-                    self.waiters.discard(topic, waiter)
-        read = _Read(topic, fetcher, messages, first, exhausted)
-        return await self._stream(request, fmt, read)
+        assert self.long_poll is not None
+
+        async def read() -> tuple[MessageFetcher, Iterator[Message], list[Message]]:
+            return await self._run(self._open, topic, fetch_request)
+
+        def outcome(
+            result: tuple[MessageFetcher, Iterator[Message], list[Message]],
+        ) -> tuple[bool, int | None]:
+            fetcher, _messages, first = result
+            return bool(first), fetcher.held_pointer if fetcher.held else None
+
+        (fetcher, messages, first), finished = await self.long_poll.run(
+            topic, wait_ms, read, outcome
+        )
+        exhausted = len(first) < self.config.chunk_messages
+        read_state = _Read(topic, fetcher, messages, first, exhausted, finished)
+        return await self._stream(request, fmt, read_state)
 
     async def _stream(self, request: web.Request, fmt: str, read: _Read) -> web.StreamResponse:
         topic, fetcher, messages, first, exhausted = (
@@ -361,6 +338,8 @@ class Api(ObserveApi, ConsoleApi, QueueHandlers):
         response = web.Response(body=body, content_type=fmt)
         if read.fetcher.held:
             response.headers["X-Tms-Held"] = "true"
+            if read.finished:
+                response.headers["X-Tms-Held-Finished"] = "true"
         self.svc.metrics.fetched(read.topic, len(batch), sum(len(m[1]) for m in batch))
         return response
 
@@ -450,7 +429,11 @@ def create_app(
 
     async def on_startup(app: web.Application) -> None:
         api.waiters = TopicWaiters(asyncio.get_running_loop())
+        api.long_poll = LongPoll(
+            api.waiters, service.guard, pool, recheck_s=config.held_recheck_ms / 1000
+        )
         service.add_listener(api.waiters.listener)
+        service.add_finish_listener(api.waiters.finish_listener)
         tasks.append(asyncio.get_running_loop().create_task(sample_forever(api, service.now_ms)))
 
     async def on_cleanup(app: web.Application) -> None:
@@ -460,6 +443,7 @@ def create_app(
                 await task
         if api.waiters is not None:
             service.remove_listener(api.waiters.listener)
+            service.remove_finish_listener(api.waiters.finish_listener)
         pool.shutdown(wait=True)
 
     app.on_startup.append(on_startup)

@@ -30,6 +30,9 @@ class HttpConfig:
     """PEM certificate chain: with it the service speaks HTTPS only."""
     tls_key_file: str | None = None
     """PEM private key of the certificate (None: it is in ``tls_cert_file``)."""
+    held_recheck_ms: int = 100
+    """A long poll held behind a transaction in progress asks the transaction manager
+    this often whether it finished, when no publisher said so (``tms.http.waiting``)."""
     history_interval_s: float = 2.0
     """Seconds between samples of the metrics for the console's charts (0: none); the
     transaction manager is sampled every fifth."""
@@ -39,6 +42,8 @@ class HttpConfig:
             raise TmsInvalidArgumentError(f"bad port {self.port}")
         if self.max_request_bytes < 1024 or self.worker_threads < 1 or self.chunk_messages < 1:
             raise TmsInvalidArgumentError("bad HTTP settings")
+        if self.held_recheck_ms < 1:
+            raise TmsInvalidArgumentError("held_recheck_ms must be at least 1")
         if self.history_interval_s < 0:
             raise TmsInvalidArgumentError("history_interval_s must not be negative")
         if not (self.idle_timeout_s > 0 and self.header_timeout_s > 0):

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tms.http.openapi_observe import OBSERVE_PATHS, OBSERVE_SCHEMAS
+from tms.http.openapi_subs import SUBSCRIPTION_PATHS, SUBSCRIPTION_SCHEMAS
 from tms.http.routes import ROUTES, Route, Scope
 from tms.http.schemas import QUEUE_SCHEMAS, SCHEMAS
 
@@ -204,11 +205,12 @@ def _spec() -> dict[str, Any]:
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {**SCHEMAS, **OBSERVE_SCHEMAS, **QUEUE_SCHEMAS},
+            "schemas": {**SCHEMAS, **OBSERVE_SCHEMAS, **SUBSCRIPTION_SCHEMAS, **QUEUE_SCHEMAS},
         },
         "security": [{}, {"bearer": []}],
         "paths": {
             **OBSERVE_PATHS,
+            **SUBSCRIPTION_PATHS,
             **_queue_paths(),
             "/v1/namespaces/{namespace}/topics": {
                 "get": {

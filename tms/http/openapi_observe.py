@@ -61,6 +61,12 @@ OBSERVE_SCHEMAS: dict[str, Any] = {
             "firstPublishTime": _TIME,
             "lastPublishTime": _TIME,
             "publishRate": {"type": "number", "description": "messages per second, last minute"},
+            "subscriptions": {"type": "integer", "description": "how many the topic has"},
+            "maxLag": {
+                **_INT64,
+                "nullable": True,
+                "description": "the largest lag of its subscriptions (null: none)",
+            },
         },
     },
 }

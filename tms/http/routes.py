@@ -29,7 +29,16 @@ from aiohttp import web
 from tms.http.auth import Authorizer, Permission
 from tms.model import TopicId, validate_namespace
 
-__all__ = ["NAMESPACE_PATH", "ROUTES", "TOPIC_PATH", "Route", "Scope", "authorize"]
+__all__ = [
+    "NAMESPACE_PATH",
+    "ROUTES",
+    "SUBSCRIPTIONS_PATH",
+    "SUBSCRIPTION_PATH",
+    "TOPIC_PATH",
+    "Route",
+    "Scope",
+    "authorize",
+]
 
 
 class Scope(enum.Enum):
@@ -71,6 +80,8 @@ class Route:
 
 NAMESPACE_PATH = "/v1/namespaces/{namespace}"
 TOPIC_PATH = NAMESPACE_PATH + "/topics/{topic}"
+SUBSCRIPTIONS_PATH = TOPIC_PATH + "/subscriptions"
+SUBSCRIPTION_PATH = SUBSCRIPTIONS_PATH + "/{name}"
 _P = Permission
 
 ROUTES: tuple[Route, ...] = (
@@ -102,6 +113,19 @@ ROUTES: tuple[Route, ...] = (
     # Raw rows of every generation, staged payloads of running transactions: more than a
     # reader of the topic may see, so an operator's tool.
     Route("GET", TOPIC_PATH + "/inspect", "inspect", Scope.TOPIC, _P.ADMIN),
+    # Subscriptions are the state of the topic's readers: reading the topic is what
+    # they need, for all of it.
+    Route("GET", SUBSCRIPTIONS_PATH, "list_subscriptions", Scope.TOPIC, _P.READ),
+    Route("PUT", SUBSCRIPTION_PATH, "create_subscription", Scope.TOPIC, _P.READ),
+    Route("GET", SUBSCRIPTION_PATH, "get_subscription", Scope.TOPIC, _P.READ),
+    Route("DELETE", SUBSCRIPTION_PATH, "delete_subscription", Scope.TOPIC, _P.READ),
+    Route("PUT", SUBSCRIPTION_PATH + "/preferences", "update_subscription", Scope.TOPIC, _P.READ),
+    Route("POST", SUBSCRIPTION_PATH + "/poll", "poll_subscription", Scope.TOPIC, _P.READ),
+    Route("POST", SUBSCRIPTION_PATH + "/commit", "commit_subscription", Scope.TOPIC, _P.READ),
+    Route("POST", SUBSCRIPTION_PATH + "/seek", "seek_subscription", Scope.TOPIC, _P.READ),
+    Route("POST", SUBSCRIPTION_PATH + "/rollback", "rollback_subscription", Scope.TOPIC, _P.READ),
+    # A publisher's word that its transactions finished (wakes readers held behind them).
+    Route("POST", TOPIC_PATH + "/finished", "transactions_finished", Scope.TOPIC, _P.WRITE),
     Route("GET", "/ping", "ping", Scope.PUBLIC),
     Route("GET", "/metrics", "metrics", Scope.SERVICE, _P.METRICS),
     Route("GET", "/v1/openapi.json", "openapi", Scope.AUTHENTICATED),

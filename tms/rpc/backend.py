@@ -33,7 +33,7 @@ from tms.errors import (
     TmsTransientError,
 )
 from tms.fetcher import FetchRequest, fetch_request_of
-from tms.http.app import TopicWaiters
+from tms.http.waiting import TopicWaiters
 from tms.model import TopicBounds, TopicId
 from tms.operations import Operation
 from tms.rpc.frames import rpc

@@ -11,6 +11,8 @@ callers hand in and get back value objects and positions, and describe writes in
 * ``MetadataTable`` (``tms.store.metadata``): one row per topic, with its generation.
 * ``IdempotencyTable``: rows keyed (topic, generation, key) holding the outcome of a
   keyed ``MarkersRequest``; they expire with the topic's TTL.
+* ``PositionTable`` (``tms.store.positions``): subscriptions' positions written under a
+  transaction's write pointer, keyed (topic, generation, subscription, write pointer).
 
 Cleanup's row work is here too (``purge_topic``, ``negate_invalid``): which rows are past
 a time or of an old generation is a question about their keys.
@@ -22,6 +24,7 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from tms.codec import keys
+from tms.codec.subscriptions import encode_position_value, position_key
 from tms.codec.values import (
     MessageEntry,
     MessageRowView,
@@ -40,9 +43,11 @@ from tms.codec.values import (
     message_head,
     negate_message_value,
 )
+from tms.ids import MessageId
 from tms.model import RollbackDetail, TopicMetadata
 from tms.store.kv import KeyValueStore, TableStore, WriteOp
 from tms.store.metadata import MetadataTable
+from tms.store.positions import POSITION_TABLE, PositionTable
 from tms.store.queues import QueueTables
 
 __all__ = [
@@ -149,6 +154,24 @@ class TableBatch:
         for r in rows:
             key = keys.payload_key(prefix, r.tx_write_pointer, r.write_ms, r.p_seq)
             self.ops.append((PAYLOAD_TABLE, key, encode_payload_value(r.payload, r.ttl_s)))
+
+    def put_position(
+        self,
+        prefix: bytes,
+        name: str,
+        write_pointer: int,
+        *,
+        stamp: int,
+        position: MessageId,
+        written_ms: int,
+    ) -> None:
+        """A subscription's position under a write pointer (``tms.positions``)."""
+        value = encode_position_value(stamp, position, written_ms)
+        self.ops.append((POSITION_TABLE, position_key(prefix, name, write_pointer), value))
+
+    def delete_positions(self, prefix: bytes, name: str, write_pointers: Sequence[int]) -> None:
+        for wp in write_pointers:
+            self.ops.append((POSITION_TABLE, position_key(prefix, name, wp), None))
 
     def put_idempotency(
         self, prefix: bytes, key: str, write_ms: int, details: Sequence[RollbackDetail]
@@ -342,6 +365,7 @@ class Tables:
         self.metadata = MetadataTable(store.table(METADATA_TABLE))
         self.idempotency = IdempotencyTable(store.table(IDEMPOTENCY_TABLE))
         self.queues = QueueTables(store)
+        self.positions = PositionTable(store.table(POSITION_TABLE))
 
     @property
     def epoch(self) -> int:
@@ -368,7 +392,9 @@ class Tables:
         """Delete the topic's rows of older generations (all of them once it is deleted) and
         those older than ``cutoff_ms``: message rows by publish time (they are in time
         order: the scan stops at the first live one), payload rows by write time, a seal
-        row with its marker, idempotency rows by when they were written. Written in
+        row with its marker, idempotency rows by when they were written, subscriptions'
+        position rows of older generations (``tms.subscriptions`` cleans the current
+        one's). Written in
         unsynced batches of ``batch_rows`` (a crash only leaves some for the next run)."""
         current = metadata.generation
         name_prefix = keys.topic_name_prefix(metadata.topic)
@@ -418,6 +444,10 @@ class Tables:
         ):
             old += 1
             batch = delete(table, key)
+        for key, _value in self.positions.store.scan(name_prefix, stop):
+            if is_older_generation(keys.generation_of(key, n), current):
+                old += 1
+                batch = delete(POSITION_TABLE, key)
         self.write(batch, sync=False)
         return PurgeCounts(expired, old)
 

@@ -70,8 +70,12 @@ def test_console_info_tells_who_and_what(secured: Served) -> None:
     )
     assert viewer["grants"] == [{"namespace": "ns1", "topic": "*", "permissions": ["read"]}]
     assert viewer["features"] == {
-        "stats": True, "metricsHistory": True, "transactions": False, "queues": True,
-    }  # fmt: skip
+        "stats": True,
+        "metricsHistory": True,
+        "transactions": False,
+        "subscriptions": True,
+        "queues": True,
+    }
     assert secured.http.get(f"{secured.url}/v1/console").status_code == 401
 
 

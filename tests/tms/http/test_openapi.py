@@ -192,6 +192,7 @@ def test_real_json_answers_fit_their_schemas(served: Served) -> None:
     check("GET", TOPIC + "/messages", http.get(f"{base}/t/messages", params={"limit": 3}))
     for path in ("/v1/transactions", "/v1/metrics/history", "/v1/console"):
         check("GET", path, http.get(f"{served.url}{path}"))
+    check_subscriptions(served, check)
     # A queue's routes (docs/queues.md)
     assert http.put(f"{base}/q", json={"kind": "queue"}).status_code == 200
     enqueue = {"messages": [{"payload": "aGk=", "key": "k", "priority": 1}, {"payload": ""}]}
@@ -215,6 +216,48 @@ def test_real_json_answers_fit_their_schemas(served: Served) -> None:
     } - {TOPIC + "/properties"}  # (update and delete answer without a body)
     for method, path, value in checks:
         assert not undeclared(value, response_schema(method, path)), (path, value)
+
+
+def check_subscriptions(served: Served, check: Any) -> None:
+    """Every subscription route's JSON answer (and request), checked by ``check``."""
+    http, base = served.http, f"{served.url}/v1/namespaces/ns1/topics/t"
+    subs, one = TOPIC + "/subscriptions", TOPIC + "/subscriptions/{name}"
+    wp = served.clock.now_ms() * 1_000_000 + 100
+    served.service.publish(StoreRequest.of(TopicId("ns1", "t"), ["one"]))
+    finished = {"transactionWritePointers": [wp]}
+    assert not undeclared(finished, request_schema("POST", TOPIC + "/finished"))
+    check("POST", TOPIC + "/finished", http.post(f"{base}/finished", json=finished))
+    preferences = {"start": "earliest", "transactional": False, "filter": None}
+    assert not undeclared(preferences, request_schema("PUT", one))
+    check("PUT", one, http.put(f"{base}/subscriptions/s", json=preferences))
+    check("GET", subs, http.get(f"{base}/subscriptions"))
+    check("GET", one, http.get(f"{base}/subscriptions/s"))
+    update = {"preferences": {"start": {"time": 0}}, "version": 1}
+    assert not undeclared(update, request_schema("PUT", one + "/preferences"))
+    check("PUT", one + "/preferences", http.put(f"{base}/subscriptions/s/preferences", json=update))
+    polled = http.post(f"{base}/subscriptions/s/poll", json={"limit": 1})
+    check("POST", one + "/poll", polled)
+    commit = {"position": polled.json()["position"], "version": polled.json()["version"]}
+    assert not undeclared(commit, request_schema("POST", one + "/commit"))
+    committed = http.post(f"{base}/subscriptions/s/commit", json=commit)
+    check("POST", one + "/commit", committed)
+    writer = tx(wp, wp + 1)
+    in_tx = {
+        "position": commit["position"],
+        "version": committed.json()["version"],
+        "transaction": base64.b64encode(encode_transaction(writer)).decode(),
+        "inTransaction": True,
+    }
+    check("POST", one + "/commit", http.post(f"{base}/subscriptions/s/commit", json=in_tx))
+    rollback = {"transactionWritePointers": [wp]}
+    assert not undeclared(rollback, request_schema("POST", one + "/rollback"))
+    check("POST", one + "/rollback", http.post(f"{base}/subscriptions/s/rollback", json=rollback))
+    seek = {"to": "latest", "version": committed.json()["version"]}
+    assert not undeclared(seek, request_schema("POST", one + "/seek"))
+    sought = http.post(f"{base}/subscriptions/s/seek", json=seek)
+    check("POST", one + "/seek", sought)
+    version = str(sought.json()["version"])
+    check("DELETE", one, http.delete(f"{base}/subscriptions/s", params={"version": version}))
 
 
 @pytest.mark.parametrize(

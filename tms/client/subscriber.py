@@ -1,0 +1,201 @@
+"""``Subscriber``: iterate a subscription's messages, committing as it goes
+(at-least-once).
+
+::
+
+    with Subscriber(client, SubscriptionId(topic, "mailer")) as subscriber:
+        for message in subscriber:
+            send(message)          # processed once the loop asks for the next one
+
+It starts at the subscription's position and long-polls for new messages. A message
+counts as processed when the iteration asks for the one after it (leaving the loop
+leaves the message it was on unprocessed, unless ``commit(through=message)`` says
+otherwise); the position after the processed messages is committed at most every
+``commit_interval_s`` (0: after every batch), riding on the next poll (``?commit``: one
+request), and by ``commit()`` and ``close()``. After a crash, the messages after the
+last commit are delivered again — at least once, never skipped.
+
+A transactional subscription is read with transactions from ``tx_client`` (each used
+for at most ``tx_refresh_s``, replaced at once when a read is held behind one that
+finished; aborted when replaced: they write nothing). When a commit finds the
+subscription changed (``BadVersionError``: a seek, or another consumer), the subscriber
+reads it again and goes on from its stored position.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from tms.client.http import MessagingClient
+from tms.errors import BadVersionError, ServiceUnavailableError
+from tms.ids import MessageId
+from tms.model import Message
+from tms.subscription import SubscriptionId, after
+from txn.transaction import Transaction
+
+__all__ = ["Subscriber"]
+
+log = logging.getLogger(__name__)
+
+
+class _TxSource(Protocol):
+    def start_short(self, timeout_s: int | None = None) -> Transaction: ...
+
+    def abort(self, tx: Transaction) -> None: ...
+
+
+class Subscriber:
+    """See the module docstring. One thread at a time."""
+
+    def __init__(
+        self,
+        client: MessagingClient,
+        subscription: SubscriptionId,
+        *,
+        tx_client: _TxSource | None = None,
+        batch: int = 100,
+        wait_ms: int = 10_000,
+        commit_interval_s: float = 1.0,
+        tx_refresh_s: float = 1.0,
+        stop: Callable[[], bool] = lambda: False,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.subscription = subscription
+        self._tx_client = tx_client
+        self._batch = batch
+        self._wait_ms = wait_ms
+        self._interval = commit_interval_s
+        self._tx_refresh_s = tx_refresh_s
+        self._stop = stop
+        self._sleep = sleep
+        self._monotonic = monotonic
+        info = client.get_subscription(subscription)
+        self._done: MessageId = info.position  # everything before it is processed
+        self._through: MessageId | None = None  # and this message (settled into _done)
+        self._committed = info.position
+        self._version = info.version
+        self._committed_at = monotonic()
+        self._tx: Transaction | None = None
+        self._tx_started = 0.0
+        self._read_with: Transaction | None = None  # the transaction of the last read
+
+    @property
+    def position(self) -> MessageId:
+        """Where processing stands: everything before it was processed."""
+        self._settle()
+        return self._done
+
+    def _settle(self) -> None:
+        if self._through is not None:
+            self._done = max(self._done, after(self._through))
+            self._through = None
+
+    @property
+    def committed(self) -> MessageId:
+        """The position last committed."""
+        return self._committed
+
+    def __iter__(self) -> Iterator[Message]:
+        delay = held_delay = 0.01
+        while not self._stop():
+            fresh = self._refresh_tx()
+            self._settle()
+            due = self._done != self._committed and (
+                self._monotonic() - self._committed_at >= self._interval
+            )
+            try:
+                batch = self.client.poll_subscription(
+                    self.subscription,
+                    start=self._done,
+                    limit=self._batch,
+                    transaction=self._tx,
+                    wait_ms=self._wait_ms,
+                    commit_version=self._version if due else None,
+                )
+            except ServiceUnavailableError:
+                self._sleep(delay)
+                delay = min(delay * 4, 10.0)
+                continue
+            except BadVersionError:
+                self._reload()
+                continue
+            delay = 0.01
+            self._read_with = self._tx
+            if due:
+                self._committed, self._committed_at = self._done, self._monotonic()
+            self._version = batch.version
+            for message in batch.messages:
+                yield message
+                self._through = message.id  # asked for the next one: processed
+            self._settle()
+            self._done = max(self._done, batch.position)
+            if batch.held:
+                self._tx_started = -float("inf")  # read on with a newer transaction
+                if fresh and not batch.messages and not batch.held_finished:
+                    self._sleep(held_delay)
+                    held_delay = min(held_delay * 2, 1.0)
+                    continue
+            held_delay = 0.01
+
+    def _refresh_tx(self) -> bool:
+        if self._tx_client is None:
+            return False
+        if self._tx is not None and self._monotonic() - self._tx_started < self._tx_refresh_s:
+            return False
+        if self._tx is not None:
+            with contextlib.suppress(Exception):
+                self._tx_client.abort(self._tx)
+        self._tx, self._tx_started = self._tx_client.start_short(), self._monotonic()
+        return True
+
+    def _reload(self) -> None:
+        info = self.client.get_subscription(self.subscription)
+        log.warning(
+            "subscription %s changed (now at %s, version %d): going on from there",
+            self.subscription,
+            info.position.hex,
+            info.version,
+        )
+        self._done = self._committed = info.position
+        self._version = info.version
+        self._committed_at = self._monotonic()
+
+    def commit(self, *, through: Message | None = None) -> None:
+        """Commit the position after the processed messages now; ``through``: count this
+        message (the one the loop is on) as processed too."""
+        self._settle()
+        if through is not None:
+            self._done = max(self._done, after(through.id))
+        if self._done == self._committed:
+            return
+        try:
+            info = self.client.commit_subscription(
+                self.subscription, self._done, self._version, transaction=self._read_with
+            )
+        except BadVersionError:
+            self._reload()
+            return
+        self._committed, self._version = self._done, info.version
+        self._committed_at = self._monotonic()
+
+    def close(self) -> None:
+        """Commit what was processed; end the read transaction."""
+        try:
+            self.commit()
+        finally:
+            if self._tx is not None and self._tx_client is not None:
+                with contextlib.suppress(Exception):
+                    self._tx_client.abort(self._tx)
+                self._tx = None
+
+    def __enter__(self) -> Subscriber:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

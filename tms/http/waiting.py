@@ -1,0 +1,210 @@
+"""Long-poll: polls that wait on the event loop for something to read.
+
+A poll with ``wait_ms`` that found nothing waits for one of:
+
+* the topic to change (``TopicWaiters.listener``, called by the writer after each batch
+  that added or rolled back entries): it reads again;
+* when it stopped at an entry of a transaction in progress (``held``): that transaction
+  to **finish**. Its reader needs a newer transaction to pass it, so the poll answers
+  (held, ``finished``) at once, and the client reads on with a fresh transaction
+  instead of retrying with a growing pause. The service learns it from the publisher's
+  post-commit step (``MessagingService.transactions_finished``: the ``finished`` route),
+  or, failing that, by asking the transaction manager every ``held_recheck_ms`` while
+  the poll waits (``WritePointerGuard.state``). Without a transaction manager it
+  answers held (not finished) after that interval.
+
+Pointers reported finished are remembered per topic (the newest ``RECENT``), so a
+report that arrives between a poll's read and its registering is not lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Executor
+from typing import TypeVar
+
+from tms.errors import TmsError
+from tms.guard import WritePointerGuard
+from tms.model import TopicId
+
+__all__ = ["RECENT", "LongPoll", "TopicWaiters"]
+
+R = TypeVar("R")
+RECENT = 4096
+
+
+class TopicWaiters:
+    """Futures of polls waiting for a topic to change or a transaction to finish, woken
+    from writer threads and request handlers. Use from the loop's thread, except the
+    two listeners."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._waiting: dict[TopicId, set[asyncio.Future[None]]] = {}
+        self._held: dict[tuple[TopicId, int], set[asyncio.Future[None]]] = {}
+        self._recent: dict[TopicId, tuple[deque[int], set[int]]] = {}
+
+    def listener(self, topic: TopicId, version: int) -> None:
+        """``MessagingService.add_listener``: on a writer thread."""
+        if topic in self._waiting:  # read from a writer thread: a stale answer only costs a wake-up
+            self._loop.call_soon_threadsafe(self._wake, topic)
+
+    def finish_listener(self, topic: TopicId, write_pointers: Sequence[int]) -> None:
+        """``MessagingService.add_finish_listener``: on any thread."""
+        self._loop.call_soon_threadsafe(self.finished, topic, list(write_pointers))
+
+    def _wake(self, topic: TopicId) -> None:
+        for future in self._waiting.pop(topic, ()):
+            if not future.done():
+                future.set_result(None)
+
+    def finished(self, topic: TopicId, write_pointers: Sequence[int]) -> int:
+        """Wake the polls held behind these transactions; how many were woken."""
+        order, known = self._recent.setdefault(topic, (deque(), set()))
+        woken = 0
+        for wp in write_pointers:
+            if wp not in known:
+                known.add(wp)
+                order.append(wp)
+                if len(order) > RECENT:
+                    known.discard(order.popleft())
+            for future in self._held.pop((topic, wp), ()):
+                if not future.done():
+                    future.set_result(None)
+                    woken += 1
+        return woken
+
+    def register(self, topic: TopicId) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._waiting.setdefault(topic, set()).add(future)
+        return future
+
+    def discard(self, topic: TopicId, future: asyncio.Future[None]) -> None:
+        waiting = self._waiting.get(topic)
+        if waiting is not None:
+            waiting.discard(future)
+            if not waiting:
+                del self._waiting[topic]
+
+    def register_held(self, topic: TopicId, write_pointer: int) -> asyncio.Future[None]:
+        """A future done when ``write_pointer`` is reported finished (at once if it was)."""
+        future: asyncio.Future[None] = self._loop.create_future()
+        recent = self._recent.get(topic)
+        if recent is not None and write_pointer in recent[1]:
+            future.set_result(None)
+        else:
+            self._held.setdefault((topic, write_pointer), set()).add(future)
+        return future
+
+    def discard_held(
+        self, topic: TopicId, write_pointer: int, future: asyncio.Future[None]
+    ) -> None:
+        held = self._held.get((topic, write_pointer))
+        if held is not None:
+            held.discard(future)
+            if not held:
+                del self._held[(topic, write_pointer)]
+
+
+class LongPoll:
+    """Runs a poll's reads until there is something to answer (module docstring)."""
+
+    def __init__(
+        self,
+        waiters: TopicWaiters,
+        guard: WritePointerGuard,
+        pool: Executor,
+        *,
+        recheck_s: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._waiters = waiters
+        self._guard = guard
+        self._pool = pool
+        self._recheck_s = recheck_s
+        self._monotonic = monotonic
+
+    async def run(
+        self,
+        topic: TopicId,
+        wait_ms: int,
+        read: Callable[[], Awaitable[R]],
+        outcome: Callable[[R], tuple[bool, int | None]],
+    ) -> tuple[R, bool]:
+        """Call ``read`` until it found something or ``wait_ms`` passed; ``outcome``
+        says of a read (found something, the write pointer it is held behind). Returns
+        the last read and whether the transaction it is held behind has finished."""
+        deadline = self._monotonic() + wait_ms / 1000
+        check_at: list[float] = []  # when to ask the manager next (set at the first hold)
+        while True:
+            # Register before reading, so a write landing after the read's snapshot is
+            # guaranteed to wake us (its listener runs after the write).
+            waiter = self._waiters.register(topic) if wait_ms else None
+            try:
+                result = await read()
+                found, held = outcome(result)
+                if found or waiter is None or self._monotonic() >= deadline:
+                    return result, False
+                if held is None:
+                    remaining = deadline - self._monotonic()
+                    try:
+                        await asyncio.wait_for(asyncio.shield(waiter), remaining)
+                    except TimeoutError:
+                        return result, False
+                    continue
+                if not check_at:
+                    check_at.append(self._monotonic() + self._recheck_s)
+                state = await self._wait_held(topic, held, waiter, deadline, check_at)
+                if state != "changed":
+                    return result, state == "finished"
+            finally:
+                if waiter is not None:
+                    self._waiters.discard(topic, waiter)
+
+    async def _wait_held(
+        self,
+        topic: TopicId,
+        wp: int,
+        changed: asyncio.Future[None],
+        deadline: float,
+        check_at: list[float],
+    ) -> str:
+        """ "finished", "changed" (read again: a rollback may have freed the reader),
+        "timeout", or "unknown" (no transaction manager to ask). ``check_at[0]``: when
+        to ask the manager next, kept across the reads of one poll, so a topic that
+        keeps changing (each change a new read) does not put the question off."""
+        held = self._waiters.register_held(topic, wp)
+        try:
+            while True:
+                now = self._monotonic()
+                if now >= deadline:
+                    return "timeout"
+                if now < check_at[0]:
+                    done, _ = await asyncio.wait(
+                        {changed, held},
+                        timeout=min(deadline, check_at[0]) - now,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    if held in done:
+                        return "finished"
+                    if changed in done:
+                        return "changed"
+                    if self._monotonic() >= deadline:
+                        return "timeout"
+                check_at[0] = self._monotonic() + self._recheck_s
+                try:
+                    state = await asyncio.get_running_loop().run_in_executor(
+                        self._pool, self._guard.state, [wp]
+                    )
+                except TmsError:
+                    return "unknown"
+                if state is None:
+                    return "unknown"
+                if wp not in state.in_progress and wp <= state.write_pointer:
+                    self._waiters.finished(topic, [wp])
+                    return "finished"
+        finally:
+            self._waiters.discard_held(topic, wp, held)

@@ -1,0 +1,107 @@
+"""Reading a topic from a subscription's position (``Subscriptions.read``).
+
+A read starts at ``start_from`` when given (a consumer that has not committed its last
+batches yet reads on from where it is), else at the subscription's position as the
+reader's transaction sees it (``tms.positions``); it reads with the fetch rules of
+``tms.fetcher`` — transactionally when the subscription is transactional, with the
+transaction the request carries (required then) — and keeps the messages its payload
+filter accepts, at most ``limit`` of them, passing over at most ``max_scan`` messages in
+all. Nothing is changed: a read moves no position.
+
+``SubscriptionPoll.position`` is where the next read starts: after the last message
+returned when the read stopped at ``limit``; otherwise after everything it passed over
+(rejected, rolled-back, invalid and expired entries included), or at the entry of a
+transaction the reader cannot see (``held``, with its write pointer). So a position
+taken from a read is never past what its reader could read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tms.errors import TmsInvalidArgumentError
+from tms.fetcher import FetchRequest
+from tms.ids import MessageId
+from tms.model import Message, TopicMetadata
+from tms.subscription import SubscriptionId, Versioned, after, after_entry
+from txn.transaction import Transaction
+
+if TYPE_CHECKING:
+    from tms.subscriptions import Subscriptions
+
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "MAX_SCAN", "SubscriptionPoll", "read_subscription"]
+
+DEFAULT_LIMIT = 1000
+MAX_LIMIT = 10_000
+MAX_SCAN = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionPoll:
+    """What a read returned (see the module docstring); ``version`` is the record's,
+    to send back with a commit of ``position``."""
+
+    messages: list[Message]
+    start: MessageId
+    position: MessageId
+    version: int
+    held: bool
+    held_pointer: int | None
+
+
+def read_subscription(
+    subs: Subscriptions,
+    sub: SubscriptionId,
+    *,
+    start_from: MessageId | None = None,
+    limit: int = DEFAULT_LIMIT,
+    transaction: Transaction | None = None,
+    max_scan: int = MAX_SCAN,
+    current: tuple[TopicMetadata, Versioned] | None = None,
+) -> SubscriptionPoll:
+    """See the module docstring; ``current``: the topic and the record, when the caller
+    has just read (or written) them."""
+    if not 0 < limit <= MAX_LIMIT:
+        raise TmsInvalidArgumentError(f"a subscription's limit is 1..{MAX_LIMIT}, got {limit}")
+    metadata, record = current if current is not None else subs.record(sub)
+    preferences = record.data.preferences
+    if preferences.transactional and transaction is None:
+        raise TmsInvalidArgumentError(
+            f"subscription {sub} is transactional: read it with a transaction"
+        )
+    start = start_from
+    if start is None:
+        start = subs.resolved(sub, metadata, record, transaction).position
+    flt = preferences.filter
+    request = FetchRequest(
+        start_id=start,
+        inclusive=True,
+        limit=limit if flt is None else max(limit, max_scan),
+        transaction=transaction if preferences.transactional else None,
+    )
+    fetcher = subs.svc.read(sub.topic, request)
+    messages: list[Message] = []
+    last: Message | None = None
+    exhausted = True
+    for scanned, message in enumerate(fetcher, 1):
+        last = message
+        if flt is None or flt.matches(message[1]):
+            messages.append(message)
+        if len(messages) >= limit or scanned >= max_scan:
+            exhausted = False
+            break
+    if not exhausted:
+        assert last is not None
+        position = after(last.id)
+    elif fetcher.held_at is not None:
+        position = max(start, MessageId(*fetcher.held_at))
+    elif fetcher.end is not None:
+        position = max(start, after_entry(*fetcher.end))
+    else:
+        position = start
+    size = sum(len(m[1]) for m in messages)
+    subs.svc.metrics.fetched(sub.topic, len(messages), size)
+    return SubscriptionPoll(
+        messages, start, position, record.version, fetcher.held, fetcher.held_pointer
+    )
