@@ -10,10 +10,14 @@ The public API, importable from ``tms`` itself::
   ``MarkersResult``, ``RollbackDetail``, ``TopicBounds``, ``FetchRequest``, ``Message``,
   ``MessageId``;
 * write operations (``MessagingService.submit``): ``Publish``, ``Store``, ``Rollback``,
-  ``Markers``, ``WritePosition``, ``RollbackPosition``, and ``Operation``, ``Ticket``;
+  ``Markers``, ``WritePosition``, ``RollbackPosition``, the queue operations ``Enqueue``,
+  ``Receive``, ``Ack``, ``Nack``, ``Settle``, ``Maintain``, and ``Operation``, ``Ticket``;
 * subscriptions (``MessagingService.subscriptions``): ``SubscriptionId``,
   ``Preferences``, ``Start``, ``Subscription``, ``Lag``, and the metadata store's
   contract ``SubscriptionStore`` with ``KvSubscriptionStore``;
+* queues (docs/queues.md): ``EnqueueItem``, ``EnqueueRequest``, ``Enqueued``,
+  ``ReceiveRequest``, ``ReceiveResult``, ``QueueMessage``, ``Receipt``, ``AckRequest``,
+  ``NackRequest``, ``AckOutcome``, ``SettleRequest``, ``QueueStats``, ``QueueConfig``;
 * the client: ``MessagingClient`` (more in ``tms.client``);
 * the error tree rooted at ``TmsError`` (``tms.errors``).
 
@@ -62,14 +66,33 @@ if TYPE_CHECKING:
     from tms.model import TopicBounds as TopicBounds
     from tms.model import TopicId as TopicId
     from tms.model import TopicMetadata as TopicMetadata
+    from tms.operations import Ack as Ack
+    from tms.operations import Enqueue as Enqueue
+    from tms.operations import Maintain as Maintain
     from tms.operations import Markers as Markers
+    from tms.operations import Nack as Nack
     from tms.operations import Operation as Operation
     from tms.operations import Publish as Publish
+    from tms.operations import Receive as Receive
     from tms.operations import Rollback as Rollback
     from tms.operations import RollbackPosition as RollbackPosition
+    from tms.operations import Settle as Settle
     from tms.operations import Store as Store
     from tms.operations import Ticket as Ticket
     from tms.operations import WritePosition as WritePosition
+    from tms.queues import AckOutcome as AckOutcome
+    from tms.queues import AckRequest as AckRequest
+    from tms.queues import Enqueued as Enqueued
+    from tms.queues import EnqueueItem as EnqueueItem
+    from tms.queues import EnqueueRequest as EnqueueRequest
+    from tms.queues import NackRequest as NackRequest
+    from tms.queues import QueueConfig as QueueConfig
+    from tms.queues import QueueMessage as QueueMessage
+    from tms.queues import QueueStats as QueueStats
+    from tms.queues import Receipt as Receipt
+    from tms.queues import ReceiveRequest as ReceiveRequest
+    from tms.queues import ReceiveResult as ReceiveResult
+    from tms.queues import SettleRequest as SettleRequest
     from tms.service import FetchResult as FetchResult
     from tms.service import MessagingService as MessagingService
     from tms.store.leveldb import LevelDBStore as LevelDBStore
@@ -84,8 +107,15 @@ if TYPE_CHECKING:
     from tms.subscription import SubscriptionId as SubscriptionId
 
 __all__ = [
+    "Ack",
+    "AckOutcome",
+    "AckRequest",
     "BadVersionError",
     "ClusterUnavailableError",
+    "Enqueue",
+    "EnqueueItem",
+    "EnqueueRequest",
+    "Enqueued",
     "FencedError",
     "FetchRequest",
     "FetchResult",
@@ -93,6 +123,7 @@ __all__ = [
     "KvSubscriptionStore",
     "Lag",
     "LevelDBStore",
+    "Maintain",
     "Markers",
     "MarkersRequest",
     "MarkersResult",
@@ -101,18 +132,29 @@ __all__ = [
     "MessageId",
     "MessagingClient",
     "MessagingService",
+    "Nack",
+    "NackRequest",
     "NotOwnerError",
     "Operation",
     "PositionOutOfRangeError",
     "PostgresStore",
     "Preferences",
     "Publish",
+    "QueueConfig",
+    "QueueMessage",
+    "QueueStats",
+    "Receipt",
+    "Receive",
+    "ReceiveRequest",
+    "ReceiveResult",
     "RequestTimeoutError",
     "RequestTooLargeError",
     "Rollback",
     "RollbackDetail",
     "RollbackPosition",
     "ServiceUnavailableError",
+    "Settle",
+    "SettleRequest",
     "Start",
     "StorageUnavailableError",
     "Store",
@@ -182,14 +224,35 @@ _HOMES = {
         "TopicMetadata",
     ),
     "tms.operations": (
+        "Ack",
+        "Enqueue",
+        "Maintain",
         "Markers",
+        "Nack",
         "Operation",
         "Publish",
+        "Receive",
         "Rollback",
         "RollbackPosition",
+        "Settle",
         "Store",
         "Ticket",
         "WritePosition",
+    ),
+    "tms.queues": (
+        "AckOutcome",
+        "AckRequest",
+        "EnqueueItem",
+        "EnqueueRequest",
+        "Enqueued",
+        "NackRequest",
+        "QueueConfig",
+        "QueueMessage",
+        "QueueStats",
+        "Receipt",
+        "ReceiveRequest",
+        "ReceiveResult",
+        "SettleRequest",
     ),
     "tms.service": (
         "FetchResult",

@@ -17,6 +17,12 @@ One run (``Cleaner.run_once``), for every topic row, deleted ones included:
    positions whose subscription is gone or whose stamp is no longer its state's
    (superseded by a seek or commit).
 
+4. **Queues**: each queue's housekeeping (``MessagingService.maintain_queues``: expired
+   leases, due messages, acked and dead messages past ``purge_after_s``); with a
+   transaction client, queue work pending under finished transactions is settled
+   (invalid: dropped; otherwise committed), and the prune bound stays below the oldest
+   pointer still pending.
+
 After step 3 every invalid id up to the *prune bound* is clean:
 ``B = min(inactive bound, read pointer, first in-progress - 1)``, where the inactive bound
 is ``(now - (tx_max_lifetime + grace)) * 1e6 - 1``. Ids that old can no longer write —
@@ -40,6 +46,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tms.errors import TmsError, TransactionServiceError
+from tms.queues import SettleRequest
 from tms.service import MessagingService
 from txms_common.periodic import PeriodicTask
 from txn.errors import TxError
@@ -69,6 +76,8 @@ class CleanupReport:
     prune_upper_bound: int = -1
     reported: bool = False
     """The bound was reported to the transaction server."""
+    queue_messages: int = 0
+    """Queue messages expired, settled, made due or purged (``maintain_queues``)."""
 
 
 class Cleaner:
@@ -101,6 +110,8 @@ class Cleaner:
                 purged = self._svc.purge_topic(metadata, now - metadata.ttl_s * 1000)
                 report.deleted_expired += purged.expired
                 report.deleted_old_generation += purged.old_generation
+            # Queues: acked and dead messages past their retention, and housekeeping.
+            report.queue_messages = self._svc.maintain_queues()
             if self._tx is not None:
                 self._clean_invalid(now, report)
             m = self._svc.metrics
@@ -140,6 +151,7 @@ class Cleaner:
         lifetime_ms = (self._svc.config.tx_max_lifetime_s + self._grace_s) * 1000
         inactive = (now - lifetime_ms) * MAX_TX_PER_MS - 1
         bound = min(inactive, snapshot.read_pointer, snapshot.first_in_progress - 1)
+        bound = min(bound, self._settle_queues(snapshot) - 1)
         self._bound = bound
         report.prune_upper_bound = bound
         if self._participant is not None and bound > 0:
@@ -150,6 +162,26 @@ class Cleaner:
                     f"cleanup cannot report its prune bound as {self._participant!r}: {exc}"
                 ) from exc
             report.reported = True
+
+    def _settle_queues(self, snapshot: Transaction) -> int:
+        """Settle queue work pending under finished transactions (invalid: dropped, else
+        committed: an aborted transaction settled its own before it aborted); the oldest
+        pointer still pending (the prune bound stays below it: truncated from the invalid
+        list, an invalid pointer would read as committed)."""
+        oldest = 2**63 - 1
+        for topic, pointers in self._svc.pending_queue_pointers().items():
+            for wp in sorted(pointers):
+                finished = wp < snapshot.write_pointer and not snapshot.is_in_progress(wp)
+                if not finished:
+                    oldest = min(oldest, wp)
+                    continue
+                commit = wp not in snapshot.invalids
+                try:
+                    self._svc.settle(SettleRequest(topic, wp, commit))
+                except TmsError as exc:
+                    log.warning("cleanup could not settle %s of transaction %d: %s", topic, wp, exc)
+                    oldest = min(oldest, wp)
+        return oldest
 
     # -- txn.prune.PrunePlugin --------------------------------------------------------------
 

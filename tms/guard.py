@@ -17,7 +17,14 @@ pointer of a batch (``check``), each with its use:
   *invalidated*, not aborted (``TransactionalPublisher`` and the Spark sink do), so a
   late marker can never expose them;
 * ``Use.ROLLBACK`` — the pointer must be in progress or invalid, never committed
-  (answered from the manager's state at the time of the call, not a cache).
+  (answered from the manager's state at the time of the call, not a cache);
+* ``Use.COMMITTED`` — a queue's settle after a commit (``tms.queues``): the pointer must
+  have been issued, be no longer in progress and not be invalid (from a fresh state).
+
+``outcomes`` tells, for write pointers a queue holds pending work of, which transactions
+are settled: committed (True) or invalid (False); the others are still in progress or
+not known. Tephra's rule makes "finished and not invalid" mean committed: an aborted
+transaction rolled back its writes before it aborted, else it was invalidated.
 
 ``check`` returns, per use, None (allowed) or the ``TmsError`` to answer:
 ``TransactionNotInProgressError`` (409) or ``TransactionServiceError`` (503) when the
@@ -69,6 +76,7 @@ class Use(enum.Enum):
     WRITE = "write"
     MARKER = "marker"
     ROLLBACK = "rollback"
+    COMMITTED = "committed"
 
 
 class WritePointerGuard(Protocol):
@@ -77,6 +85,10 @@ class WritePointerGuard(Protocol):
     def check(self, uses: Sequence[tuple[int, Use]]) -> list[TmsError | None]:
         """Per (write pointer, use), in order: None if allowed, else the error."""
         ...
+
+    def outcomes(self, pointers: Collection[int]) -> dict[int, bool]:
+        """Of ``pointers``, those whose transaction is settled: True committed, False
+        invalid (see the module docstring). Never raises: unknown is left out."""
 
     def state(self, pointers: Collection[int] = ()) -> WritePointerState | None:
         """A fresh write-pointer state (see the module docstring)."""
@@ -94,6 +106,10 @@ def _refused(wp: int, use: Use) -> TransactionNotInProgressError:
         return TransactionNotInProgressError(
             f"rollback refused: transaction {wp} is neither in progress nor invalid "
             "(committed, aborted, or never issued)"
+        )
+    if use is Use.COMMITTED:
+        return TransactionNotInProgressError(
+            f"transaction {wp} is not committed (in progress, invalid, or never issued)"
         )
     return TransactionNotInProgressError(
         f"write pointer {wp} is not a transaction in progress (finished, or never issued "
@@ -122,6 +138,9 @@ class ClockGuard:
             else:
                 results.append(None)
         return results
+
+    def outcomes(self, pointers: Collection[int]) -> dict[int, bool]:
+        return {}  # without a transaction service nothing is known
 
     def state(self, pointers: Collection[int] = ()) -> WritePointerState | None:
         return None  # no transaction manager to ask
@@ -166,7 +185,7 @@ class TransactionStateGuard:
             if state is not None and self._monotonic() - self._state_at > self._max_age_s:
                 state = None
         for i, (wp, use) in enumerate(uses):
-            if use is Use.ROLLBACK:
+            if use is Use.ROLLBACK or use is Use.COMMITTED:
                 asks.add(wp)  # always from a fresh state
             elif state is not None and wp in state.in_progress:
                 continue
@@ -190,6 +209,19 @@ class TransactionStateGuard:
             if not _allowed(fresh, wp, use):
                 results[i] = _refused(wp, use)
         return results
+
+    def outcomes(self, pointers: Collection[int]) -> dict[int, bool]:
+        if not pointers:
+            return {}
+        try:
+            state = self._refresh(pointers)
+        except Exception:  # the transaction client's errors: nothing is known
+            return {}
+        return {
+            wp: wp not in state.invalid
+            for wp in pointers
+            if 0 < wp <= state.write_pointer and wp not in state.in_progress
+        }
 
     def state(self, pointers: Collection[int] = ()) -> WritePointerState | None:
         try:
@@ -235,6 +267,8 @@ class TransactionStateGuard:
 
 
 def _allowed(state: WritePointerState, wp: int, use: Use) -> bool:
+    if use is Use.COMMITTED:
+        return _committed(state, wp)
     if wp in state.in_progress:
         return True
     if use is Use.ROLLBACK:
@@ -242,3 +276,7 @@ def _allowed(state: WritePointerState, wp: int, use: Use) -> bool:
     if use is Use.MARKER:
         return 0 < wp <= state.write_pointer and wp not in state.invalid
     return False
+
+
+def _committed(state: WritePointerState, wp: int) -> bool:
+    return 0 < wp <= state.write_pointer and wp not in state.in_progress and wp not in state.invalid

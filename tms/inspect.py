@@ -8,6 +8,8 @@ transaction: what the console's topic page shows.
 range, each with its kind, write pointer, rolled-back mark and payload size, and after
 each commit marker the payload-table rows it references (and its seal). Nothing is
 filtered: rolled-back entries, other generations and expired rows all show.
+
+``inspect_queue`` lists a queue's messages with their state and lease (``tms.queues``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from tms.model import TopicId, TopicMetadata
 from tms.store.tables import Tables
 from txn.transaction import Transaction
 
-__all__ = ["MAX_RECENT", "inspect_topic", "recent_messages"]
+__all__ = ["MAX_RECENT", "inspect_queue", "inspect_topic", "recent_messages"]
 
 MAX_RECENT = 1000
 
@@ -153,5 +155,42 @@ def _report(generation: int, rows: list[dict[str, Any]], *, truncated: bool) -> 
         "generation": generation,
         "deleted": generation < 0,
         "rows": rows,
+        "truncated": truncated,
+    }
+
+
+def inspect_queue(
+    tables: Tables, metadata: TopicMetadata, start_ms: int = 0, limit: int = 1000
+) -> dict[str, Any]:
+    """A queue's messages enqueued from ``start_ms`` on, in id order, with their state,
+    attempts, schedule, lease expiry and pending transaction (at most ``limit``)."""
+    prefix = keys.topic_prefix(metadata.topic, metadata.generation)
+    rows: list[dict[str, Any]] = []
+    truncated = False
+    for row in tables.queues.scan_rows(prefix, keys.pack_position(start_ms, 0)):
+        if len(rows) >= limit:
+            truncated = True
+            break
+        rows.append(
+            {
+                "id": row.id.hex(),
+                "state": row.state.name.lower(),
+                "attempts": row.attempts,
+                "priority": row.priority,
+                "enqueueTime": row.enqueued_ms,
+                "due": row.due_ms,
+                "leaseExpires": row.lease_ms or None,
+                "doneTime": row.done_ms or None,
+                "transactionWritePointer": row.tx_write_pointer or None,
+                "key": row.key,
+                "payloadSize": len(row.payload),
+            }
+        )
+    return {
+        "kind": "queue",
+        "generation": metadata.generation,
+        "deleted": False,
+        "rows": [],
+        "messages": rows,
         "truncated": truncated,
     }

@@ -18,12 +18,15 @@ from prometheus_client.registry import Collector
 
 from tms.errors import TmsError
 from tms.model import TopicId
+from tms.queues import QueueStats
 
-__all__ = ["SubscriptionLags", "TmsMetrics", "TopicSizes"]
+__all__ = ["QueueSource", "SubscriptionLags", "TmsMetrics", "TopicSizes"]
 
 log = logging.getLogger(__name__)
 
 TopicSizes = Callable[[], Iterable[tuple[TopicId, int]]]
+QueueSource = Callable[[], Iterable[tuple[TopicId, QueueStats]]]
+"""Each queue's counts (``MessagingService.queues_stats``), read at every collection."""
 """Approximate stored bytes per live topic, read when metrics are collected."""
 
 SubscriptionLags = Callable[[], Iterable[tuple[Any, Any]]]
@@ -134,6 +137,11 @@ class TmsMetrics:
         """Export ``tms_topic_bytes`` from ``source`` at every collection."""
         self.registry.register(_TopicSizeCollector(source))
 
+    def watch_queues(self, source: QueueSource, clock: Callable[[], int]) -> None:
+        """Export the ``tms_queue_*`` gauges from ``source`` at every collection
+        (``clock``: the service's, in ms, for the oldest ready message's age)."""
+        self.registry.register(_QueueCollector(source, clock))
+
     def watch_subscription_lags(self, source: SubscriptionLags) -> None:
         """Export ``tms_subscription_lag`` from ``source`` at every collection."""
         self.registry.register(_SubscriptionLagCollector(source))
@@ -186,6 +194,46 @@ class _TopicSizeCollector(Collector):
         except TmsError as exc:  # metrics must not fail because storage did
             log.warning("topic sizes unavailable: %s", exc)
         yield family
+
+
+_QUEUE_GAUGES = {
+    "ready": "Messages due and waiting for a receiver",
+    "leased": "Messages leased to a receiver (with a transactional ack pending, too)",
+    "scheduled": "Messages waiting for their due time (or their back-off)",
+    "dead": "Messages dead-lettered after max_attempts deliveries",
+    "pending": "Messages enqueued by transactions not yet committed",
+    "acked": "Acked messages not yet purged",
+}
+
+
+class _QueueCollector(Collector):
+    def __init__(self, source: QueueSource, clock: Callable[[], int]) -> None:
+        self._source = source
+        self._clock = clock
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        labels = ["namespace", "topic"]
+        families = {
+            name: GaugeMetricFamily(f"tms_queue_{name}_messages", text, labels=labels)
+            for name, text in _QUEUE_GAUGES.items()
+        }
+        age = GaugeMetricFamily(
+            "tms_queue_oldest_ready_age_seconds",
+            "How long the longest-waiting ready message has been due (0: none ready)",
+            labels=labels,
+        )
+        try:
+            now = self._clock()
+            for topic, stats in self._source():
+                key = [topic.namespace, topic.topic]
+                for name, family in families.items():
+                    family.add_metric(key, getattr(stats, name))
+                oldest = stats.oldest_ready_ms
+                age.add_metric(key, 0 if oldest is None else max(0, now - oldest) / 1000)
+        except TmsError as exc:  # metrics must not fail because storage did
+            log.warning("queue counts unavailable: %s", exc)
+        yield from families.values()
+        yield age
 
 
 class _SubscriptionLagCollector(Collector):

@@ -12,7 +12,18 @@ kind                  carries                          result
                       a write pointer (``tms.positions``)
 ``RollbackPosition``  a subscription and a write       how many rows were deleted
                       pointer                          (0 or 1)
+``Enqueue``           an ``EnqueueRequest`` (queues)   an ``Enqueued`` per message
+``Receive``           a ``ReceiveRequest``             ``ReceiveResult`` (the leased
+                                                       messages)
+``Ack``               an ``AckRequest``                an ``AckOutcome`` per receipt
+``Nack``              a ``NackRequest``                an ``AckOutcome`` per receipt
+``Settle``            a ``SettleRequest``              how many pending messages it
+                                                       settled
+``Maintain``          a queue topic                    how many messages it changed
 ====================  ===============================  ===============================
+
+The last six are the operations of queue topics (``tms.queues``); the writer applies
+them with ``tms.queue_batch``.
 
 Each operation says what makes it invalid on its own (``check``) and which write
 pointers it writes or rolls back under (``uses``: what the write-pointer guard and the
@@ -34,13 +45,29 @@ from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.guard import Use
 from tms.ids import MessageId
 from tms.model import MarkersRequest, MarkersResult, RollbackDetail, StoreRequest, TopicId
+from tms.queues import (
+    AckOutcome,
+    AckRequest,
+    Enqueued,
+    EnqueueRequest,
+    NackRequest,
+    ReceiveRequest,
+    ReceiveResult,
+    SettleRequest,
+)
 
 __all__ = [
+    "Ack",
+    "Enqueue",
+    "Maintain",
     "Markers",
+    "Nack",
     "Operation",
     "Publish",
+    "Receive",
     "Rollback",
     "RollbackPosition",
+    "Settle",
     "Store",
     "Ticket",
     "WriteDispatch",
@@ -69,6 +96,18 @@ class WriteDispatch(Protocol):
     def write_position(self, op: WritePosition) -> None: ...
 
     def rollback_position(self, op: RollbackPosition) -> int: ...
+
+    def enqueue(self, op: Enqueue) -> tuple[Enqueued, ...]: ...
+
+    def receive(self, op: Receive) -> ReceiveResult: ...
+
+    def ack(self, op: Ack) -> tuple[AckOutcome, ...]: ...
+
+    def nack(self, op: Nack) -> tuple[AckOutcome, ...]: ...
+
+    def settle(self, op: Settle) -> int: ...
+
+    def maintain(self, op: Maintain) -> int: ...
 
 
 class Operation(Protocol[R_co]):
@@ -227,6 +266,114 @@ class RollbackPosition:
 
     def apply(self, dispatch: WriteDispatch) -> int:
         return dispatch.rollback_position(self)
+
+
+def _tx_uses(wp: int | None, use: Use = Use.WRITE) -> PointerUses:
+    return () if wp is None else ((wp, use),)
+
+
+class _QueueOperation:
+    """What the queue operations share: the topic is their request's, nothing makes
+    them invalid that their request did not refuse already, and they write under no
+    write pointer unless they say so."""
+
+    __slots__ = ()
+    request: EnqueueRequest | ReceiveRequest | AckRequest | NackRequest | SettleRequest
+
+    @property
+    def topic(self) -> TopicId:
+        return self.request.topic
+
+    def check(self) -> None:
+        pass
+
+    def uses(self) -> PointerUses:
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueue(_QueueOperation):
+    """Add messages to a queue (PENDING until their transaction commits, if any)."""
+
+    request: EnqueueRequest
+    kind: ClassVar[str] = "enqueue"
+
+    def uses(self) -> PointerUses:
+        return _tx_uses(self.request.tx_write_pointer)
+
+    def apply(self, dispatch: WriteDispatch) -> tuple[Enqueued, ...]:
+        return dispatch.enqueue(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Receive(_QueueOperation):
+    """Lease due messages (a write: the lease is durable before it is handed out)."""
+
+    request: ReceiveRequest
+    kind: ClassVar[str] = "receive"
+
+    def apply(self, dispatch: WriteDispatch) -> ReceiveResult:
+        return dispatch.receive(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Ack(_QueueOperation):
+    """Finish deliveries (at the transaction's commit, if transactional)."""
+
+    request: AckRequest
+    kind: ClassVar[str] = "ack"
+
+    def uses(self) -> PointerUses:
+        return _tx_uses(self.request.tx_write_pointer)
+
+    def apply(self, dispatch: WriteDispatch) -> tuple[AckOutcome, ...]:
+        return dispatch.ack(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Nack(_QueueOperation):
+    """Return deliveries to the queue."""
+
+    request: NackRequest
+    kind: ClassVar[str] = "nack"
+
+    def apply(self, dispatch: WriteDispatch) -> tuple[AckOutcome, ...]:
+        return dispatch.nack(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Settle(_QueueOperation):
+    """A transaction's outcome for its pending queue work: after a commit (the pointer
+    must be committed) or instead of one (the pointer must be in progress or invalid)."""
+
+    request: SettleRequest
+    kind: ClassVar[str] = "settle"
+
+    def uses(self) -> PointerUses:
+        use = Use.COMMITTED if self.request.commit else Use.ROLLBACK
+        return _tx_uses(self.request.tx_write_pointer, use)
+
+    def apply(self, dispatch: WriteDispatch) -> int:
+        return dispatch.settle(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Maintain:
+    """A queue's housekeeping now: expired leases, settled transactions, due messages,
+    and with ``purge`` finished messages past the queue's ``purge_after_s``."""
+
+    topic: TopicId
+    purge: bool = False
+    kind: ClassVar[str] = "maintain"
+
+    def check(self) -> None:
+        pass
+
+    def uses(self) -> PointerUses:
+        return ()
+
+    def apply(self, dispatch: WriteDispatch) -> int:
+        return dispatch.maintain(self)
 
 
 class Ticket(Generic[R_co]):

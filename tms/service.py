@@ -35,6 +35,11 @@ Contract (every method thread-safe unless marked; errors from ``tms.errors``):
   behind them.
 * ``subscriptions``: the topics' subscriptions (``tms.subscriptions``), their records in
   a ``SubscriptionStore``; deleting a topic deletes them.
+* queues (topics with ``kind=queue``, ``tms.queues``): ``enqueue``, ``receive``, ``ack``,
+  ``nack``, ``settle`` are ``submit`` of their operation; ``queue_stats`` counts the
+  messages per state, ``inspect`` lists them with their lease state, and
+  ``maintain_queues`` runs every queue's housekeeping (the cleanup loop calls it).
+  Reads of a queue (``read``, ``fetch``, ``bounds``) and topic writes to it are refused.
 * maintenance, for cleanup: ``all_topics``, ``purge_topic``, ``negate_invalid``.
 * several instances on one shared store: every write of a topic, its metadata row's
   too, by the topic's owner only, under its fence (``tms.ownership``); reads by any
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import random
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -55,11 +61,11 @@ from typing import Any, TypeVar
 
 from tms.changes import ChangeFeed, FinishListener, TopicChanges, TopicListener
 from tms.config import TmsConfig
-from tms.errors import TmsError, TopicNotFoundError
+from tms.errors import TmsError, TmsInvalidArgumentError, TopicNotFoundError
 from tms.fetcher import FetchRequest, MessageFetcher, scan_bounds
 from tms.guard import ClockGuard, WritePointerGuard
 from tms.ids import MessageId
-from tms.inspect import inspect_topic, recent_messages
+from tms.inspect import inspect_queue, inspect_topic, recent_messages
 from tms.metrics import TmsMetrics
 from tms.model import (
     MarkersRequest,
@@ -74,6 +80,8 @@ from tms.model import (
 )
 from tms.operations import Markers, Operation, Publish, Rollback, Store, Ticket
 from tms.ownership import Ownership, fenced, given_up, stale
+from tms.queues import QueueConfig
+from tms.service_queues import QueueMethods
 from tms.stats import TopicStats, topic_stats
 from tms.store.kv import KeyValueStore
 from tms.store.subscriptions import KvSubscriptionStore, SubscriptionStore
@@ -100,7 +108,7 @@ class FetchResult:
     version: int
 
 
-class MessagingService:
+class MessagingService(QueueMethods):
     """See the module docstring."""
 
     def __init__(
@@ -113,8 +121,10 @@ class MessagingService:
         guard: WritePointerGuard | None = None,
         ownership: Ownership | None = None,
         feed: ChangeFeed | None = None,
+        rng: random.Random | None = None,
         subscription_store: SubscriptionStore | None = None,
     ) -> None:
+        """``rng``: the jitter of queue back-offs (tests seed it)."""
         self.config = config or TmsConfig()
         self.ownership = ownership
         self._feed = feed
@@ -122,6 +132,7 @@ class MessagingService:
         self.metrics = metrics or TmsMetrics()
         self._tables = Tables(store)
         self._clock = clock
+        self._rng = rng or random.Random()
         self._lock = threading.Lock()
         self._topics: dict[TopicId, TopicMetadata] = {}
         self._epoch = self._tables.epoch
@@ -136,6 +147,7 @@ class MessagingService:
         self._executor = ThreadPoolExecutor(_WRITER_THREADS, thread_name_prefix="tms-writer")
         self._closed = False
         self.metrics.watch_topic_sizes(self.topic_sizes)
+        self.metrics.watch_queues(self.queues_stats, clock.now_ms)
         self.subscriptions = Subscriptions(
             self, self._tables, subscription_store or KvSubscriptionStore(store)
         )
@@ -156,6 +168,7 @@ class MessagingService:
     ) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **(properties or {})}
         props.pop("generation", None)
+        QueueConfig.of(props)  # valid queue settings, if a queue
         with fenced(self.ownership, topic) as fence:
             metadata = self._tables.metadata.create(topic, props, fence)
         with self._lock:
@@ -165,6 +178,8 @@ class MessagingService:
     def update_topic(self, topic: TopicId, properties: Mapping[str, str]) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **properties}
         props.pop("generation", None)
+        if (QueueConfig.of(props) is None) != (self.queue_config(topic) is None):
+            raise TmsInvalidArgumentError(f"the kind of {topic} (topic or queue) cannot change")
         with fenced(self.ownership, topic) as fence:
             metadata = self._tables.metadata.update(topic, props, fence)
         with self._lock:
@@ -350,6 +365,7 @@ class MessagingService:
                     epoch=epoch,
                     fence=fence,
                     on_fenced=functools.partial(given_up, self.ownership),
+                    rng=self._rng,
                 )
                 self._writers[key] = writer
             return writer
@@ -374,14 +390,14 @@ class MessagingService:
         """A read of ``topic`` to iterate (lazily, in chunks if the caller likes; its
         ``held`` tells where it stopped). Counts nothing in the metrics: ``fetch`` does,
         and so must a caller of this (``metrics.fetched``)."""
-        metadata = self.get_topic(topic)
+        metadata = self._topic_not_queue(topic)
         return MessageFetcher(self._tables, metadata, request or FetchRequest(), self.now_ms())
 
     def fetch(self, topic: TopicId, request: FetchRequest | None = None) -> FetchResult:
         """Read ``topic``; ``version`` is the topic's version before the read (wait on it
         when the result is empty or held)."""
         started = time.perf_counter()
-        metadata = self.get_topic(topic)
+        metadata = self._topic_not_queue(topic)
         version = self.version(topic)
         fetcher = MessageFetcher(
             self._tables, metadata, request or FetchRequest(), self._clock.now_ms()
@@ -394,13 +410,17 @@ class MessagingService:
     def bounds(self, topic: TopicId, request: FetchRequest | None = None) -> TopicBounds:
         """Where a read would start and stop (``tms.fetcher.TopicBounds``), without reading
         payloads: how a reader plans parallel reads of one consistent snapshot."""
-        metadata = self.get_topic(topic)
+        metadata = self._topic_not_queue(topic)
         return scan_bounds(self._tables, metadata, request or FetchRequest(), self.now_ms())
 
     def inspect(
         self, topic: TopicId, start_ms: int = 0, end_ms: int | None = None, limit: int = 1000
     ) -> dict[str, Any]:
-        """The raw rows of every generation of ``topic`` (``tms.inspect``)."""
+        """The raw rows of every generation of ``topic``; of a queue, its messages with
+        their state (``tms.inspect``)."""
+        metadata = self.get_topic(topic)
+        if metadata.properties.get("kind") == QueueConfig.KIND:
+            return inspect_queue(self._tables, metadata, start_ms, limit)
         return inspect_topic(self._tables, topic, start_ms, end_ms, limit)
 
     def recent_messages(

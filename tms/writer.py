@@ -47,6 +47,7 @@ writer reads its last position), every batch carries it, and a batch the store r
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -54,6 +55,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from tms.codec import keys
+from tms.codec.queue import queue_id
 from tms.commit import GroupCommit
 from tms.errors import (
     FencedError,
@@ -67,14 +69,22 @@ from tms.errors import (
 from tms.guard import Use, WritePointerGuard
 from tms.model import MarkersResult, RollbackDetail, StoreRequest, TopicMetadata
 from tms.operations import (
+    Ack,
+    Enqueue,
+    Maintain,
     Markers,
+    Nack,
     Publish,
+    Receive,
     Rollback,
     RollbackPosition,
+    Settle,
     Store,
     Ticket,
     WritePosition,
 )
+from tms.queue_batch import IndexFloors, QueueBatch, check_queue
+from tms.queues import AckOutcome, Enqueued, QueueConfig, ReceiveResult
 from tms.store.kv import Fence
 from tms.store.tables import PayloadRow, TableBatch, Tables
 from txms_common.clock import Clock
@@ -114,10 +124,12 @@ class TopicWriter:
         on_batch: Callable[[TopicMetadata, BatchStats], None] | None = None,
         monotonic: Callable[[], float] = time.perf_counter,
         epoch: int | None = None,
+        rng: random.Random | None = None,
         fence: Fence | None = None,
         on_fenced: Callable[[TopicWriter], None] | None = None,
     ) -> None:
-        """``executor`` leads batches for event-loop callers (``submit_async``)."""
+        """``executor`` leads batches for event-loop callers (``submit_async``); ``rng``
+        draws the jitter of queue back-offs."""
         self.fence = fence
         self._on_fenced = on_fenced
         self.fenced = False
@@ -128,6 +140,7 @@ class TopicWriter:
         self._max_lifetime_ms = max_lifetime_ms
         self._on_batch = on_batch
         self._monotonic = monotonic
+        self._rng = rng or random.Random()
         self.prefix = keys.topic_prefix(metadata.topic, metadata.generation)
         self._commit: GroupCommit[Ticket[object]] = GroupCommit(
             self._write_batch, executor=executor, failed=write_interrupted
@@ -140,9 +153,13 @@ class TopicWriter:
         self.epoch = tables.epoch if epoch is None else epoch
         # Continue after every earlier generation too: a rollback token of a deleted
         # generation must never cover positions of the new one.
-        last = tables.messages.last_position(self.prefix, earlier_generations=True)
+        if QueueConfig.of(metadata.properties) is not None:
+            last = tables.queues.last_position(self.prefix)
+        else:
+            last = tables.messages.last_position(self.prefix, earlier_generations=True)
         self._ms, self._next_seq = (last[0], last[1] + 1) if last is not None else (0, 0)
         self._payload_positions: dict[int, tuple[int, int]] = {}
+        self.queue_floors: IndexFloors = {}  # a queue's index floors (tms.queue_batch)
 
     # -- submitting -----------------------------------------------------------------------
 
@@ -183,6 +200,7 @@ class TopicWriter:
         batch = _Batch(self, now)
         for ticket in self._admit(tickets, now):
             batch.apply(ticket)
+        batch.finish()
         if not batch.rows:
             return
         try:
@@ -212,7 +230,8 @@ class TopicWriter:
                     raise RequestTimeoutError("dropped unwritten: it waited past its timeout")
                 ticket.op.check()
                 for wp, use in ticket.op.uses():
-                    if use is not Use.ROLLBACK and wp // MAX_TX_PER_MS + lifetime_ms <= now_ms:
+                    too_old = wp // MAX_TX_PER_MS + lifetime_ms <= now_ms
+                    if too_old and use in (Use.WRITE, Use.MARKER):
                         raise TransactionTooOldError(
                             f"Transaction {wp} has exceeded max lifetime {lifetime_ms} ms"
                         )
@@ -273,6 +292,8 @@ class _Batch:
         self._keyed: dict[str, MarkersResult] = {}
         self._messages = self._payload_bytes = self._rolled_back = 0
         self._published = False
+        self._queue: QueueBatch | None = None
+        self._queue_config = QueueConfig.of(writer.metadata.properties)
 
     def apply(self, ticket: Ticket[object]) -> None:
         """Apply one admitted operation; if it fails, it adds nothing."""
@@ -286,6 +307,12 @@ class _Batch:
             ticket.fail(exc)
         else:
             self.applied.append(ticket)
+
+    def finish(self) -> None:
+        """After the last operation: what the batch adds once (queue counters)."""
+        if self._queue is not None:
+            self._queue.finish()
+            self._published = self._published or self._queue.became_ready
 
     def stats(self, operations: int, seconds: float) -> BatchStats:
         return BatchStats(
@@ -304,7 +331,14 @@ class _Batch:
 
     # -- WriteDispatch ------------------------------------------------------------------
 
+    def _not_queue(self) -> None:
+        if self._queue_config is not None:
+            raise TmsInvalidArgumentError(
+                f"{self._w.metadata.topic} is a queue: enqueue and receive, not publish"
+            )
+
     def publish(self, op: Publish) -> RollbackDetail | None:
+        self._not_queue()
         request = op.request
         wp = request.tx_write_pointer
         if not request.payloads:
@@ -320,6 +354,7 @@ class _Batch:
         return None if wp is None else RollbackDetail(wp, *first, *last)
 
     def store(self, op: Store) -> None:
+        self._not_queue()
         request = op.request
         wp = request.tx_write_pointer
         assert wp is not None  # Store.check
@@ -343,6 +378,7 @@ class _Batch:
         return count
 
     def markers(self, op: Markers) -> MarkersResult:
+        self._not_queue()
         request = op.request
         key = request.idempotency_key
         if key is not None:
@@ -392,3 +428,43 @@ class _Batch:
     def _entry_pointer(self, position: tuple[int, int]) -> int | None:
         entry = self._tables.messages.get(self._prefix, *position)
         return entry.tx_write_pointer if entry is not None else None
+
+    # -- queues (tms.queue_batch) -------------------------------------------------------
+
+    def _queue_batch(self) -> QueueBatch:
+        config = check_queue(self._queue_config, self._w.metadata.topic)
+        if self._queue is None:
+            w = self._w
+            self._queue = QueueBatch(
+                self._tables.queues,
+                self._prefix,
+                config,
+                self.rows,
+                self._now,
+                next_id=lambda: queue_id(*w._next_position(self._now)),
+                guard=w._guard,
+                rng=w._rng,
+                floors=w.queue_floors,
+            )
+        return self._queue
+
+    def enqueue(self, op: Enqueue) -> tuple[Enqueued, ...]:
+        result = self._queue_batch().enqueue(op.request)
+        self._messages += sum(not e.duplicate for e in result)
+        self._payload_bytes += sum(len(i.payload) for i in op.request.items)
+        return result
+
+    def receive(self, op: Receive) -> ReceiveResult:
+        return self._queue_batch().receive(op.request)
+
+    def ack(self, op: Ack) -> tuple[AckOutcome, ...]:
+        return self._queue_batch().ack(op.request)
+
+    def nack(self, op: Nack) -> tuple[AckOutcome, ...]:
+        return self._queue_batch().nack(op.request)
+
+    def settle(self, op: Settle) -> int:
+        return self._queue_batch().settle(op.request)
+
+    def maintain(self, op: Maintain) -> int:
+        return self._queue_batch().maintain(op.purge)

@@ -18,7 +18,9 @@ Lifecycle and threading:
   A system with ``forks`` false (an in-process database) is driven by threads of this
   process only. ``subscribe`` connects before it returns, so a consumer is listening
   before the first message is sent.
-* ``create_topic``, ``drop_topic``, ``fill``, ``mark`` and ``reader`` are called from
+* ``queue_worker`` likewise, once per competing worker.
+* ``create_topic``, ``drop_topic``, ``create_queue``, ``drop_queue``, ``fill``, ``mark``
+  and ``reader`` are called from
   the runner's own thread, one at a time.
 
 A method whose workload is not in ``workloads`` may raise ``UnsupportedError`` (a
@@ -59,6 +61,7 @@ class Workload(enum.StrEnum):
     TX_PUBLISH = "tx_publish"
     TX_CYCLE = "tx_cycle"
     GROWTH = "growth"
+    QUEUE = "queue"
 
 
 class Kind(enum.StrEnum):
@@ -140,6 +143,16 @@ class System(Protocol):
         """A cursor from which a read returns what is published after this call (it may
         also return a few messages published just before it)."""
 
+    def create_queue(self, queue: str) -> None:
+        """An empty work queue (competing consumers, leases, acks)."""
+
+    def drop_queue(self, queue: str) -> None: ...
+
+    def queue_worker(self, queue: str, batch: Sequence[bytes]) -> Call:
+        """A call that enqueues ``batch`` (one request), leases up to ``len(batch)`` due
+        messages (one request) and acks them (one request), each step durable; returns
+        how many it received and acked (other workers compete for the same messages)."""
+
     def close(self) -> None: ...
 
 
@@ -197,6 +210,15 @@ class SystemBase:
 
     def mark(self, topic: str) -> Cursor:
         raise UnsupportedError(self.name, "mark")
+
+    def create_queue(self, queue: str) -> None:
+        raise UnsupportedError(self.name, Workload.QUEUE)
+
+    def drop_queue(self, queue: str) -> None:
+        return None
+
+    def queue_worker(self, queue: str, batch: Sequence[bytes]) -> Call:
+        raise UnsupportedError(self.name, Workload.QUEUE)
 
     def close(self) -> None:
         return None

@@ -15,7 +15,13 @@ A topic is a table ``m_<topic> (id bigserial primary key, payload bytea)``.
   application writing an outbox row beside its state does);
 * transaction cycle: the smallest durable conflict-checked write: one upsert of the
   caller's ``state`` row, in autocommit (one round trip, one WAL flush);
-* bulk fill: ``COPY ... FROM STDIN (FORMAT BINARY)``.
+* bulk fill: ``COPY ... FROM STDIN (FORMAT BINARY)``;
+* work queue: pgmq's layout and statements (the queue PostgreSQL users pick): a table
+  ``q_<name> (msg_id bigserial primary key, read_ct, enqueued_at, vt, message)`` with an
+  index on ``vt``; enqueue one multi-row ``INSERT``; receive ``UPDATE ... SET vt = now +
+  lease, read_ct + 1`` of the rows a ``SELECT ... WHERE vt <= now ORDER BY msg_id LIMIT n
+  FOR UPDATE SKIP LOCKED`` picked, ``RETURNING`` them; ack pgmq's ``delete``: ``DELETE
+  ... WHERE msg_id = ANY(...)``; each its own transaction in autocommit.
 
 Ordering caveat, true of any bigserial outbox: ids are taken at insert, rows become
 visible at commit, so with concurrent producers a reader that has passed id N can miss a
@@ -50,6 +56,25 @@ def insert_sql(topic: str, rows: int) -> str:
 
 def select_sql(topic: str) -> str:
     return f"SELECT id, payload FROM {_table(topic)} WHERE id > %s ORDER BY id LIMIT %s"
+
+
+def _queue_table(queue: str) -> str:
+    return "q_" + _table(queue).removeprefix("m_")
+
+
+def queue_sql(queue: str, rows: int) -> tuple[str, str, str]:
+    """pgmq's enqueue of ``rows`` messages, read (a lease of 30 s) and delete."""
+    q = _queue_table(queue)
+    values = ", ".join(["(%s)"] * rows)
+    return (
+        f"INSERT INTO {q} (message) VALUES {values}",
+        f"WITH cte AS (SELECT msg_id FROM {q} WHERE vt <= clock_timestamp() "
+        f"ORDER BY msg_id LIMIT %s FOR UPDATE SKIP LOCKED) "
+        f"UPDATE {q} m SET vt = clock_timestamp() + interval '30 seconds', "
+        f"read_ct = m.read_ct + 1 FROM cte WHERE m.msg_id = cte.msg_id "
+        f"RETURNING m.msg_id, m.message",
+        f"DELETE FROM {q} WHERE msg_id = ANY(%s)",
+    )
 
 
 def _connect(dsn: str) -> Any:
@@ -181,6 +206,35 @@ class PostgresOutbox(SystemBase):
                 conn.close()
 
         return follow()
+
+    def create_queue(self, queue: str) -> None:
+        q = _queue_table(queue)
+        self._admin.execute(f"DROP TABLE IF EXISTS {q}")
+        self._admin.execute(
+            f"CREATE TABLE {q} (msg_id bigserial PRIMARY KEY, read_ct int NOT NULL DEFAULT 0, "
+            "enqueued_at timestamptz NOT NULL DEFAULT now(), "
+            "vt timestamptz NOT NULL DEFAULT clock_timestamp(), message bytea NOT NULL)"
+        )
+        self._admin.execute(f"CREATE INDEX ON {q} (vt ASC)")
+
+    def drop_queue(self, queue: str) -> None:
+        self._admin.execute(f"DROP TABLE IF EXISTS {_queue_table(queue)}")
+
+    def queue_worker(self, queue: str, batch: Sequence[bytes]) -> Call:
+        conn = _connect(self.dsn)
+        send, read, delete = queue_sql(queue, len(batch))
+        params, n, expected = list(batch), len(batch), batch[0]
+
+        def call() -> int:
+            conn.execute(send, params)
+            rows = conn.execute(read, (n,)).fetchall()
+            if rows and bytes(rows[0][1]) != expected:
+                raise RuntimeError("postgres returned a different payload")
+            if rows:
+                conn.execute(delete, ([r[0] for r in rows],))
+            return len(rows)
+
+        return call
 
     def reader(self, topic: str) -> PostgresReader:
         return PostgresReader(self.dsn, topic)

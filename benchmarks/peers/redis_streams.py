@@ -12,7 +12,11 @@ A topic is a stream; a message is an entry with one field ``p`` holding the payl
   state key, ``EXEC`` (one round trip, applied atomically);
 * transaction cycle: ``WATCH key``, then ``MULTI`` / ``SET key`` / ``EXEC`` (optimistic
   concurrency: the smallest conflict-checked write);
-* bulk fill: pipelines of 1,000 ``XADD``.
+* bulk fill: pipelines of 1,000 ``XADD``;
+* work queue: a stream with one consumer group (``XGROUP CREATE ... MKSTREAM``); enqueue
+  the batch's ``XADD``s in one pipeline; receive ``XREADGROUP GROUP g <worker> COUNT n
+  STREAMS key >`` (the entries join the worker's pending list: its lease); ack ``XACK``
+  (on the ``always`` server only: durable acks).
 
 With ``appendfsync always`` Redis fsyncs its append-only file before it answers the
 commands of each event-loop iteration (a group commit); with ``everysec`` it answers at
@@ -33,6 +37,7 @@ from benchmarks.peers.base import AsyncSender, Call, Cursor, Kind, SystemBase, W
 __all__ = ["RedisReader", "RedisStreams"]
 
 _FIELD = b"p"
+_GROUP = "workers"
 _FILL_BATCH = 1000
 _REWRITE_TIMEOUT_S = 120.0
 _PIPELINES = 8  # auto-pipelined XADDs in flight at once (async sender)
@@ -133,7 +138,7 @@ class RedisStreams(SystemBase):
             Workload.TX_CYCLE,
             Workload.LATENCY,
         }
-        reads = {Workload.CONSUME, Workload.TAIL, Workload.GROWTH}
+        reads = {Workload.CONSUME, Workload.TAIL, Workload.GROWTH, Workload.QUEUE}
         self.workloads = frozenset(writes | reads if self.durable else writes)
         self._admin = _connect(port)
 
@@ -166,6 +171,35 @@ class RedisStreams(SystemBase):
                 return
             time.sleep(0.05)
         raise TimeoutError("Redis's append-only file rewrite did not finish")
+
+    def create_queue(self, queue: str) -> None:
+        self._admin.delete(queue)
+        self._admin.xgroup_create(queue, _GROUP, id="$", mkstream=True)
+
+    def drop_queue(self, queue: str) -> None:
+        self.drop_topic(queue)
+
+    def queue_worker(self, queue: str, batch: Sequence[bytes]) -> Call:
+        import uuid
+
+        r, n, expected = _connect(self.port), len(batch), batch[0]
+        consumer = uuid.uuid4().hex
+        pipe = r.pipeline(transaction=False)
+
+        def call() -> int:
+            for payload in batch:
+                pipe.xadd(queue, {_FIELD: payload})
+            pipe.execute()
+            answer = r.xreadgroup(_GROUP, consumer, {queue: ">"}, count=n)
+            if not answer:
+                return 0
+            entries = answer[0][1]
+            if entries[0][1][_FIELD] != expected:
+                raise RuntimeError("redis returned a different payload")
+            r.xack(queue, _GROUP, *[entry_id for entry_id, _ in entries])
+            return len(entries)
+
+        return call
 
     def publisher(self, topic: str, batch: Sequence[bytes]) -> Call:
         r, n = _connect(self.port), len(batch)

@@ -248,6 +248,7 @@ _TITLES = {
     "tail": "Consume at the tail: the newest messages, from a cursor (messages/s)",
     "latency": "Publish -> consumer latency at a fixed offered rate (p99, ms)",
     "growth": "Read cost as the topic grows (ms per 1,000 messages)",
+    "queue": "Work queue: enqueue + receive + ack, competing workers (messages/s)",
 }
 _PARAM_NAMES = {
     "message_bytes": "bytes",
@@ -260,6 +261,7 @@ _PARAM_NAMES = {
     "at": "read at",
     "window": "in flight",
     "connections": "connections",
+    "workers": "workers",
 }
 
 

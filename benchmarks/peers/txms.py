@@ -9,6 +9,7 @@ Two systems share one stack:
   application uses), ``txn.rpc.client.ThriftTxClient`` for transactions; the latency
   consumer follows the topic *transactionally* (``follow`` with a transaction client),
   so it never sees an uncommitted or rolled-back message.
+  Work queues (``Workload.QUEUE``) are queue topics driven through ``client.queue``.
 * ``TxmsLean`` ("txms-lean"): publish only, the same request pre-encoded and sent by the
   load generator ``limits.LeanHttp``: the service's capacity when clients cost little.
 * ``TxmsRpc`` ("txms-rpc"): as "txms", with ``MessagingClient("tms://...")``: the same
@@ -137,6 +138,28 @@ class TxmsSystem(_TxmsTopics):
             tx_client.can_commit_or_throw(tx, changes)
             tx_client.commit_or_throw(tx)
             return 1
+
+        return call
+
+    def create_queue(self, queue: str) -> None:
+        self._admin.create_topic(_topic(queue), {"kind": "queue"})
+
+    def drop_queue(self, queue: str) -> None:
+        self._admin.delete_topic(_topic(queue))
+
+    def queue_worker(self, queue: str, batch: Sequence[bytes]) -> Call:
+        q = MessagingClient(self.url).queue(_topic(queue))
+        payloads, n = list(batch), len(batch)
+        expected = batch[0]
+
+        def call() -> int:
+            q.enqueue(payloads)
+            messages = q.receive(n)
+            if messages and messages[0].payload != expected:
+                raise RuntimeError("txms returned a different payload")
+            if messages:
+                q.ack(messages)
+            return len(messages)
 
         return call
 

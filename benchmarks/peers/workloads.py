@@ -38,6 +38,7 @@ __all__ = [
     "measure_latency",
     "measure_pipelined",
     "measure_publish",
+    "measure_queue",
     "measure_scan",
     "payload",
     "percentile",
@@ -72,6 +73,8 @@ class Settings:
     cycle_clients: tuple[int, ...] = (1, 8, 32)
     growth_sizes: tuple[int, ...] = (10_000, 100_000, 1_000_000, 10_000_000)
     read_seconds: float = 0.5
+    queue_batches: tuple[int, ...] = (100,)
+    queue_workers: tuple[int, ...] = (8,)
     workloads: frozenset[Workload] = field(default_factory=lambda: frozenset(Workload))
 
     def __post_init__(self) -> None:
@@ -208,6 +211,21 @@ def measure_cycles(system: System, clients: int, seconds: float) -> float:
     rate = drive(
         lambda i: system.tx_cycle(f"client-{i}".encode()), clients, seconds, forks=system.forks
     )
+    return rate.per_second
+
+
+def measure_queue(system: System, queue: str, *, batch: int, workers: int, seconds: float) -> float:
+    """Messages per second through a work queue: ``workers`` competing closed-loop
+    workers, each enqueueing ``batch`` 100-byte messages, receiving up to ``batch`` and
+    acking what it got, round after round (all durable steps)."""
+    payloads = [payload(100)] * batch
+    system.create_queue(queue)
+    try:
+        rate = drive(
+            lambda i: system.queue_worker(queue, payloads), workers, seconds, forks=system.forks
+        )
+    finally:
+        system.drop_queue(queue)
     return rate.per_second
 
 
@@ -371,7 +389,21 @@ def plan(settings: Settings, systems: list[System]) -> list[Task]:
                     tasks.append(_latency_task(target, size, rate, s.latency_seconds, wait))
     for target in each(Workload.GROWTH):
         tasks += _growth_tasks(target, s)
+    for batch in s.queue_batches:
+        for workers in s.queue_workers:
+            for target in each(Workload.QUEUE):
+                tasks.append(_queue_task(target, batch, workers, s.seconds))
     return tasks
+
+
+def _queue_task(target: System, batch: int, workers: int, seconds: float) -> Task:
+    def run() -> list[Record]:
+        queue = f"queue_{batch}_{workers}"
+        rate = measure_queue(target, queue, batch=batch, workers=workers, seconds=seconds)
+        params = {"message_bytes": 100, "batch": batch, "workers": workers}
+        return [_record(Workload.QUEUE, params, target, rate, "msg/s")]
+
+    return Task(f"queue x{batch} w{workers} {target.name}", run)
 
 
 def _publish_task(target: System, params: dict[str, Any], seconds: float, *, tx: bool) -> Task:

@@ -15,6 +15,7 @@ from typing import Any
 
 from tms.client import MessagingClient
 from tms.model import TopicId
+from tms.queues import EnqueueItem
 from tms.standalone import Launched
 from txn.rpc.client import ThriftTxClient
 
@@ -54,6 +55,7 @@ permissions = ["read"]
 """
 EVENTS = TopicId("default", "events")
 ORDERS = TopicId("default", "orders")
+JOBS = TopicId("default", "jobs")
 
 
 def missing() -> str | None:
@@ -151,6 +153,10 @@ def _seed(client: MessagingClient, tx: ThriftTxClient) -> dict[str, str]:
     tx.invalidate(failed.transaction_id)
     for i in range(5):
         client.publish(ORDERS, [f"order {i}-{n}".encode() for n in range(4)])
+    client.create_topic(JOBS, {"kind": "queue", "lease_s": "600"})
+    jobs = client.queue(JOBS)
+    jobs.enqueue([b"job 1", b"job 2", b"job 3", EnqueueItem(b"tomorrow", delay_ms=86_400_000)])
+    jobs.receive(1)
     return {
         '{"order": 17, "state": "placed"}': "plain",
         '{"order": 17, "state": "paid"}': "committed",

@@ -103,7 +103,7 @@ def test_overview_shows_what_the_api_says(seeded: Seeded, browser: Any, tmp_path
     assert text(browser, "[data-table=topics] tr[data-topic=orders] [data-field=payloadBytes]") == (
         f"{stats['orders']['payloadBytes']} B"
     )
-    assert text(browser, "[data-field=topicCount]") == "2"
+    assert text(browser, "[data-field=topicCount]") == str(len(stats))  # a queue too
     total = sum(s["messages"] for s in stats.values())
     assert text(browser, "[data-field=totalMessages]") == f"{total:,}"
     # The transaction manager as the API reports it (nothing changes it meanwhile)
@@ -147,6 +147,21 @@ def test_topic_page_is_the_table_debugger(seeded: Seeded, browser: Any, tmp_path
     stats = api(seeded, "/v1/namespaces/default/topics/events/stats")
     assert text(browser, "#panel-topic-stats [data-field=messages]") == str(stats["messages"])
     shot(browser, tmp_path, "topic")
+
+
+def test_a_queue_shows_its_messages_per_state(seeded: Seeded, browser: Any, tmp_path: Path) -> None:
+    sign_in(browser, seeded.stack.url, "admin-token")
+    browser.get(f"{seeded.stack.url}/ui/#/topic/default/jobs")
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#panel-queue [data-field=ready]"))
+    stats = api(seeded, "/v1/namespaces/default/topics/jobs/queue")
+    assert (stats["ready"], stats["leased"], stats["scheduled"]) == (2, 1, 1)
+    for field in ("ready", "leased", "scheduled", "dead", "pending", "acked"):
+        assert text(browser, f"#panel-queue [data-field={field}]") == str(stats[field]), field
+    shot(browser, tmp_path, "queue")
+    # a topic that is not a queue has no queue panel
+    browser.get(f"{seeded.stack.url}/ui/#/topic/default/orders")
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-table=messages] tbody tr"))
+    assert not browser.find_elements(By.CSS_SELECTOR, "#panel-queue")
 
 
 def test_payload_toggle(seeded: Seeded, browser: Any) -> None:

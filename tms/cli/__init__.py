@@ -12,6 +12,7 @@
     tms inspect NS TOPIC [--start-ms T] [--end-ms T] [--limit N]
     tms export NS TOPIC FILE [--format jsonl|avro] [--from-start | ...]
     tms import NS TOPIC FILE [--format jsonl|avro]
+    tms queue create|enqueue|receive|ack|nack|stats NS QUEUE ...   (docs/queues.md)
     tms top NS [--interval S] [--iterations N]
     tms metrics [--match TEXT]
     tms cluster status | up [--tms N] [--txn N]
@@ -43,7 +44,7 @@ import os
 import sys
 from types import ModuleType
 
-from tms.cli import cluster, messages, observe, serve, subscriptions, topics, transfer
+from tms.cli import cluster, messages, observe, queue, serve, subscriptions, topics, transfer
 from tms.errors import TmsError
 from txn.clikit import add_completion_command, add_version_option, guarded
 from txn.errors import TxError
@@ -57,6 +58,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     topics,
     subscriptions,
     messages,
+    queue,
     transfer,
     observe,
     cluster,

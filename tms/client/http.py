@@ -31,7 +31,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tms.client.instances import Instances, parse_urls
 from tms.client.observe import ObserveCalls
@@ -49,6 +49,9 @@ from tms.model import Message, RollbackDetail, TopicBounds, TopicId
 from txms_common.retry import backoff
 from txn.codec import encode_transaction
 from txn.transaction import Transaction
+
+if TYPE_CHECKING:
+    from tms.client.queue import Queue
 
 __all__ = [
     "MarkersOutcome",
@@ -210,6 +213,12 @@ class MessagingClient(Routed, ObserveCalls, SubscriptionCalls):
 
     def delete_topic(self, topic: TopicId) -> None:
         self._request("DELETE", self._url(topic), topic=topic, idempotent=False)
+
+    def queue(self, topic: TopicId) -> Queue:
+        """The queue ``topic`` (a topic created with ``{"kind": "queue"}``)."""
+        from tms.client.queue import Queue  # noqa: PLC0415 (it builds on this module)
+
+        return Queue(self, topic)
 
     # -- writing ------------------------------------------------------------------------
 

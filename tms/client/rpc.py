@@ -2,7 +2,8 @@
 (docs/rpc.md). ``MessagingClient("tms://host:port")`` makes one (``tmss://`` for TLS;
 ``tms://h1:p1,h2:p2`` for several addresses of the service).
 
-* Publish, store, rollback, commit markers, poll and bounds travel as binary requests;
+* Publish, store, rollback, commit markers, poll, bounds, and a queue's receive (without
+  waiting) and ack travel as binary requests;
   ``follow`` is ``MessagingClient``'s, over this ``poll``. Topic administration and
   ``inspect`` stay on the REST API, at the address the server gives in its hello answer
   (or ``http_url``).
@@ -44,6 +45,7 @@ from tms.client.transport import Reply, Transport
 from tms.errors import ServiceUnavailableError, TmsError
 from tms.ids import MessageId
 from tms.model import TopicBounds, TopicId
+from tms.queues import AckOutcome, QueueMessage, Receipt
 from tms.rpc.endpoints import Endpoints, parse_url
 from tms.rpc.frames import encode_body, rpc
 from tms.rpc.ops import BY_NAME, Op
@@ -63,6 +65,7 @@ __all__ = ["RpcMessagingClient", "client_ssl_context", "rest_url"]
 
 _PUBLISH, _STORE, _ROLLBACK = BY_NAME["publish"], BY_NAME["store"], BY_NAME["rollback"]
 _MARKERS, _POLL, _BOUNDS = BY_NAME["markers"], BY_NAME["poll"], BY_NAME["bounds"]
+_RECEIVE, _ACK = BY_NAME["receive"], BY_NAME["ack"]
 
 
 def client_ssl_context(ca_bundle: str | os.PathLike[str] | None) -> ssl.SSLContext:
@@ -285,6 +288,38 @@ class RpcMessagingClient(MessagingClient):
         response = self._call(_MARKERS, request, topic=topic)
         tokens = [RollbackToken(*token_of(m)) for m in response.markers or ()]
         return MarkersOutcome(tokens, bool(response.duplicate))
+
+    # -- queues (tms.client.queue.Queue uses these for receive and ack) --------------------
+
+    def receive_queue(
+        self, topic: TopicId, max_messages: int, lease_ms: int | None
+    ) -> list[QueueMessage]:
+        """A queue's receive as one binary request (no long-poll: that is REST's)."""
+        request = rpc.ReceiveRequest(
+            ns=topic.namespace, topic=topic.topic, max=max_messages, lease_ms=lease_ms
+        )
+        r = self._call(_RECEIVE, request, topic=topic)
+        return [
+            QueueMessage(i, p, a, e, d, pr, x, k or None)
+            for i, p, a, e, d, pr, x, k in zip(
+                r.ids or (), r.payloads or (), r.attempts or (), r.enqueued_ms or (),
+                r.due_ms or (), r.priorities or (), r.lease_expires_ms or (), r.keys or (),
+                strict=True,
+            )
+        ]  # fmt: skip
+
+    def ack_queue(
+        self, topic: TopicId, receipts: list[Receipt], tx_write_pointer: int | None
+    ) -> list[AckOutcome]:
+        """A queue's ack as one binary request."""
+        request = rpc.AckRequest(
+            ns=topic.namespace,
+            topic=topic.topic,
+            ids=[r.id for r in receipts],
+            attempts=[r.attempt for r in receipts],
+            write_pointer=tx_write_pointer,
+        )
+        return [AckOutcome(o) for o in self._call(_ACK, request, topic=topic).outcomes or ()]
 
     # -- reading --------------------------------------------------------------------------
 

@@ -59,6 +59,7 @@ export const paths = {
   messages: (ns, t, limit, before) =>
     `/v1/namespaces/${encodeURIComponent(ns)}/topics/${encodeURIComponent(t)}/messages?limit=${limit}` +
     (before ? `&before=${before}` : ""),
+  queue: (ns, t) => `/v1/namespaces/${encodeURIComponent(ns)}/topics/${encodeURIComponent(t)}/queue`,
   publish: (ns, t) => `/v1/namespaces/${encodeURIComponent(ns)}/topics/${encodeURIComponent(t)}/publish`,
   subscriptions: (ns, t) => `/v1/namespaces/${encodeURIComponent(ns)}/topics/${encodeURIComponent(t)}/subscriptions`,
   seek: (ns, t, name) =>

@@ -7,6 +7,7 @@ import { html, Panel, panelsFor } from "./panel.js";
 import "./panels-overview.js";
 import "./panels-topic.js";
 import "./panels-subscriptions.js";
+import "./panels-queue.js";
 import "./panels-metrics.js";
 
 const NS_KEY = "txms.console.namespace";

@@ -12,7 +12,8 @@ export const html = htm.bind(h);
 const registry = [];
 
 // panel = {id, page: "overview" | "topic", title, order, feature?, wide?,
-//          when?(ctx) -> bool, load(ctx) -> Promise<data>, view(data, ctx, reload) -> vnode,
+//          when?(ctx) -> bool, load(ctx) -> Promise<data>,
+//          view(data, ctx, reload) -> vnode (null: the panel is not shown),
 //          refreshMs?}
 export function registerPanel(panel) {
   registry.push(panel);
@@ -55,6 +56,7 @@ export function Panel({ panel, ctx, generation = 0 }) {
   if (state.error) body = html`<p class="panel-error" role="alert">${explain(state.error)}</p>`;
   else if (state.data === undefined) body = html`<p class="muted">Loading…</p>`;
   else body = panel.view(state.data, ctx, reload);
+  if (body === null) return null; // the panel has nothing to show here
   return html`<section class=${`panel ${panel.wide ? "wide" : ""}`} id=${`panel-${panel.id}`} data-panel=${panel.id}>
     <header><h2>${panel.title}</h2></header>
     <div class="panel-body">${body}</div>

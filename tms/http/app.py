@@ -48,6 +48,7 @@ from tms.http.console import ConsoleApi
 from tms.http.observe import ObserveApi, sample_forever
 from tms.http.openapi import openapi_spec
 from tms.http.protocol import code_for_status, error_response
+from tms.http.queues import QueueHandlers
 from tms.http.routes import ROUTES, Route, authorize
 from tms.http.subscriptions import SubscriptionApi
 from tms.http.waiting import LongPoll, TopicWaiters
@@ -85,7 +86,7 @@ class _Read:
     """The transaction the read is held behind has finished (read on with a new one)."""
 
 
-class Api(ObserveApi, ConsoleApi, SubscriptionApi):
+class Api(ObserveApi, ConsoleApi, SubscriptionApi, QueueHandlers):
     def __init__(
         self,
         service: MessagingService,
@@ -106,6 +107,7 @@ class Api(ObserveApi, ConsoleApi, SubscriptionApi):
             "transactions": tx_watch is not None,
             "subscriptions": True,
             "cluster": service.ownership is not None,
+            "queues": True,
         }
         """What the console may show (``GET /v1/console``): a panel whose feature is
         missing or False is not shown. Later features add their key here."""

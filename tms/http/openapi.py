@@ -13,7 +13,7 @@ from typing import Any
 from tms.http.openapi_observe import OBSERVE_PATHS, OBSERVE_SCHEMAS
 from tms.http.openapi_subs import SUBSCRIPTION_PATHS, SUBSCRIPTION_SCHEMAS
 from tms.http.routes import ROUTES, Route, Scope
-from tms.http.schemas import SCHEMAS
+from tms.http.schemas import QUEUE_SCHEMAS, SCHEMAS
 
 __all__ = ["openapi_spec"]
 
@@ -93,6 +93,63 @@ def openapi_spec(routes: Iterable[Route] = ROUTES) -> dict[str, Any]:
     return spec
 
 
+_QUEUE_OPS = {
+    "enqueue": ("Enqueue messages (a queue topic)", "EnqueueRequest", "EnqueueResponse"),
+    "receive": (
+        "Lease due messages; ?wait_ms=N waits up to N ms for one",
+        "ReceiveRequest",
+        "ReceiveResponse",
+    ),
+    "ack": ("Finish deliveries (at commit, with a write pointer)", "AckRequest", "AckResponse"),
+    "nack": ("Return deliveries to the queue", "NackRequest", "AckResponse"),
+    "settle": (
+        "Settle a transaction's pending enqueues and acks (after commit, or instead of it)",
+        "SettleRequest",
+        "SettleResponse",
+    ),
+}
+
+
+def _queue_paths() -> dict[str, Any]:
+    """The queue routes (``tms.http.queues``); bodies are JSON only."""
+    base = "/v1/namespaces/{namespace}/topics/{topic}/"
+    paths: dict[str, Any] = {}
+    for action, (summary, request, response) in _QUEUE_OPS.items():
+        params = list(_TOPIC_PARAMS)
+        if action == "receive":
+            params.append({"name": "wait_ms", "in": "query", "schema": {"type": "integer"}})
+        paths[base + action] = {
+            "post": {
+                "summary": summary,
+                "operationId": f"queue{action.capitalize()}",
+                "parameters": params,
+                "requestBody": _body(request, None),
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "content": {"application/json": {"schema": _ref(response)}},
+                    },
+                    **_errors(400, 401, 403, 404, 409, 413, 503),
+                },
+            }
+        }
+    paths[base + "queue"] = {
+        "get": {
+            "summary": "A queue's messages per state, and its oldest ready message",
+            "operationId": "queueStats",
+            "parameters": _TOPIC_PARAMS,
+            "responses": {
+                "200": {
+                    "description": "Counts",
+                    "content": {"application/json": {"schema": _ref("QueueStats")}},
+                },
+                **_errors(400, 401, 403, 404, 503),
+            },
+        }
+    }
+    return paths
+
+
 def _spec() -> dict[str, Any]:
     ok = {"description": "OK"}
     topic_ops: dict[str, Any] = {
@@ -148,12 +205,13 @@ def _spec() -> dict[str, Any]:
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {**SCHEMAS, **OBSERVE_SCHEMAS, **SUBSCRIPTION_SCHEMAS},
+            "schemas": {**SCHEMAS, **OBSERVE_SCHEMAS, **SUBSCRIPTION_SCHEMAS, **QUEUE_SCHEMAS},
         },
         "security": [{}, {"bearer": []}],
         "paths": {
             **OBSERVE_PATHS,
             **SUBSCRIPTION_PATHS,
+            **_queue_paths(),
             "/v1/namespaces/{namespace}/topics": {
                 "get": {
                     "summary": "List the topics of a namespace",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["SCHEMAS"]
+__all__ = ["QUEUE_SCHEMAS", "SCHEMAS"]
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -105,6 +105,12 @@ SCHEMAS: dict[str, Any] = {
             "truncated": {
                 "type": "boolean",
                 "description": "more message rows than the limit",
+            },
+            "kind": {"type": "string", "enum": ["queue"], "description": "a queue's report"},
+            "messages": {
+                "type": "array",
+                "items": _ref("QueueInspectRow"),
+                "description": "a queue's messages (its rows is empty)",
             },
         },
     },
@@ -246,4 +252,101 @@ SCHEMAS: dict[str, Any] = {
             },
         },
     },
+}
+
+
+def _object(description: str, **properties: Any) -> dict[str, Any]:
+    return {"type": "object", "description": description, "properties": properties}
+
+
+_INT = {"type": "integer"}
+_RECEIPTS = {"type": "array", "items": {"type": "string", "description": "<id hex>.<attempt>"}}
+_WP = {"type": "integer", "nullable": True}
+
+QUEUE_SCHEMAS: dict[str, Any] = {
+    "QueueInspectRow": _object(
+        "A queue's message and its state (GET …/inspect of a queue)",
+        id={"type": "string"},
+        state={
+            "type": "string",
+            "enum": ["pending", "scheduled", "ready", "leased", "acked", "dead"],
+        },
+        attempts=_INT,
+        priority=_INT,
+        enqueueTime=_INT,
+        due=_INT,
+        leaseExpires=_WP,
+        doneTime=_WP,
+        transactionWritePointer=_WP,
+        key={"type": "string", "nullable": True},
+        payloadSize=_INT,
+    ),
+    "EnqueueRequest": _object(
+        "Messages for a queue; with transactionWritePointer pending until it commits",
+        transactionWritePointer=_WP,
+        messages={
+            "type": "array",
+            "items": _object(
+                "payload (base64) and optionally key, delayMs, at (ms), priority",
+                payload={"type": "string", "format": "byte"},
+                key={"type": "string"},
+                delayMs=_INT,
+                at=_INT,
+                priority=_INT,
+            ),
+        },
+    ),
+    "EnqueueResponse": _object(
+        "Each message's id (20 hex digits); duplicate: its key was already there",
+        messages={
+            "type": "array",
+            "items": _object("", id={"type": "string"}, duplicate={"type": "boolean"}),
+        },
+    ),
+    "ReceiveRequest": _object("How many to lease, for how long", max=_INT, leaseMs=_WP),
+    "ReceiveResponse": _object(
+        "Leased messages; nextDue: when one may next come due",
+        messages={
+            "type": "array",
+            "items": _object(
+                "A delivery",
+                id={"type": "string"},
+                receipt={"type": "string"},
+                payload={"type": "string", "format": "byte"},
+                attempt=_INT,
+                enqueueTime=_INT,
+                due=_INT,
+                priority=_INT,
+                leaseExpires=_INT,
+                key={"type": "string", "nullable": True},
+            ),
+        },
+        nextDue=_WP,
+    ),
+    "AckRequest": _object("Receipts to ack", receipts=_RECEIPTS, transactionWritePointer=_WP),
+    "NackRequest": _object("Receipts to return", receipts=_RECEIPTS, delayMs=_WP),
+    "AckResponse": _object(
+        "One outcome per receipt",
+        outcomes={
+            "type": "array",
+            "items": {
+                "type": "string",
+                "enum": ["acked", "pending", "returned", "dead", "lease_lost", "unknown"],
+            },
+        },
+    ),
+    "SettleRequest": _object(
+        "A transaction's outcome", transactionWritePointer=_INT, commit={"type": "boolean"}
+    ),
+    "SettleResponse": _object("How many pending messages were settled", settled=_INT),
+    "QueueStats": _object(
+        "Messages per state",
+        pending=_INT,
+        scheduled=_INT,
+        ready=_INT,
+        leased=_INT,
+        acked=_INT,
+        dead=_INT,
+        oldestReadyTime=_WP,
+    ),
 }

@@ -72,6 +72,11 @@ OPS: tuple[Op, ...] = (
        write=writes.markers, answer=writes.markers_answer),
     Op(5, "poll", rpc.PollRequest, rpc.PollResponse, _R, True, handler="poll"),
     Op(6, "bounds", rpc.PollRequest, rpc.BoundsResponse, _R, True, handler="bounds"),
+    # Queues (docs/queues.md): a lost receive's leases run out; a repeated ack answers acked
+    Op(7, "receive", rpc.ReceiveRequest, rpc.ReceiveResponse, _R, True,
+       write=writes.receive, answer=writes.receive_answer),
+    Op(8, "ack", rpc.AckRequest, rpc.AckResponse, _R, True,
+       write=writes.ack, answer=writes.ack_answer),
 )  # fmt: skip
 
 BY_CODE: dict[int, Op] = {op.code: op for op in OPS}

@@ -102,3 +102,36 @@ struct BoundsResponse {
   2: optional Position last
   3: optional Position held
 }
+
+// op 7: lease up to max due messages of a queue (docs/queues.md); no long-poll here
+struct ReceiveRequest {
+  1: string ns
+  2: string topic
+  3: i32 max
+  4: optional i32 lease_ms        // default: the queue's lease_s
+}
+
+// columnar, like PollResponse: message i is ids[i], payloads[i], attempts[i], ...
+struct ReceiveResponse {
+  1: list<binary> ids             // 10 bytes each
+  2: list<binary> payloads
+  3: list<i32> attempts
+  4: list<i64> due_ms
+  5: list<i64> lease_expires_ms
+  6: list<i64> enqueued_ms
+  7: list<i32> priorities
+  8: list<string> keys            // "" for none
+}
+
+// op 8: ack deliveries (receipt i is ids[i] with attempts[i])
+struct AckRequest {
+  1: string ns
+  2: string topic
+  3: list<binary> ids
+  4: list<i32> attempts
+  5: optional i64 write_pointer   // acked when that transaction commits
+}
+
+struct AckResponse {
+  1: list<string> outcomes        // "acked", "pending", "lease_lost", "unknown", ...
+}

@@ -48,6 +48,7 @@ from tms.model import RollbackDetail, TopicMetadata
 from tms.store.kv import Fence, KeyValueStore, TableStore, WriteOp
 from tms.store.metadata import MetadataTable
 from tms.store.positions import POSITION_TABLE, PositionTable
+from tms.store.queues import QueueTables
 
 __all__ = [
     "IdempotencyTable",
@@ -363,6 +364,7 @@ class Tables:
         self.payloads = PayloadTable(store.table(PAYLOAD_TABLE))
         self.metadata = MetadataTable(store, METADATA_TABLE)
         self.idempotency = IdempotencyTable(store.table(IDEMPOTENCY_TABLE))
+        self.queues = QueueTables(store)
         self.positions = PositionTable(store.table(POSITION_TABLE))
 
     @property
@@ -445,6 +447,11 @@ class Tables:
             else:
                 continue  # keyed by name, not time
             batch = delete(IDEMPOTENCY_TABLE, key)
+        for table, key in self.queues.old_generation_rows(
+            name_prefix, lambda generation: is_older_generation(generation, current)
+        ):
+            old += 1
+            batch = delete(table, key)
         for key, _value in self.positions.store.scan(name_prefix, stop):
             if is_older_generation(keys.generation_of(key, n), current):
                 old += 1

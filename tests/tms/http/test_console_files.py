@@ -75,6 +75,7 @@ def test_console_info_tells_who_and_what(secured: Served) -> None:
         "transactions": False,
         "subscriptions": True,
         "cluster": False,
+        "queues": True,
     }
     assert secured.http.get(f"{secured.url}/v1/console").status_code == 401
 

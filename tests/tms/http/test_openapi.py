@@ -193,6 +193,23 @@ def test_real_json_answers_fit_their_schemas(served: Served) -> None:
     for path in ("/v1/transactions", "/v1/metrics/history", "/v1/console"):
         check("GET", path, http.get(f"{served.url}{path}"))
     check_subscriptions(served, check)
+    # A queue's routes (docs/queues.md)
+    assert http.put(f"{base}/q", json={"kind": "queue"}).status_code == 200
+    enqueue = {"messages": [{"payload": "aGk=", "key": "k", "priority": 1}, {"payload": ""}]}
+    assert not undeclared(enqueue, request_schema("POST", TOPIC + "/enqueue"))
+    check("POST", TOPIC + "/enqueue", http.post(f"{base}/q/enqueue", json=enqueue))
+    receive = {"max": 2, "leaseMs": 60_000}
+    assert not undeclared(receive, request_schema("POST", TOPIC + "/receive"))
+    received = http.post(f"{base}/q/receive", json=receive)
+    check("POST", TOPIC + "/receive", received)
+    first, second = (m["receipt"] for m in received.json()["messages"])
+    check("POST", TOPIC + "/ack", http.post(f"{base}/q/ack", json={"receipts": [first]}))
+    nack = {"receipts": [second], "delayMs": 10}
+    check("POST", TOPIC + "/nack", http.post(f"{base}/q/nack", json=nack))
+    settle = {"transactionWritePointer": wp + 30, "commit": False}
+    check("POST", TOPIC + "/settle", http.post(f"{base}/q/settle", json=settle))
+    check("GET", TOPIC + "/queue", http.get(f"{base}/q/queue"))
+    check("GET", TOPIC + "/inspect", http.get(f"{base}/q/inspect"))
 
     assert {path for _m, path, _v in checks} >= {
         r.path for r in ROUTES if r.path.startswith("/v1/namespaces") and r.handler != "store"

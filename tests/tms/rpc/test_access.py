@@ -71,6 +71,8 @@ def _request_for(op_name: str, topic: TopicId) -> Any:
         "markers": rpc.MarkersRequest(ns=ns, topic=name, write_pointers=[2**60]),
         "poll": rpc.PollRequest(ns=ns, topic=name),
         "bounds": rpc.PollRequest(ns=ns, topic=name),
+        "receive": rpc.ReceiveRequest(ns=ns, topic=name, max=1),
+        "ack": rpc.AckRequest(ns=ns, topic=name, ids=[bytes(10)], attempts=[1]),
     }[op_name]
 
 

@@ -174,4 +174,5 @@ def test_a_list_claiming_two_billion_items_is_refused_without_allocating_them() 
 def test_op_codes_are_the_documented_ones() -> None:
     assert {code: op.name for code, op in BY_CODE.items()} == {
         0: "hello", 1: "publish", 2: "store", 3: "rollback", 4: "markers", 5: "poll", 6: "bounds",
+        7: "receive", 8: "ack",
     }  # fmt: skip

@@ -1,0 +1,461 @@
+"""``QueueBatch``: the queue operations of one topic writer batch (``tms.writer``).
+
+The topic writer is the only one changing a queue's rows (the storage contract's one
+writer per topic), so every transition of ``tms.queues`` happens here, in the writer's
+batch, and is written in its one synced, atomic write before anyone is answered: a
+lease is durable before the message is handed out (no crash can make it deliverable
+again while a receiver holds it), an ack before it is confirmed.
+
+Within a batch, rows already changed are kept in ``_rows`` (the store does not show them
+until the write): every operation reads a message through ``_get``, so later operations
+of the batch see earlier ones. Index scans read the store, skip entries whose message
+changed in this batch, and add the messages that became ready in it.
+
+Each operation checks everything first and only then changes anything, so an operation
+that fails (raises) leaves nothing behind in the batch.
+
+Index scans start at the writer's *floors* (``IndexFloors``): per index kind, a key
+below which the store holds no live entry. A queue's index is a moving window — entries
+are added at one end and deleted at the other — and an ordered store keeps deleted keys
+as tombstones for a while (LevelDB until compaction), so a scan from the start of a kind
+would step over every entry deleted since; with the floor it starts at the first live
+one. A floor is learnt from a scan that covered everything below it (the first live key
+it met, even past the scan's end: the store stepped over the deleted keys up to it
+anyway) and lowered by every entry this writer puts below it (the writer is the only one
+adding entries; a scan does not show the batch's own entries yet, so a floor learnt in a
+batch is never above them).
+
+Housekeeping rides on the operations that need it, bounded per batch so no batch grows
+without limit (``_HOUSEKEEPING_ROWS``): a receive first expires leases that ran out
+(back-off, or dead after ``max_attempts``), settles pending transactional work with the
+guard's ``outcomes``, and promotes scheduled messages that are due; ``Maintain`` does the
+same and purges finished messages past ``purge_after_s``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable, Iterable, Iterator
+
+from tms.codec import keys
+from tms.codec import queue as qc
+from tms.codec.queue import QueueRow
+from tms.errors import TmsInvalidArgumentError, TransactionNotInProgressError
+from tms.guard import WritePointerGuard
+from tms.queues import (
+    AckOutcome,
+    AckRequest,
+    Enqueued,
+    EnqueueRequest,
+    NackRequest,
+    QueueConfig,
+    QueueMessage,
+    QueueState,
+    ReceiveRequest,
+    ReceiveResult,
+    SettleRequest,
+    backoff_ms,
+)
+from tms.store.queues import QueueTables
+from tms.store.tables import TableBatch
+
+__all__ = ["IndexFloors", "QueueBatch"]
+
+IndexFloors = dict[bytes, bytes]
+"""Index kind -> a key below which the store holds no live entry of that kind (see the
+module docstring); one per queue writer, lost (and learnt again) when it is replaced."""
+
+_HOUSEKEEPING_ROWS = 5_000
+_FOREVER = 2**62
+_AFTER_ALL = b"\xff" * 64  # above every index key
+
+
+class QueueBatch:
+    """See the module docstring. Not thread-safe (the writer's batch leader uses it)."""
+
+    def __init__(
+        self,
+        queues: QueueTables,
+        prefix: bytes,
+        config: QueueConfig,
+        batch: TableBatch,
+        now_ms: int,
+        *,
+        next_id: Callable[[], bytes],
+        guard: WritePointerGuard,
+        rng: random.Random,
+        floors: IndexFloors | None = None,
+    ) -> None:
+        self._q = queues
+        self._prefix = prefix
+        self._config = config
+        self._batch = batch
+        self._now = now_ms
+        self._next_id = next_id
+        self._guard = guard
+        self._rng = rng
+        self._floors: IndexFloors = floors if floors is not None else {}
+        self._put_min: dict[bytes, bytes] = {}  # per kind, the least entry put in the batch
+        self._rows: dict[bytes, QueueRow | None] = {}  # changed in this batch (None: deleted)
+        self._keys: dict[str, bytes | None] = {}
+        self._fresh_ready: dict[bytes, QueueRow] = {}  # became ready in this batch
+        self._counts: list[int] | None = None
+        self.became_ready = False
+        self.changed = 0
+        """Messages changed (or removed) so far."""
+        self._housekept = False
+
+    # -- rows ---------------------------------------------------------------------------
+
+    def _get(self, message_id: bytes) -> QueueRow | None:
+        if message_id in self._rows:
+            return self._rows[message_id]
+        return self._q.get(self._prefix, message_id)
+
+    def _counters(self) -> list[int]:
+        if self._counts is None:
+            self._counts = list(self._q.counters(self._prefix))
+        return self._counts
+
+    def _put(self, old: QueueRow | None, new: QueueRow) -> None:
+        counts = self._counters()
+        if old is not None:
+            counts[old.state] -= 1
+        counts[new.state] += 1
+        self.changed += 1
+        index = self._q.put_row(self._batch, self._prefix, old, new)
+        self._lower_floor(index[len(self._prefix) : len(self._prefix) + 1], index)
+        self._rows[new.id] = new
+        if new.state is QueueState.READY:
+            self._fresh_ready[new.id] = new
+            self.became_ready = True
+        else:
+            self._fresh_ready.pop(new.id, None)
+
+    def _lower_floor(self, kind: bytes, index: bytes) -> None:
+        """An entry of ``kind`` put in this batch: no floor above it, now or after a
+        later scan of the store (which does not show it yet)."""
+        if index < self._put_min.get(kind, _AFTER_ALL):
+            self._put_min[kind] = index
+        floor = self._floors.get(kind)
+        if floor is not None and index < floor:
+            self._floors[kind] = index
+
+    def _entries(
+        self, kind: bytes, *, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[bytes]:
+        """Index keys of ``kind`` from the packed fields ``start`` to ``stop`` (see
+        ``QueueTables.entries``), from the floor on, learning the floor when the scan
+        covers everything below it (see the module docstring)."""
+        base = self._prefix + kind
+        floor = self._floors.get(kind)
+        begin = base + start
+        covers = begin <= floor if floor is not None else not start
+        if floor is not None and floor > begin:
+            begin = floor
+        end = keys.stop_key_for_prefix(base)
+        bound = base + stop if stop is not None else end
+        if bound is not None and begin >= bound:
+            return
+        found = False
+        put = self._put_min.get(kind, _AFTER_ALL)
+        for key in self._q.index_keys(begin, end):
+            if covers and not found:
+                self._floors[kind] = min(key, put)
+            found = True
+            if bound is not None and key >= bound:
+                return
+            yield key
+        if covers and not found and end is not None:
+            self._floors[kind] = min(end, put)  # nothing live in the store's kind
+
+    def _delete(self, row: QueueRow) -> None:
+        self._counters()[row.state] -= 1
+        self.changed += 1
+        self._q.delete_row(self._batch, self._prefix, row)
+        self._rows[row.id] = None
+        self._fresh_ready.pop(row.id, None)
+        if row.key is not None:
+            self._keys[row.key] = None
+
+    def finish(self) -> None:
+        """Add the counter row (once, after the batch's operations)."""
+        if self._counts is not None and self.changed:
+            self._q.put_counters(self._batch, self._prefix, tuple(self._counts))
+
+    def _waiting(self, row: QueueRow, due_ms: int) -> QueueRow:
+        """``row`` waiting for ``due_ms``: scheduled, or ready if that has come."""
+        state = QueueState.READY if due_ms <= self._now else QueueState.SCHEDULED
+        return dataclasses.replace(row, state=state, due_ms=due_ms, lease_ms=0, tx_write_pointer=0)
+
+    def _failed(self, row: QueueRow, delay_ms: int | None) -> QueueRow:
+        """``row`` after a failed delivery: back to the queue after ``delay_ms`` (None:
+        the back-off from when it failed), or dead after its last attempt."""
+        max_attempts = self._config.max_attempts
+        if max_attempts and row.attempts >= max_attempts:
+            return dataclasses.replace(
+                row, state=QueueState.DEAD, done_ms=self._now, lease_ms=0, tx_write_pointer=0
+            )
+        if delay_ms is None:
+            failed_at = min(row.lease_ms, self._now) if row.lease_ms else self._now
+            due = failed_at + backoff_ms(self._config, row.attempts, self._rng)
+        else:
+            due = self._now + delay_ms
+        return self._waiting(row, due)
+
+    # -- operations ---------------------------------------------------------------------
+
+    def enqueue(self, request: EnqueueRequest) -> tuple[Enqueued, ...]:
+        wp = request.tx_write_pointer or 0
+        existing: list[bytes | None] = []
+        for item in request.items:
+            found = None
+            if item.key is not None:
+                found = self._keys[item.key] if item.key in self._keys else (
+                    self._q.id_of_key(self._prefix, item.key)
+                )  # fmt: skip
+            if found is not None:
+                row = self._get(found)
+                pending = row is not None and row.state is QueueState.PENDING
+                if pending and row is not None and row.tx_write_pointer != wp:
+                    raise TransactionNotInProgressError(
+                        f"key {item.key!r} was enqueued by transaction {row.tx_write_pointer}, "
+                        "which has not settled yet"
+                    )
+            existing.append(found)
+        results = []
+        for item, found in zip(request.items, existing, strict=True):
+            if found is not None:
+                results.append(Enqueued(found, duplicate=True))
+                continue
+            message_id = self._next_id()
+            row = QueueRow(
+                message_id, QueueState.PENDING, item.priority, 0, self._now, item.due_ms(self._now),
+                tx_write_pointer=wp, key=item.key, payload=item.payload,
+            )  # fmt: skip
+            if not wp:
+                row = self._waiting(row, row.due_ms)
+            self._put(None, row)
+            if item.key is not None:
+                self._keys[item.key] = message_id
+                self._q.put_key(self._batch, self._prefix, item.key, message_id)
+            results.append(Enqueued(message_id))
+        return tuple(results)
+
+    def receive(self, request: ReceiveRequest) -> ReceiveResult:
+        self.housekeeping()
+        lease_ms = request.lease_ms if request.lease_ms is not None else self._config.lease_s * 1000
+        candidates: list[QueueRow] = []
+        for key in self._entries(b"r"):
+            message_id = qc.index_entry_id(key)
+            if message_id in self._rows:
+                continue  # changed in this batch: its entry here is gone
+            row = self._q.get(self._prefix, message_id)
+            if row is not None and row.state is QueueState.READY:
+                candidates.append(row)
+                if len(candidates) >= request.max_messages:
+                    break
+        candidates.extend(self._fresh_ready.values())
+        candidates.sort(key=lambda r: (r.priority, r.due_ms, r.id))
+        leased: list[QueueMessage] = []
+        for row in candidates[: request.max_messages]:
+            new = dataclasses.replace(
+                row, state=QueueState.LEASED, attempts=row.attempts + 1,
+                lease_ms=self._now + lease_ms,
+            )  # fmt: skip
+            self._put(row, new)
+            leased.append(new.message())
+        # Only a receiver that got nothing waits, and needs to know for how long.
+        return ReceiveResult(tuple(leased), None if leased else self._next_due())
+
+    def _next_due(self) -> int | None:
+        """The earliest scheduled due time or lease expiry known to this batch."""
+        times = [
+            qc.index_entry_time(key)
+            for kind in (b"s", b"l")
+            for key in _first(self._entries(kind))
+            if qc.index_entry_id(key) not in self._rows
+        ]
+        for row in self._rows.values():
+            if row is not None and row.state is QueueState.SCHEDULED:
+                times.append(row.due_ms)
+            elif row is not None and row.state is QueueState.LEASED and not row.tx_write_pointer:
+                times.append(row.lease_ms)
+        return min(times) if times else None
+
+    def ack(self, request: AckRequest) -> tuple[AckOutcome, ...]:
+        wp = request.tx_write_pointer or 0
+        outcomes = []
+        for receipt in request.receipts:
+            row = self._get(receipt.id)
+            outcome = _ack_outcome(row, receipt.attempt, wp)
+            changes = (
+                outcome in (AckOutcome.ACKED, AckOutcome.PENDING)
+                and row is not None
+                and row.state is not QueueState.ACKED
+                and not (row.state is QueueState.LEASED and row.tx_write_pointer == wp != 0)
+            )
+            if changes and row is not None:
+                if wp:
+                    lease = row.lease_ms if row.state is QueueState.LEASED else self._now
+                    new = dataclasses.replace(
+                        row, state=QueueState.LEASED, lease_ms=lease, tx_write_pointer=wp
+                    )
+                else:
+                    new = dataclasses.replace(
+                        row, state=QueueState.ACKED, done_ms=self._now, tx_write_pointer=0
+                    )
+                self._put(row, new)
+            outcomes.append(outcome)
+        return tuple(outcomes)
+
+    def nack(self, request: NackRequest) -> tuple[AckOutcome, ...]:
+        outcomes = []
+        for receipt in request.receipts:
+            row = self._get(receipt.id)
+            if row is None or row.state is QueueState.PENDING:
+                outcomes.append(AckOutcome.UNKNOWN)
+            elif row.state is QueueState.ACKED:
+                outcomes.append(AckOutcome.ACKED)
+            elif (
+                row.state is not QueueState.LEASED
+                or row.attempts != receipt.attempt
+                or row.tx_write_pointer
+            ):
+                outcomes.append(AckOutcome.LEASE_LOST)
+            else:
+                new = self._failed(dataclasses.replace(row, lease_ms=0), request.delay_ms)
+                self._put(row, new)
+                outcomes.append(
+                    AckOutcome.DEAD if new.state is QueueState.DEAD else AckOutcome.RETURNED
+                )
+        return tuple(outcomes)
+
+    def settle(self, request: SettleRequest) -> int:
+        return self._settle(request.tx_write_pointer, request.commit)
+
+    def _settle(self, wp: int, commit: bool) -> int:
+        """Apply a transaction's outcome to its pending enqueues and acks; how many."""
+        count = 0
+        for kind in (b"p", b"w"):
+            start = wp.to_bytes(8, "big")
+            stop = (wp + 1).to_bytes(8, "big")
+            for key in list(self._entries(kind, start=start, stop=stop)):
+                row = self._get(qc.index_entry_id(key))
+                if row is None or row.tx_write_pointer != wp:
+                    continue
+                count += 1
+                if row.state is QueueState.PENDING:
+                    if commit:
+                        self._put(row, self._waiting(row, row.due_ms))
+                    else:
+                        self._delete(row)
+                elif commit:  # an ack pending
+                    self._put(
+                        row,
+                        dataclasses.replace(
+                            row, state=QueueState.ACKED, done_ms=self._now, tx_write_pointer=0
+                        ),
+                    )
+                else:
+                    self._put(row, dataclasses.replace(row, tx_write_pointer=0))
+        return count
+
+    def maintain(self, purge: bool) -> int:
+        """Housekeeping now (see the module docstring), purging if asked; how many
+        messages it changed."""
+        before = self.changed
+        self.housekeeping()
+        if purge:
+            self._purge()
+        return self.changed - before
+
+    def housekeeping(self) -> None:
+        """Expire leases, settle pending transactions, promote due messages: once per
+        batch, at most ``_HOUSEKEEPING_ROWS`` each."""
+        if self._housekept:
+            return
+        self._housekept = True
+        now_stop = (self._now + 1).to_bytes(8, "big")
+        for row in self._scan(b"l", stop=now_stop):
+            if row.state is QueueState.LEASED and not row.tx_write_pointer:
+                self._put(row, self._failed(row, None))
+        counts = self._counters()
+        if counts[QueueState.PENDING] or counts[QueueState.LEASED]:
+            self._settle_known()
+        for row in self._scan(b"s", stop=now_stop):
+            if row.state is QueueState.SCHEDULED:
+                self._put(row, self._waiting(row, row.due_ms))
+
+    def _settle_known(self) -> None:
+        pointers = {
+            qc.index_entry_time(key)
+            for kind in (b"p", b"w")
+            for key in _limit(self._entries(kind), _HOUSEKEEPING_ROWS)
+        }
+        for wp, committed in self._guard.outcomes(pointers).items():
+            self._settle(wp, committed)
+
+    def _purge(self) -> None:
+        cutoff = max(0, self._now - self._config.purge_after_s * 1000).to_bytes(8, "big")
+        for kind in (b"a", b"d"):
+            for row in self._scan(kind, stop=cutoff):
+                if row.state in (QueueState.ACKED, QueueState.DEAD):
+                    self._delete(row)
+
+    def _scan(self, kind: bytes, *, stop: bytes) -> list[QueueRow]:
+        """Up to ``_HOUSEKEEPING_ROWS`` rows of an index kind below ``stop`` not yet
+        changed in this batch."""
+        rows = []
+        for key in _limit(self._entries(kind, stop=stop), _HOUSEKEEPING_ROWS):
+            message_id = qc.index_entry_id(key)
+            if message_id in self._rows:
+                continue
+            row = self._q.get(self._prefix, message_id)
+            if row is not None:
+                rows.append(row)
+        return rows
+
+    def stats_due(self) -> int:
+        """The earliest due time of a ready message (for stats)."""
+        due = self._q.first_ready_due(self._prefix)
+        return due if due is not None else _FOREVER
+
+
+def _ack_outcome(row: QueueRow | None, attempt: int, wp: int) -> AckOutcome:
+    """What acking ``row``'s delivery ``attempt`` (under ``wp``, 0: none) does."""
+    if row is None or row.state is QueueState.PENDING:
+        return AckOutcome.UNKNOWN
+    if row.state is QueueState.ACKED:
+        return AckOutcome.ACKED
+    if row.attempts != attempt:
+        return AckOutcome.LEASE_LOST
+    if row.state is QueueState.LEASED and row.tx_write_pointer:
+        # Another transaction's ack is pending: only the same transaction again.
+        return AckOutcome.PENDING if row.tx_write_pointer == wp else AckOutcome.LEASE_LOST
+    # Leased by this attempt, or its lease ran out and nobody else has it yet (the work
+    # was done: the ack is taken, as Vitess takes acks by id).
+    return AckOutcome.PENDING if wp else AckOutcome.ACKED
+
+
+def _first(keys: Iterable[bytes]) -> list[bytes]:
+    for key in keys:
+        return [key]
+    return []
+
+
+def _limit(keys: Iterable[bytes], n: int) -> list[bytes]:
+    out = []
+    for key in keys:
+        out.append(key)
+        if len(out) >= n:
+            break
+    return out
+
+
+def check_queue(config: QueueConfig | None, topic: object) -> QueueConfig:
+    """The topic's queue settings; 400 if it is not a queue."""
+    if config is None:
+        raise TmsInvalidArgumentError(f"{topic} is not a queue (its 'kind' is not 'queue')")
+    return config

@@ -1,0 +1,116 @@
+"""The queue methods of ``MessagingService`` (``tms.queues``), a base class of it: each
+write is ``submit`` of its operation (``tms.operations``), applied by the queue's topic
+writer; the rest reads the queue tables (``tms.store.queues``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeVar
+
+from tms.codec import keys
+from tms.errors import TmsInvalidArgumentError
+from tms.model import TopicId, TopicMetadata
+from tms.operations import Ack, Enqueue, Maintain, Nack, Operation, Receive, Settle, Ticket
+from tms.queues import (
+    AckOutcome,
+    AckRequest,
+    Enqueued,
+    EnqueueRequest,
+    NackRequest,
+    QueueConfig,
+    QueueStats,
+    ReceiveRequest,
+    ReceiveResult,
+    SettleRequest,
+)
+from tms.store.tables import Tables
+
+__all__ = ["QueueMethods"]
+
+R = TypeVar("R")
+
+
+class QueueMethods:
+    """See the module docstring (and ``MessagingService``)."""
+
+    _tables: Tables
+
+    if TYPE_CHECKING:  # MessagingService's
+
+        def get_topic(self, topic: TopicId) -> TopicMetadata: ...
+
+        def submit(self, op: Operation[R]) -> R: ...
+
+        def write(self, operations: list[Operation[object]]) -> list[Ticket[object]]: ...
+
+    def _topic_not_queue(self, topic: TopicId) -> TopicMetadata:
+        metadata = self.get_topic(topic)
+        if metadata.properties.get("kind") == QueueConfig.KIND:
+            raise TmsInvalidArgumentError(f"{topic} is a queue: receive from it, do not poll")
+        return metadata
+
+    def queue_config(self, topic: TopicId) -> QueueConfig | None:
+        """The topic's queue settings; None if it is not a queue."""
+        return QueueConfig.of(self.get_topic(topic).properties)
+
+    def enqueue(self, request: EnqueueRequest) -> tuple[Enqueued, ...]:
+        return self.submit(Enqueue(request))
+
+    def receive(self, request: ReceiveRequest) -> ReceiveResult:
+        return self.submit(Receive(request))
+
+    def ack(self, request: AckRequest) -> tuple[AckOutcome, ...]:
+        return self.submit(Ack(request))
+
+    def nack(self, request: NackRequest) -> tuple[AckOutcome, ...]:
+        return self.submit(Nack(request))
+
+    def settle(self, request: SettleRequest) -> int:
+        return self.submit(Settle(request))
+
+    def queue_stats(self, topic: TopicId) -> QueueStats:
+        """Messages per state, after the queue's housekeeping (expired leases and due
+        messages counted where they now are)."""
+        self.submit(Maintain(topic))
+        prefix = self._queue_prefix(topic)
+        counts = self._tables.queues.counters(prefix)
+        pending, scheduled, ready, leased, acked, dead = counts
+        oldest = self._tables.queues.first_ready_due(prefix)
+        return QueueStats(pending, scheduled, ready, leased, acked, dead, oldest)
+
+    def _queue_prefix(self, topic: TopicId) -> bytes:
+        metadata = self.get_topic(topic)
+        if QueueConfig.of(metadata.properties) is None:
+            raise TmsInvalidArgumentError(f"{topic} is not a queue")
+        return keys.topic_prefix(topic, metadata.generation)
+
+    def _queues(self) -> list[TopicMetadata]:
+        return [
+            m
+            for m in self._tables.metadata.scan_all()
+            if m.exists and m.properties.get("kind") == QueueConfig.KIND
+        ]
+
+    def queues_stats(self) -> list[tuple[TopicId, QueueStats]]:
+        """Every queue's ``queue_stats`` (for metrics)."""
+        return [(m.topic, self.queue_stats(m.topic)) for m in self._queues()]
+
+    def pending_queue_pointers(self) -> dict[TopicId, set[int]]:
+        """Per queue, write pointers of transactions with enqueues or acks pending there
+        (the oldest ones first, up to 10,000 entries a queue): for cleanup, which settles
+        them and keeps the invalid list's prune bound below them."""
+        found = {
+            m.topic: self._tables.queues.pending_pointers(
+                keys.topic_prefix(m.topic, m.generation), 10_000
+            )
+            for m in self._queues()
+        }
+        return {topic: pointers for topic, pointers in found.items() if pointers}
+
+    def maintain_queues(self, *, purge: bool = True) -> int:
+        """Every queue's housekeeping (``Maintain``); how many messages changed."""
+        queues = [m.topic for m in self._queues()]
+        return sum(
+            ticket.result()  # type: ignore[misc]
+            for ticket in self.write([Maintain(topic, purge) for topic in queues])
+            if ticket.error is None
+        )

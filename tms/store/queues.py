@@ -1,0 +1,167 @@
+"""``QueueTables``: the rows of queue topics (``tms.queues``) over the key-value contract.
+
+Four tables, each keyed from the topic prefix (topic, generation) like the message table
+(bytes in ``tms.codec.queue``):
+
+* ``q`` — one row per message: its state, schedule, attempts, lease, key and payload;
+* ``qi`` — one index entry per message, a function of its row: pending by transaction,
+  scheduled by due time, ready by (priority, due time), leased by lease expiry,
+  ack-pending by transaction, acked and dead by when — so every question the writer
+  asks (what is due, whose lease ran out, what to purge) is a range scan, and nothing
+  about the messages is held in memory;
+* ``qk`` — application key -> message id (idempotent enqueue);
+* ``qc`` — one counter row per queue: messages per state, kept by the writer in the
+  same atomic write as the changes it counts.
+
+Changes are described in a ``TableBatch`` (``put_row`` and friends) and written with the
+rest of the topic writer's batch; reads are plain gets and bounded scans. Nothing here
+is LevelDB-specific: any engine of ``tms.store.kv`` holds queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from tms.codec import keys
+from tms.codec import queue as qc
+from tms.codec.queue import QueueRow
+from tms.store.kv import KeyValueStore
+
+if TYPE_CHECKING:  # tms.store.tables builds a QueueTables
+    from tms.store.tables import TableBatch
+
+__all__ = ["COUNTER_TABLE", "INDEX_TABLE", "KEY_TABLE", "QUEUE_TABLE", "QueueTables"]
+
+QUEUE_TABLE = b"q"
+INDEX_TABLE = b"qi"
+KEY_TABLE = b"qk"
+COUNTER_TABLE = b"qc"
+
+
+class QueueTables:
+    """See the module docstring. Thread-safe as the store is."""
+
+    def __init__(self, store: KeyValueStore) -> None:
+        self.rows = store.table(QUEUE_TABLE)
+        self.index = store.table(INDEX_TABLE)
+        self.keys = store.table(KEY_TABLE)
+        self.counter_rows = store.table(COUNTER_TABLE)
+
+    # -- reads --------------------------------------------------------------------------
+
+    def get(self, prefix: bytes, message_id: bytes) -> QueueRow | None:
+        value = self.rows.get(prefix + message_id)
+        return qc.decode_queue_row(message_id, value) if value is not None else None
+
+    def id_of_key(self, prefix: bytes, key: str) -> bytes | None:
+        return self.keys.get(prefix + key.encode("ascii"))
+
+    def counters(self, prefix: bytes) -> tuple[int, ...]:
+        """Messages per ``QueueState`` (as of the last write)."""
+        return qc.decode_counters(self.counter_rows.get(prefix))
+
+    def last_position(self, prefix: bytes) -> tuple[int, int] | None:
+        """(ms, seq) of the newest message id of a queue generation."""
+        for key, _value in self.rows.scan(prefix, keys.stop_key_for_prefix(prefix), reverse=True):
+            return keys.decode_position(key)
+        return None
+
+    def entries(
+        self, prefix: bytes, kind: bytes, *, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[bytes]:
+        """Index keys of one kind (``tms.codec.queue.INDEX_KINDS``), ascending, from the
+        fields ``start`` (packed) up to, excluding, ``stop`` (packed; None: all)."""
+        base = prefix + kind
+        stop_key = base + stop if stop is not None else keys.stop_key_for_prefix(base)
+        return self.index_keys(base + start, stop_key)
+
+    def index_keys(self, start: bytes, stop: bytes | None) -> Iterator[bytes]:
+        """Index keys from ``start`` up to, excluding, ``stop`` (whole keys)."""
+        for key, _value in self.index.scan(start, stop):
+            yield key
+
+    def scan_rows(self, prefix: bytes, start: bytes = b"") -> Iterator[QueueRow]:
+        """Every message of a queue generation from id ``start``, in id order."""
+        n = len(prefix)
+        for key, value in self.rows.scan(prefix + start, keys.stop_key_for_prefix(prefix)):
+            yield qc.decode_queue_row(key[n:], value)
+
+    def pending_pointers(self, prefix: bytes, limit: int) -> set[int]:
+        """Write pointers with pending enqueues or acks in a queue (from the oldest, at
+        most ``limit`` index entries looked at per kind)."""
+        pointers: set[int] = set()
+        for kind in (b"p", b"w"):
+            for n, key in enumerate(self.entries(prefix, kind)):
+                if n >= limit:
+                    break
+                pointers.add(qc.index_entry_time(key))
+        return pointers
+
+    def first_ready_due(self, prefix: bytes) -> int | None:
+        """The earliest due time among ready messages: one seek per priority present."""
+        base = prefix + b"r"
+        stop = keys.stop_key_for_prefix(base)
+        start = base
+        n = len(prefix)
+        oldest: int | None = None
+        while True:
+            key = next((k for k, _v in self.index.scan(start, stop)), None)
+            if key is None:
+                return oldest
+            due = qc.index_entry_time(key)
+            oldest = due if oldest is None else min(oldest, due)
+            priority = qc.index_entry_priority(key, n)
+            if priority >= 0xFFFFFFFF:
+                return oldest
+            start = base + (priority + 1).to_bytes(4, "big")
+
+    # -- writes (added to a batch) --------------------------------------------------------
+
+    @staticmethod
+    def put_row(batch: TableBatch, prefix: bytes, old: QueueRow | None, new: QueueRow) -> bytes:
+        """Replace ``old`` (None: a new message) by ``new``, index entry included; the
+        new index entry."""
+        ops = batch.ops
+        new_index = qc.index_key(prefix, new)
+        if old is not None:
+            old_index = qc.index_key(prefix, old)
+            if old_index != new_index:
+                ops.append((INDEX_TABLE, old_index, None))
+        ops.append((INDEX_TABLE, new_index, b""))
+        ops.append((QUEUE_TABLE, prefix + new.id, qc.encode_queue_row(new)))
+        return new_index
+
+    @staticmethod
+    def delete_row(batch: TableBatch, prefix: bytes, row: QueueRow) -> None:
+        """Remove a message, its index entry and its key."""
+        batch.ops.append((INDEX_TABLE, qc.index_key(prefix, row), None))
+        batch.ops.append((QUEUE_TABLE, prefix + row.id, None))
+        if row.key is not None:
+            batch.ops.append((KEY_TABLE, prefix + row.key.encode("ascii"), None))
+
+    @staticmethod
+    def put_key(batch: TableBatch, prefix: bytes, key: str, message_id: bytes) -> None:
+        batch.ops.append((KEY_TABLE, prefix + key.encode("ascii"), message_id))
+
+    @staticmethod
+    def put_counters(batch: TableBatch, prefix: bytes, counts: tuple[int, ...]) -> None:
+        batch.ops.append((COUNTER_TABLE, prefix, qc.encode_counters(counts)))
+
+    # -- maintenance ----------------------------------------------------------------------
+
+    def old_generation_rows(
+        self, name_prefix: bytes, older: Callable[[int], bool]
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """(table, key) of every row of the topic whose generation is ``older``."""
+        n = len(name_prefix)
+        stop = keys.stop_key_for_prefix(name_prefix)
+        for table_name, table in (
+            (QUEUE_TABLE, self.rows),
+            (INDEX_TABLE, self.index),
+            (KEY_TABLE, self.keys),
+            (COUNTER_TABLE, self.counter_rows),
+        ):
+            for key, _value in table.scan(name_prefix, stop):
+                if older(keys.generation_of(key, n)):
+                    yield table_name, key
