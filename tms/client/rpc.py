@@ -3,7 +3,8 @@
 ``tms://h1:p1,h2:p2`` for several addresses of the service).
 
 * Publish, store, rollback, commit markers, poll and bounds travel as binary requests;
-  ``follow`` is ``MessagingClient``'s, over this ``poll``. Topic administration and
+  ``follow`` is ``MessagingClient``'s, over this ``poll``. So do a subscription's poll
+  and commits (``tms.client.rpcsubs``). Topic administration and
   ``inspect`` stay on the REST API, at the address the server gives in its hello answer
   (or ``http_url``).
 * Connections (``tms.client.channel``): up to ``connections``, each shared by the
@@ -40,6 +41,7 @@ from tms.client.channel import (
     check_retry,
 )
 from tms.client.http import MarkersOutcome, MessagingClient, PollResult, RollbackToken
+from tms.client.rpcsubs import RpcSubscriptionCalls
 from tms.client.transport import Reply, Transport
 from tms.errors import ServiceUnavailableError, TmsError
 from tms.ids import MessageId
@@ -123,7 +125,7 @@ class _RestOnDemand:
                 self._rest.close()
 
 
-class RpcMessagingClient(MessagingClient):
+class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
     """See the module docstring. Thread-safe."""
 
     def __init__(

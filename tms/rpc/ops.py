@@ -72,6 +72,12 @@ OPS: tuple[Op, ...] = (
        write=writes.markers, answer=writes.markers_answer),
     Op(5, "poll", rpc.PollRequest, rpc.PollResponse, _R, True, handler="poll"),
     Op(6, "bounds", rpc.PollRequest, rpc.BoundsResponse, _R, True, handler="bounds"),
+    # subscriptions (tms.rpc.subs): their administration stays on REST
+    Op(7, "sub_poll", rpc.SubPollRequest, rpc.SubPollResponse, _R, True, handler="sub_poll"),
+    Op(8, "sub_commit", rpc.SubCommitRequest, rpc.SubscriptionState, _R, False,
+       handler="sub_commit"),
+    Op(9, "sub_position", rpc.SubCommitRequest, rpc.PositionWritten, _R, False,
+       handler="sub_position"),
 )  # fmt: skip
 
 BY_CODE: dict[int, Op] = {op.code: op for op in OPS}
