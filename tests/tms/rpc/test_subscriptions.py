@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.tms.rpc.conftest import T, Served
+from tests.tms.rpc.conftest import Served, T
 from tms.client import MessagingClient
 from tms.client.rpc import RpcMessagingClient
 from tms.errors import (
