@@ -71,6 +71,13 @@ def _request_for(op_name: str, topic: TopicId) -> Any:
         "markers": rpc.MarkersRequest(ns=ns, topic=name, write_pointers=[2**60]),
         "poll": rpc.PollRequest(ns=ns, topic=name),
         "bounds": rpc.PollRequest(ns=ns, topic=name),
+        "sub_poll": rpc.SubPollRequest(ns=ns, topic=name, name="s"),
+        "sub_commit": rpc.SubCommitRequest(
+            ns=ns, topic=name, name="s", position=bytes(20), version=1
+        ),
+        "sub_position": rpc.SubCommitRequest(
+            ns=ns, topic=name, name="s", position=bytes(20), version=1, transaction=b"x"
+        ),
     }[op_name]
 
 
