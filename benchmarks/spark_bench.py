@@ -1,15 +1,23 @@
-"""Spark against the Python client: publishing and reading the same rows, same run.
+"""Spark against the Python client: publishing and reading the same rows, same run, on
+Spark ``local[2]`` and on a standalone cluster (a Master and two Workers with one core
+each, started from the pyspark package on loopback), plus a streaming tms -> tms query.
 
-The standalone stack (one process) on loopback; Spark ``local[2]`` in this process.
+The standalone stack (transaction server + messaging service) runs in its own process;
+drivers run in this process (client mode). Per phase the report gives rows/s and the CPU
+seconds each side used (read from ``/proc``: the server process; the Spark processes,
+driver JVM, executors and Python workers; or this process for the client), so that
+throughput can be compared per core used: rows per CPU-second of everything involved.
 
-* publish: ``N`` rows of 100 bytes written by a Spark job (``format("tms")``: staged per
-  task, one commit), against one Python process with ``MessagingClient`` publishing the
-  same payloads in requests of 1,000 — plainly, and transactionally (staged with
-  ``store``, then one commit marker and a commit, as the job does);
-* read: the topic read into a DataFrame (materialized with the ``noop`` sink), against
-  one process polling it in requests of 10,000.
+* write: ``N`` rows of 100 bytes by a Spark job (staged per task, one transaction)
+  against one Python process publishing them in requests of 1,000, plainly and
+  transactionally (store + one marker + commit, as the job does);
+* read: the topic into a DataFrame (``noop`` sink) against one process polling it in
+  requests of 10,000, transactionally;
+* stream: a query copying a topic into another (tms -> tms), over a backlog of ``N``
+  rows: in one micro-batch, and in micro-batches of ``N/10`` (``maxOffsetsPerTrigger``),
+  first batch and the later ones apart.
 
-    python -m benchmarks.spark_bench [--rows N] [--quick]
+    python -m benchmarks.spark_bench [--rows N] [--quick] [--spark local,cluster]
 
 Results: ``benchmarks/results/spark.json``.
 """
@@ -21,6 +29,8 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +38,106 @@ from benchmarks.common import new_report, write_report
 from tms.client import MessagingClient
 from tms.model import TopicId
 from tms.spark import local_session
+from tms.spark.cluster import LocalCluster
 from tms.standalone import Launched
 from txn.rpc.client import ThriftTxClient
 
 RESULTS = Path(__file__).with_name("results")
 PAYLOAD = os.urandom(50) + b"\x00" * 50
 BATCH = 1000
+_TICK = os.sysconf("SC_CLK_TCK")
 
 
-def client_publish(stack: Launched, topic: TopicId, rows: int, *, transactional: bool) -> float:
+# -- CPU accounting ------------------------------------------------------------------
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _processes() -> dict[int, list[str]]:
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := _stat(int(entry.name))) is not None:
+            out[int(entry.name)] = stat
+    return out
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _cpu(stat: list[str]) -> float:
+    return (int(stat[11]) + int(stat[12])) / _TICK  # utime + stime
+
+
+class CpuMeter:
+    """CPU seconds of the server process, and of the processes of one side: this
+    process's descendants (minus the server) and the given sessions (a cluster's), the
+    JVMs among them apart; and the machine's load (it is shared: the figures are only
+    comparable at similar loads)."""
+
+    def __init__(self, server_pid: int, sessions: set[int] | None = None) -> None:
+        self.server_pid = server_pid
+        self.sessions = sessions or set()
+        self._jvms: set[int] = set()
+
+    def sample(self) -> tuple[float, dict[int, float]]:
+        procs = _processes()
+        children: dict[int, list[int]] = {}
+        for pid, stat in procs.items():
+            children.setdefault(int(stat[1]), []).append(pid)
+        side, todo = set(), [os.getpid()]
+        while todo:
+            pid = todo.pop()
+            if pid != self.server_pid and pid not in side:
+                side.add(pid)
+                todo.extend(children.get(pid, []))
+        side |= {pid for pid, stat in procs.items() if int(stat[3]) in self.sessions}
+        server = _cpu(procs[self.server_pid]) if self.server_pid in procs else 0.0
+        self._jvms = {pid for pid in side if pid in procs and _comm(pid) == "java"}
+        return server, {pid: _cpu(procs[pid]) for pid in side if pid in procs}
+
+    @contextmanager
+    def measure(self) -> Iterator[dict[str, float]]:
+        out: dict[str, float] = {}
+        server0, side0 = self.sample()
+        started = time.perf_counter()
+        yield out
+        out["seconds"] = time.perf_counter() - started
+        server1, side1 = self.sample()
+        out["server_cpu_s"] = server1 - server0
+        used = {pid: v - side0.get(pid, 0.0) for pid, v in side1.items()}
+        out["side_cpu_s"] = sum(used.values())
+        out["jvm_cpu_s"] = sum(v for pid, v in used.items() if pid in self._jvms)
+        out["load"] = os.getloadavg()[0]
+
+
+def _figures(rows: int, m: dict[str, float]) -> dict[str, float]:
+    cpu = m["server_cpu_s"] + m["side_cpu_s"]
+    return {
+        "rows_per_s": round(rows / m["seconds"]),
+        "seconds": round(m["seconds"], 2),
+        "server_cpu_s": round(m["server_cpu_s"], 2),
+        "side_cpu_s": round(m["side_cpu_s"], 2),
+        "of_which_jvm_cpu_s": round(m["jvm_cpu_s"], 2),
+        "rows_per_cpu_s": round(rows / cpu) if cpu else 0,
+        "load_1min": round(m["load"], 1),
+    }
+
+
+# -- the client ---------------------------------------------------------------------
+
+
+def client_publish(stack: Launched, topic: TopicId, rows: int, *, transactional: bool) -> None:
     client = MessagingClient(stack.url)
-    client.create_topic(topic)
     tx_client = ThriftTxClient(stack.tx_address)
-    started = time.perf_counter()
     tx = tx_client.start_long() if transactional else None
     for sent in range(0, rows, BATCH):
         payloads = [PAYLOAD] * min(BATCH, rows - sent)
@@ -52,38 +149,15 @@ def client_publish(stack: Launched, topic: TopicId, rows: int, *, transactional:
         client.publish_markers(topic, [tx.write_pointer])
         tx_client.can_commit_or_throw(tx, [])
         tx_client.commit_or_throw(tx)
-    elapsed = time.perf_counter() - started
     client.close()
     tx_client.close()
-    return rows / elapsed
 
 
-def spark_publish(spark: Any, stack: Launched, topic: TopicId, rows: int, parts: int) -> float:
-    from pyspark.sql import functions as sf
-
-    MessagingClient(stack.url).create_topic(topic)
-    df = spark.range(rows, numPartitions=parts).select(
-        sf.lit(PAYLOAD).cast("binary").alias("payload")
-    )
-    started = time.perf_counter()
-    (
-        df.write.format("tms")
-        .mode("append")
-        .options(url=stack.url, namespace=topic.namespace, topic=topic.topic)
-        .option("txServer", stack.tx_address)
-        .option("batchSize", str(BATCH))
-        .save()
-    )
-    return rows / (time.perf_counter() - started)
-
-
-def client_read(stack: Launched, topic: TopicId, rows: int) -> float:
+def client_read(stack: Launched, topic: TopicId, rows: int) -> None:
     client = MessagingClient(stack.url)
     tx_client = ThriftTxClient(stack.tx_address)
-    started = time.perf_counter()
     reader = tx_client.start_short()
-    seen = 0
-    start: bytes | None = None
+    seen, start = 0, None
     while True:
         result = client.poll(
             topic, start=start, inclusive=start is None, limit=10_000, transaction=reader
@@ -93,74 +167,182 @@ def client_read(stack: Launched, topic: TopicId, rows: int) -> float:
         seen += len(result.messages)
         start = result.messages[-1][0]
     tx_client.abort(reader)
-    elapsed = time.perf_counter() - started
-    assert seen == rows, (seen, rows)
     client.close()
     tx_client.close()
-    return rows / elapsed
+    assert seen == rows, (seen, rows)
 
 
-def spark_read(spark: Any, stack: Launched, topic: TopicId, rows: int, parts: int) -> float:
-    started = time.perf_counter()
-    df = (
-        spark.read.format("tms")
-        .options(url=stack.url, namespace=topic.namespace, topic=topic.topic)
-        .option("txServer", stack.tx_address)
-        .option("partitions", str(parts))
-        .load()
+# -- Spark --------------------------------------------------------------------------
+
+
+def _options(stack: Launched, topic: TopicId, **extra: str) -> dict[str, str]:
+    return {
+        "url": stack.url,
+        "txServer": stack.tx_address,
+        "namespace": topic.namespace,
+        "topic": topic.topic,
+        **extra,
+    }
+
+
+def spark_publish(spark: Any, stack: Launched, topic: TopicId, rows: int, parts: int) -> None:
+    from pyspark.sql import functions as sf
+
+    df = spark.range(rows, numPartitions=parts).select(
+        sf.lit(PAYLOAD).cast("binary").alias("payload")
     )
+    df.write.format("tms").mode("append").options(
+        **_options(stack, topic, batchSize=str(BATCH))
+    ).save()
+
+
+def spark_read(spark: Any, stack: Launched, topic: TopicId, parts: int) -> None:
+    df = spark.read.format("tms").options(**_options(stack, topic, partitions=str(parts))).load()
     df.write.format("noop").mode("overwrite").save()
-    elapsed = time.perf_counter() - started
-    return rows / elapsed
+
+
+def spark_stream(
+    spark: Any, stack: Launched, src: TopicId, dst: TopicId, parts: int, **extra: str
+) -> list[tuple[int, float]]:
+    """Copy ``src`` into ``dst`` until the backlog is done; (rows, seconds) per batch."""
+    with tempfile.TemporaryDirectory() as checkpoint:
+        query = (
+            spark.readStream.format("tms")
+            .options(**_options(stack, src, partitions=str(parts), **extra))
+            .load()
+            .select("payload")
+            .writeStream.format("tms")
+            .options(**_options(stack, dst))
+            .option("checkpointLocation", checkpoint)
+            .trigger(processingTime="0 seconds")
+            .start()
+        )
+        try:
+            query.processAllAvailable()
+            progress = list(query.recentProgress)
+        finally:
+            query.stop()
+    return [
+        (p["numInputRows"], p["durationMs"]["triggerExecution"] / 1000)
+        for p in progress
+        if p["numInputRows"]
+    ]
+
+
+def run_spark(
+    spark: Any, stack: Launched, meter: CpuMeter, label: str, *, rows: int, parts: int
+) -> dict[str, Any]:
+    def topic(name: str) -> TopicId:
+        t = TopicId("bench", f"{label}-{name}")
+        MessagingClient(stack.url).create_topic(t)
+        return t
+
+    # Python data source workers start on first use (seconds): warmed up, not timed.
+    warm, warm_dst = topic("warm"), topic("warm-dst")
+    spark_publish(spark, stack, warm, 1000, parts)
+    spark_read(spark, stack, warm, parts)
+    spark_stream(spark, stack, warm, warm_dst, parts)
+    out: dict[str, Any] = {}
+    written = topic("written")
+    with meter.measure() as m:
+        spark_publish(spark, stack, written, rows, parts)
+    out["write"] = _figures(rows, m)
+    print(f"{label}: Spark write   {out['write']}", flush=True)
+    with meter.measure() as m:
+        spark_read(spark, stack, written, parts)
+    out["read"] = _figures(rows, m)
+    print(f"{label}: Spark read    {out['read']}", flush=True)
+    for name, extra in (("one batch", {}), ("batches", {"maxOffsetsPerTrigger": str(rows // 10)})):
+        src, dst = topic(f"src-{len(out)}"), topic(f"dst-{len(out)}")
+        client_publish(stack, src, rows, transactional=False)
+        with meter.measure() as m:
+            batches = spark_stream(spark, stack, src, dst, parts, **extra)
+        figures = _figures(rows, m)
+        first_rows, first_s = batches[0]
+        figures["first_batch_rows_per_s"] = round(first_rows / first_s)
+        if len(batches) > 1:
+            later = batches[1:]
+            figures["later_batches_rows_per_s"] = round(
+                sum(r for r, _ in later) / sum(s for _, s in later)
+            )
+        figures["batches"] = len(batches)
+        out[f"stream, {name}"] = figures
+        print(f"{label}: stream {name}: {figures}", flush=True)
+    return out
+
+
+def run_client(stack: Launched, meter: CpuMeter, rows: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    cases: list[tuple[str, Callable[[TopicId], None]]] = [
+        ("publish", lambda t: client_publish(stack, t, rows, transactional=False)),
+        ("store + one commit", lambda t: client_publish(stack, t, rows, transactional=True)),
+    ]
+    last = None
+    for name, work in cases:
+        last = TopicId("bench", f"client-{len(out)}")
+        MessagingClient(stack.url).create_topic(last)
+        with meter.measure() as m:
+            work(last)
+        out[name] = _figures(rows, m)
+        print(f"client {name}: {out[name]}", flush=True)
+    assert last is not None
+    with meter.measure() as m:
+        client_read(stack, last, rows)
+    out["poll"] = _figures(rows, m)
+    print(f"client poll: {out['poll']}", flush=True)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=None)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--spark", default="local,cluster", help="local, cluster or both")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path, default=RESULTS / "spark.json")
     args = parser.parse_args(argv)
     rows = args.rows or (100_000 if args.quick else 1_000_000)
     parts = args.partitions
+    modes = [m.strip() for m in args.spark.split(",") if m.strip()]
     report: dict[str, Any] = new_report(
-        "spark",
-        rows=rows,
-        row_bytes=len(PAYLOAD),
-        spark="local[2]",
-        partitions=parts,
+        "spark", rows=rows, row_bytes=len(PAYLOAD), partitions=parts, batch=BATCH
     )
-    spark = local_session("txms-bench", **{"spark.default.parallelism": str(parts)})
-    spark.range(10).count()  # the JVM and Python workers warm, outside the timings
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         stack = Launched(Path(tmp) / "data")
         try:
-            # Python data source workers start on first use (seconds): not timed.
-            spark_publish(spark, stack, TopicId("bench", "warmup"), 10, parts)
-            spark_read(spark, stack, TopicId("bench", "warmup"), 10, parts)
-            plain = client_publish(stack, TopicId("bench", "client"), rows, transactional=False)
-            print(f"client publish, batches of {BATCH}: {plain:,.0f} rows/s", flush=True)
-            staged = client_publish(stack, TopicId("bench", "staged"), rows, transactional=True)
-            print(f"client store + one commit:        {staged:,.0f} rows/s", flush=True)
-            job = spark_publish(spark, stack, TopicId("bench", "spark"), rows, parts)
-            print(f"Spark job, one transaction:       {job:,.0f} rows/s", flush=True)
-            polled = client_read(stack, TopicId("bench", "spark"), rows)
-            print(f"client transactional poll:        {polled:,.0f} rows/s", flush=True)
-            read = spark_read(spark, stack, TopicId("bench", "spark"), rows, parts)
-            print(f"Spark DataFrame read:             {read:,.0f} rows/s", flush=True)
+            report["client"] = run_client(stack, CpuMeter(stack.proc.pid), rows)
+            for mode in modes:
+                if mode == "local":
+                    spark = local_session("txms-bench", master="local[2]")
+                    try:
+                        report["local[2]"] = run_spark(
+                            spark, stack, CpuMeter(stack.proc.pid), "local", rows=rows, parts=parts
+                        )
+                    finally:
+                        spark.stop()
+                elif mode == "cluster":
+                    with LocalCluster(Path(tmp) / "cluster") as cluster:
+                        os.environ["PYSPARK_PYTHON"] = sys.executable  # the executors' too
+                        spark = local_session(
+                            "txms-bench",
+                            master=cluster.master_url,
+                            **{"spark.driver.host": "127.0.0.1"},
+                        )
+                        try:
+                            report["cluster 2x1"] = run_spark(
+                                spark,
+                                stack,
+                                CpuMeter(stack.proc.pid, cluster.sessions),
+                                "cluster",
+                                rows=rows,
+                                parts=parts,
+                            )
+                        finally:
+                            spark.stop()
+                else:
+                    parser.error(f"unknown --spark mode {mode!r}")
         finally:
             stack.stop()
-            spark.stop()
-    report.update(
-        {
-            "publish_rows_per_s": {
-                "client_plain": round(plain),
-                "client_staged_one_commit": round(staged),
-                "spark_job": round(job),
-            },
-            "read_rows_per_s": {"client_poll": round(polled), "spark_dataframe": round(read)},
-        }
-    )
     write_report(args.out, report)
     return 0
 

@@ -11,6 +11,10 @@ transaction not committed) is not counted, and never half counted.
     .venv/bin/python examples/program_states.py            # starts its own stack
     .venv/bin/python examples/program_states.py --url http://127.0.0.1:15166 \\
         --tx-server 127.0.0.1:15165                          # against `make run`
+    spark-submit --master spark://HOST:7077 examples/program_states.py \\
+        --url http://HOST:15166 --tx-server HOST:15165        # on a cluster
+
+It runs where ``spark-submit`` (or ``SPARK_MASTER``) says, locally when nothing says.
 """
 
 from __future__ import annotations
@@ -126,10 +130,10 @@ def committed(client: MessagingClient, tx_client: ThriftTxClient, topic: TopicId
     return [json.loads(m.payload) for m in messages]
 
 
-def run(url: str, tx_server: str) -> None:
+def run(url: str, tx_server: str, runs: int = 200) -> None:
     client, tx_client = MessagingClient(url), ThriftTxClient(tx_server)
     print(f"seeding {EVENTS.namespace}:{EVENTS.topic} ...")
-    print(f"  {seed(client, tx_client)} committed events, and one run left open")
+    print(f"  {seed(client, tx_client, runs)} committed events, and one run left open")
     spark = local_session("program-states", **{"spark.sql.shuffle.partitions": "2"})
     try:
         written = summarize(spark, url, tx_server)
@@ -147,13 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="messaging service (default: start a stack)")
     parser.add_argument("--tx-server", help="HOST:PORT of the transaction server")
+    parser.add_argument("--runs", type=int, default=200, help="program runs to seed")
     args = parser.parse_args(argv)
     if args.url and args.tx_server:
-        run(args.url, args.tx_server)
+        run(args.url, args.tx_server, args.runs)
         return 0
     with tempfile.TemporaryDirectory() as data, Launched(data) as stack:
         print(f"started a standalone stack: {stack.url}, transactions on {stack.tx_address}")
-        run(stack.url, stack.tx_address)
+        run(stack.url, stack.tx_address, args.runs)
     return 0
 
 

@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tms.client import MessagingClient
 from tms.config import TmsConfig
@@ -26,6 +27,10 @@ from txn.persist.local import LocalDirStorage
 from txn.persist.store import TransactionStateStore
 from txn.rpc.client import ThriftTxClient
 from txn.rpc.server import ServerThread, new_server
+from txn.rpc.tls import ClientTls
+
+if TYPE_CHECKING:
+    from tests.tls import Pki
 
 
 @dataclass
@@ -47,26 +52,40 @@ class Stack:
 
 
 @contextlib.contextmanager
-def running_stack(root: Path) -> Iterator[Stack]:
-    """Both servers with their state under ``root``; clients that retry once."""
+def running_stack(
+    root: Path, tx_config: TxConfig | None = None, tls: Pki | None = None
+) -> Iterator[Stack]:
+    """Both servers with their state under ``root``; clients that retry once. Timed-out
+    transactions are not invalidated unless ``tx_config`` sets a cleanup interval. With
+    ``tls``, both servers speak TLS with its certificate (clients check it against its
+    CA), and the transaction server requires a client certificate its CA signed (the
+    clients present that same certificate)."""
     manager = TransactionManager(
-        TxConfig(cleanup_interval_s=0, snapshot_interval_s=0),
+        tx_config or TxConfig(cleanup_interval_s=0, snapshot_interval_s=0),
         TransactionStateStore(LocalDirStorage(root / "txn")),
     )
     manager.start()
-    tx_server = ServerThread(new_server(manager, ServerConfig(port=0)))
+    cert = str(tls.cert_file) if tls else None
+    key = str(tls.key_file) if tls else None
+    ca = str(tls.ca_file) if tls else None
+    client_tls = ClientTls(ca, cert, key) if tls else None
+    tx_server = ServerThread(
+        new_server(manager, ServerConfig(port=0, tls_cert=cert, tls_key=key, tls_client_ca=ca))
+    )
     host, port = tx_server.start()
     # As deployed: transactional writes are checked against the transaction server.
-    guard_client = ThriftTxClient((host, port), retry=RetryNTimes(2), timeout_s=5)
+    guard_client = ThriftTxClient((host, port), retry=RetryNTimes(2), timeout_s=5, tls=client_tls)
     store = LevelDBStore(root / "tms")
     service = MessagingService(store, TmsConfig(), guard=TransactionStateGuard(guard_client))
-    http = HttpServerThread(HttpServer(service, HttpConfig(port=0)))
+    http = HttpServerThread(
+        HttpServer(service, HttpConfig(port=0, tls_cert_file=cert, tls_key_file=key))
+    )
     url = http.start()
     http_port = int(url.rsplit(":", 1)[1])
     rpc = HttpServerThread(RpcServer(service, RpcConfig(port=0), http_port=http_port))
     rpc_url = rpc.start()
-    messaging = MessagingClient(url, retries=1, backoff_s=0.01)
-    tx = ThriftTxClient((host, port), retry=RetryNTimes(1), timeout_s=5)
+    messaging = MessagingClient(url, retries=1, backoff_s=0.01, ca_bundle=ca)
+    tx = ThriftTxClient((host, port), retry=RetryNTimes(1), timeout_s=5, tls=client_tls)
     try:
         tables = Tables(store)
         yield Stack(

@@ -108,28 +108,69 @@ def scan_bounds(
     *,
     stop: tuple[int, int] | None = None,
 ) -> TopicBounds:
-    """The ``TopicBounds`` of ``request`` (its ``limit`` is ignored). Reads message rows
-    only (no payloads), with the fetch's start rules and transactional filter; with
-    ``stop``, only the entries before that (publish_ms, seq)."""
+    """The ``TopicBounds`` of ``request``. Reads message rows (payload rows only to count
+    them), with the fetch's start rules and transactional filter; with ``stop``, only the
+    entries before that (publish_ms, seq). With a ``limit`` (anything below the maximum) it
+    also counts the messages such a read would return (a commit marker counts its payload
+    rows; per-message TTLs are not applied) and stops at the limit, where ``after_limit`` is
+    the id of the entry or payload row right after the last message counted."""
     prefix = keys.topic_prefix(metadata.topic, metadata.generation)
     smallest = max(0, now_ms - metadata.ttl_s * 1000)
     tx = request.transaction
-    position, skip_start, _payload = _start(request, smallest)
+    position, skip_start, payload_start = _start(request, smallest)
     start = keys.pack_position(*position)
     end = keys.pack_position(*stop) if stop is not None else None
+    counting = request.limit < _MAX_LIMIT
+    budget = request.limit
     first = last = None
     for chunk in tables.messages.entries(prefix, position):
-        for at, ptr, _bytes, _ttl in chunk:
-            if skip_start and at == start:
+        for at, ptr, payload, _ttl in chunk:
+            at_start = at == start
+            if skip_start and at_start:
                 continue
             if end is not None and at >= end:
-                return TopicBounds(_decoded(first), _decoded(last), None)
-            if tx is not None and ptr is not None and accept(tx, ptr) is _HOLD:
-                return TopicBounds(_decoded(first), _decoded(last), keys.decode_position(at))
+                return _bounds(first, last, None, request.limit - budget if counting else None)
+            skipped = False
+            if tx is not None and ptr is not None:
+                verdict = accept(tx, ptr)
+                if verdict is _HOLD:
+                    counted = request.limit - budget if counting else None
+                    return _bounds(first, last, keys.decode_position(at), counted)
+                skipped = verdict is _SKIP
+            if counting and not skipped and budget == 0:
+                after = MessageId(*keys.decode_position(at))
+                return _bounds(first, last, None, request.limit, after)
             if first is None:
                 first = at
+            if counting and not skipped:
+                if payload is not None:
+                    budget -= 1
+                else:
+                    assert ptr is not None
+                    resume = payload_start if at_start else None
+                    p_from = (resume.write_ms, resume.p_seq) if resume is not None else (0, 0)
+                    p_inclusive = request.inclusive or resume is None
+                    p_start = keys.pack_position(*p_from)
+                    for p_chunk in tables.payloads.entries(prefix, abs(ptr), p_from):
+                        for p_at, _write_ms, _p_payload, _p_ttl in p_chunk:
+                            if not p_inclusive and p_at == p_start:
+                                continue
+                            if budget == 0:
+                                after = MessageId.from_bytes(at + p_at)
+                                return _bounds(first, at, None, request.limit, after)
+                            budget -= 1
             last = at
-    return TopicBounds(_decoded(first), _decoded(last), None)
+    return _bounds(first, last, None, request.limit - budget if counting else None)
+
+
+def _bounds(
+    first: bytes | None,
+    last: bytes | None,
+    held: tuple[int, int] | None,
+    counted: int | None,
+    after_limit: MessageId | None = None,
+) -> TopicBounds:
+    return TopicBounds(_decoded(first), _decoded(last), held, counted, after_limit)
 
 
 def _decoded(position: bytes | None) -> tuple[int, int] | None:

@@ -261,8 +261,14 @@ class TopicBounds:
     """What a read from a start position would pass over, in message-table positions
     (``(publish_ms, seq)``): ``first`` and ``last`` entry it would pass (accepted or
     skipped), and ``held``, the entry where a transactional read stops, if any (``last``
-    is then the entry before it). Nones when there is no such entry."""
+    is then the entry before it). Nones when there is no such entry. With a limit the
+    read stops there: ``last`` is then the entry the limit falls in or ends."""
 
     first: tuple[int, int] | None
     last: tuple[int, int] | None
     held: tuple[int, int] | None
+    counted: int | None = None
+    """With a limit: how many messages a read with it would return."""
+    after_limit: MessageId | None = None
+    """With a limit that was reached: where a read resumes past it (the id of the entry,
+    or staged row of a commit marker, right after the last message counted)."""

@@ -48,6 +48,13 @@ class TxClient(Protocol):
         (``TransactionNotInProgressError`` if ``tx`` is not in progress)."""
         ...
 
+    def extend_timeout(self, tx_id: int, timeout_s: int) -> int:
+        """Let short transaction ``tx_id`` run ``timeout_s`` seconds from now; its new
+        expiration (ms). ``TransactionNotInProgressError`` when it is not in progress,
+        ``InvalidArgumentError`` for a long one or a bad timeout. An extension of
+        Tephra's protocol."""
+        ...
+
     def get_snapshot(self) -> bytes:
         """The manager's state in snapshot-codec-V4 bytes (``SnapshotUnavailableError``)."""
         ...

@@ -68,6 +68,9 @@ class InProcessTxClient:
     def checkpoint(self, tx: Transaction) -> Transaction:
         return self.manager.checkpoint(tx)
 
+    def extend_timeout(self, tx_id: int, timeout_s: int) -> int:
+        return self.manager.extend_timeout(tx_id, timeout_s)
+
     def get_snapshot(self) -> bytes:
         return encode_snapshot(self.manager.get_snapshot())
 

@@ -152,6 +152,10 @@ class StateMachine(Protocol):
     def do_checkpoint(self, new_wp: int, parent_wp: int) -> None:
         """Raises ``CorruptStateError`` when the parent is not in progress."""
 
+    def do_extend(self, tx_id: int, expiration_ms: int) -> None:
+        """Set the expiration of in-progress transaction ``tx_id`` (a checkpoint, or a
+        transaction no longer in progress, is left alone)."""
+
     def do_truncate_invalid(self, ids: Iterable[int]) -> bool: ...
 
     def do_truncate_invalid_before(self, time_ms: int) -> bool: ...
@@ -373,6 +377,11 @@ class TxStateMachine:
             ),
         )
 
+    def do_extend(self, tx_id: int, expiration_ms: int) -> None:
+        entry = self._in_progress.get(tx_id)
+        if entry is not None and entry.type is not InProgressType.CHECKPOINT:
+            self._in_progress[tx_id] = replace(entry, expiration_ms=expiration_ms)
+
     def do_truncate_invalid(self, ids: Iterable[int]) -> bool:
         return self._invalid.remove_all(ids)
 
@@ -448,5 +457,7 @@ def replay(machine: StateMachine, edit: TransactionEdit, long_timeout_s: int) ->
             machine.do_truncate_invalid(edit.truncate_invalid_tx)
     elif state is EditState.CHECKPOINT:
         machine.do_checkpoint(wp, edit.parent_write_pointer)
+    elif state is EditState.TIMEOUT_EXTENDED:
+        machine.do_extend(wp, edit.expiration_ms)
     else:
         raise CorruptStateError(f"Invalid state for WAL entry: {state.name}")

@@ -279,6 +279,14 @@ class TransactionManager:
         """A new write pointer for ``tx``, keeping its read snapshot."""
         return self._call(lambda: self.pipeline.checkpoint(tx))
 
+    def extend_timeout(self, tx_id: int, timeout_s: int) -> int:
+        """Let short transaction ``tx_id`` run ``timeout_s`` seconds from now (never
+        shorter than before, never past ``max_lifetime_s`` after its start); returns its
+        expiration (ms, this manager's clock). A lease: its holder calls it again before
+        the expiration, and the transaction times out soon after the holder is gone. Not
+        Tephra's (an extension method)."""
+        return self._call(lambda: self.pipeline.extend_timeout(tx_id, timeout_s))
+
     def truncate_invalid_tx(self, tx_ids: Iterable[int]) -> bool:
         """Remove ids from the invalid list; True if it changed."""
         return self._call(lambda: self.pipeline.truncate_invalid_tx(tx_ids))

@@ -35,7 +35,7 @@ from txn.errors import (
 from txn.machine import StateMachine
 from txn.persist.edit import TransactionEdit
 from txn.persist.edit_codec import encode_changes
-from txn.state import WritePointerState
+from txn.state import InProgressType, WritePointerState, expiration_from_write_pointer
 from txn.transaction import Transaction, TransactionType
 
 __all__ = ["DEFAULT_CLIENT_ID", "Durable", "TxOperations"]
@@ -269,6 +269,34 @@ class TxOperations:
             ),
             ticket,
         )
+
+    def extend_timeout(self, tx_id: int, timeout_s: int) -> Durable[int]:
+        """See ``TransactionManager.extend_timeout``."""
+        cfg = self._config
+        if not 0 < timeout_s <= cfg.max_timeout_s:
+            raise InvalidArgumentError(
+                f"timeout must be in 1..{cfg.max_timeout_s} seconds, got {timeout_s}"
+            )
+        m = self._m
+        with self._lock:
+            self._ensure_running()
+            entry = m.entry(tx_id)
+            if entry is None:
+                reason = " because it was invalidated" if m.is_invalid(tx_id) else ""
+                raise TransactionNotInProgressError(
+                    f"Transaction {tx_id} is not in progress{reason}"
+                )
+            if entry.type is InProgressType.CHECKPOINT:
+                raise InvalidArgumentError(f"{tx_id} is a checkpoint, not a transaction id")
+            if entry.is_long_running:
+                raise InvalidArgumentError("a long transaction has no timeout to extend")
+            lifetime_end = expiration_from_write_pointer(tx_id, cfg.max_lifetime_s)
+            wanted = min(self._clock.now_ms() + timeout_s * 1000, lifetime_end)
+            if wanted <= entry.expiration_ms:
+                return Durable(entry.expiration_ms, self.barrier())
+            m.do_extend(tx_id, wanted)
+            ticket = self._log.append(TransactionEdit.timeout_extended(tx_id, wanted))
+        return Durable(wanted, ticket)
 
     # -- the invalid list ---------------------------------------------------------------
 

@@ -107,6 +107,10 @@ def test_string_payloads_and_ttl_column(spark: Any, stack: Stack) -> None:
     assert sorted(p for _, p in committed(stack, topic)) == [b"a", b"b"]
     with pytest.raises(Exception, match="append-only"):
         df.write.format("tms").mode("overwrite").options(**stack.options("strings")).save()
+    with pytest.raises(Exception, match="binary or string, not int"):
+        spark.createDataFrame([(1,)], "payload int").write.format("tms").mode("append").options(
+            **stack.options("strings")
+        ).save()
 
 
 def test_a_retried_task_publishes_once(
@@ -248,3 +252,35 @@ def test_time_filters_pushed_down(spark: Any, stack: Stack) -> None:
         assert fetched() - before == 1  # the read began at the filter's time
     finally:
         spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+
+
+def test_rows_routed_by_their_topic_column_and_read_back_with_it(spark: Any, stack: Stack) -> None:
+    for name in ("route-a", "route-b", "route-c"):
+        stack.messaging.create_topic(TopicId("default", name))
+    rows = [(f"p{i}", "route-a" if i % 3 else "route-b") for i in range(60)]
+    df = spark.createDataFrame(rows, "payload string, topic string").repartition(3)
+    df.write.format("tms").mode("append").options(
+        url=stack.url, txServer=stack.tx_address, batchSize="7"
+    ).save()
+    # one transaction: both topics' rows appear together
+    a = [p.decode() for _, p in committed(stack, TopicId("default", "route-a"))]
+    b = [p.decode() for _, p in committed(stack, TopicId("default", "route-b"))]
+    assert sorted(a) == sorted(p for p, t in rows if t == "route-a")
+    assert sorted(b) == sorted(p for p, t in rows if t == "route-b")
+    # the topic option wins over the column
+    df.write.format("tms").mode("append").options(**stack.options("route-c")).save()
+    assert len(committed(stack, TopicId("default", "route-c"))) == 60
+    with pytest.raises(Exception, match="topic option or a topic column"):
+        spark.createDataFrame([("x",)], "payload string").write.format("tms").mode(
+            "append"
+        ).options(url=stack.url, txServer=stack.tx_address).save()
+
+    read = spark.read.format("tms").options(
+        url=stack.url, txServer=stack.tx_address, topicPattern="route-[ab]"
+    )
+    counts = {r.topic: r["count"] for r in read.load().groupBy("topic").count().collect()}
+    assert counts == {"route-a": 40, "route-b": 20}
+    listed = spark.read.format("tms").options(
+        url=stack.url, txServer=stack.tx_address, topics="route-b,route-c"
+    )
+    assert listed.load().count() == 80

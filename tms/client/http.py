@@ -356,13 +356,15 @@ class MessagingClient(ObserveCalls, SubscriptionCalls):
         start: MessageId | bytes | str | int | None = None,
         inclusive: bool = True,
         transaction: Transaction | None = None,
+        limit: int | None = None,
     ) -> TopicBounds:
         """Where a read from ``start`` would start and stop (``tms.model.TopicBounds``),
-        without reading payloads."""
+        without reading payloads; with ``limit``, where a read of that many messages
+        would stop, and how many it would return."""
         spec = ConsumeSpec(
             _start_from(start),
             inclusive,
-            None,
+            limit,
             encode_transaction(transaction) if transaction is not None else None,
         )
         response = self._request(

@@ -297,7 +297,14 @@ class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
         start: MessageId | bytes | str | int | None = None,
         inclusive: bool = True,
         transaction: Transaction | None = None,
+        limit: int | None = None,
     ) -> TopicBounds:
+        """As over HTTP. With ``limit`` (what a read of that many would return) the call
+        goes over REST: the binary protocol's bounds answer does not carry the count."""
+        if limit is not None:
+            return super().bounds(
+                topic, start=start, inclusive=inclusive, transaction=transaction, limit=limit
+            )
         request = poll_request(topic, start, inclusive, None, transaction)
         return bounds_of(self._call(_BOUNDS, request, topic=topic))
 

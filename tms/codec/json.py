@@ -17,7 +17,8 @@ message ids 40 lower-case hex digits, times milliseconds since the epoch.
     MarkersResponse {"markers": [PublishResponse without "published", ...],
                      "duplicate": bool}
     Bounds          {"first" | "last" | "held": {"id": "<hex>", "publishTime": ms,
-                                                 "sequenceId": int} | null}
+                                                 "sequenceId": int} | null,
+                     "counted": int | null, "afterLimit": "<hex id>" | null}
 """
 
 from __future__ import annotations
@@ -247,6 +248,8 @@ def encode_bounds(bounds: TopicBounds) -> bytes:
             "first": position(bounds.first),
             "last": position(bounds.last),
             "held": position(bounds.held),
+            "counted": bounds.counted,
+            "afterLimit": bounds.after_limit.hex if bounds.after_limit is not None else None,
         }
     ).encode()
 
@@ -264,4 +267,16 @@ def decode_bounds(data: bytes) -> TopicBounds:
         seq = _required_int(value.get("sequenceId"), f"{name}.sequenceId")
         return ms, seq
 
-    return TopicBounds(position("first"), position("last"), position("held"))
+    counted = obj.get("counted")
+    if counted is not None:
+        counted = _required_int(counted, "counted")
+    after = obj.get("afterLimit")
+    if after is not None and not isinstance(after, str):
+        raise TmsInvalidArgumentError("afterLimit must be a hex message id or null")
+    return TopicBounds(
+        position("first"),
+        position("last"),
+        position("held"),
+        counted,
+        MessageId.from_hex(after) if after is not None else None,
+    )

@@ -187,6 +187,20 @@ SCHEMAS: dict[str, Any] = {
             "first": _ref("Position"),
             "last": _ref("Position"),
             "held": _ref("Position"),
+            "counted": {
+                "description": "with a limit: the messages a read with it would return",
+                "type": "integer",
+                "nullable": True,
+            },
+            "afterLimit": {
+                "description": (
+                    "with a limit that was reached: where a read resumes past it (the entry, "
+                    "or staged row of a commit marker, after the last message counted)"
+                ),
+                "type": "string",
+                "pattern": "^[0-9a-f]{40}$",
+                "nullable": True,
+            },
         },
     },
     "ConsumeRequest": {

@@ -66,7 +66,15 @@ class HttpServer:
         Idempotent."""
         if not self._stopped:
             self._stopped = True
+            server = self._runner.server
+            handlers = server.connections if server is not None else []
+            transports = [h.transport for h in handlers if h.transport is not None]
             await self._runner.cleanup()
+            # A closed TLS connection stays open until the peer answers its close_notify,
+            # which an idle keep-alive client never does: drop what is left.
+            for transport in transports:
+                transport.abort()
+            await asyncio.sleep(0)  # the aborted connections' callbacks
 
     @property
     def url(self) -> str:

@@ -1,4 +1,4 @@
-"""``TmsDataSource``: the ``tms`` format for Spark's Python Data Source API (Spark 4).
+"""``TmsDataSource``: the ``tms`` format for Spark's Python Data Source API (Spark 4.2+).
 
 ::
 
@@ -9,8 +9,9 @@
           .option("txServer", "127.0.0.1:15165").load())
     df.write.format("tms").mode("append").option(...).save()
 
-Options: ``tms.spark.options``. Reading: ``tms.spark.read``. Writing:
-``tms.spark.write``. Only ``append`` writes are supported (a topic is append-only).
+Options: ``tms.spark.options`` (unknown ones are refused). Reading: ``tms.spark.read``
+and ``tms.spark.stream``. Writing: ``tms.spark.write`` and ``tms.spark.stream_write``.
+Only ``append`` writes are supported (a topic is append-only).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from tms.errors import TmsInvalidArgumentError
-from tms.spark.options import SourceOptions
-from tms.spark.read import SCHEMA, TmsFilteringReader, TmsReader, TmsStreamReader
-from tms.spark.write import TmsStreamWriter, TmsWriter
+from tms.spark.options import SourceOptions, Use
+from tms.spark.read import SCHEMA, TmsFilteringReader, TmsReader
+from tms.spark.stream import TmsStreamReader
+from tms.spark.stream_write import TmsStreamWriter
+from tms.spark.write import TmsWriter
 
 __all__ = ["TmsDataSource"]
 
@@ -42,23 +45,23 @@ class TmsDataSource(DataSource):
     def schema(self) -> str:
         return SCHEMA
 
-    def _options(self) -> SourceOptions:
-        return SourceOptions.parse(dict(self.options))
+    def _options(self, use: Use) -> SourceOptions:
+        return SourceOptions.parse(dict(self.options), use)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        options = self._options()
+        options = self._options(Use.READ)
         return TmsFilteringReader(options) if options.push_filters else TmsReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
-        return TmsStreamReader(self._options())
+        return TmsStreamReader(self._options(Use.STREAM_READ))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         _append_only(overwrite)
-        return TmsWriter(self._options(), schema)
+        return TmsWriter(self._options(Use.WRITE), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
         _append_only(overwrite)
-        return TmsStreamWriter(self._options(), schema)
+        return TmsStreamWriter(self._options(Use.STREAM_WRITE), schema)
 
 
 def _append_only(overwrite: bool) -> None:

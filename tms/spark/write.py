@@ -1,165 +1,312 @@
-"""Writing DataFrames to a topic: every row of a job, or of a micro-batch, becomes
-visible to transactional consumers at once, or never.
+"""Writing DataFrames: every row of a job, or of a micro-batch, becomes visible to
+transactional consumers at once, or never.
 
-**Batch** (``df.write.format("tms")``). The driver starts a long transaction (or joins
-the long transaction given in the ``transaction`` option: aborting a long transaction
-invalidates it, which is what keeps the markers of a failed job invisible). Every task
-attempt takes its own write pointer, a *checkpoint* of that transaction, and stores its
-rows under it in the payload table; its commit message names the pointer. Spark hands
-the driver one message per partition, from the attempt that succeeded, so the driver
-publishes the commit markers of exactly those pointers, in one atomic write (next to
-each other in the topic), then commits. Rows staged by failed or speculative attempts
-are never marked; they age out with the topic's TTL. On failure the driver aborts the
-transaction (a long one is invalidated): nothing of the job becomes visible. A joined
-transaction is left to its owner to commit or abort; markers are published for it all
-the same.
+One transaction per job (batch) or per micro-batch (streaming), started on the driver
+when Spark ships the writer to the tasks (Spark pickles the writer it sends to the
+executors, never the one it makes to commit) and held there by a lease
+(``tms.spark.lease``): renewed while the driver lives, invalidated when it dies. Every
+task attempt takes a write pointer of its own, a *checkpoint* of that transaction, and
+stores its rows under it in the payload table, routed by the ``topic`` option or the
+row's ``topic`` column. Its commit message names the pointer and the rows per topic.
 
-**Streaming** (``df.writeStream.format("tms")``). Spark offers no hook before a
-micro-batch's tasks run, so each task starts its own short transaction and stages under
-it. When the batch commits, the driver commits those transactions (no entry refers to
-them yet, so this shows nothing) and then publishes their markers in one atomic write
-keyed ``<writerId>:<batchId>``: the whole batch appears at once, and a batch replayed
-after a failure (Spark re-runs a batch whose commit it did not record) is published
-once. If the driver dies between the commits and the markers, the staged rows are never
-marked and the replay publishes the batch.
+Spark hands the driver one message per partition, from the attempt that succeeded, so
+the driver publishes the commit markers of exactly those pointers, per topic in one
+atomic write (next to each other in the topic's order), then commits. Rows staged by
+failed or speculative attempts are never marked; they age out with the topic's TTL.
+
+Failures: a marker write or a commit without an answer leaves the driver unable to know
+what the servers did, so it never *aborts* a transaction that may have published
+markers: it **invalidates** it (markers of an invalid transaction stay invisible). A
+commit whose answer was lost is resolved afterwards: invalidated if it had not happened,
+reported as done if it had. A joined transaction (``transaction`` option, a long one) is
+left to its owner to commit, abort or invalidate.
+
+Streaming writes are published with an idempotency key, ``<query id>:<batch id>``: the
+query id is Spark's, kept in the checkpoint, so a replayed batch is published once and a
+new checkpoint never collides with an old one. See ``tms.spark.stream_write``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Row
-from pyspark.sql.datasource import (
-    DataSourceArrowWriter,
-    DataSourceStreamWriter,
-    WriterCommitMessage,
-)
-from pyspark.sql.types import StructType
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import BinaryType, StringType, StructType
 
-from tms.client.http import MessagingClient
-from tms.errors import TmsInvalidArgumentError
+from tms.errors import TmsError, TmsInvalidArgumentError
+from tms.spark.lease import Lease, LeaseRegistry
 from tms.spark.options import SourceOptions
 from txn.codec import decode_transaction, encode_transaction
 from txn.rpc.client import ThriftTxClient
 from txn.transaction import Transaction, TransactionType
 
-__all__ = ["StagedRows", "TmsStreamWriter", "TmsWriter"]
+__all__ = [
+    "Columns",
+    "StagedRows",
+    "TmsWriter",
+    "end_transaction",
+    "stage_attempt",
+    "stage_batches",
+]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class StagedRows(WriterCommitMessage):
-    """What one task attempt staged: ``rows`` payloads under ``write_pointer`` (None
-    when the partition was empty); ``transaction``: the attempt's own transaction
-    (codec bytes), for streaming writes."""
+    """What one task attempt staged: ``rows`` per topic under ``write_pointer`` (None
+    when it had no rows), in the job's transaction ``transaction`` (codec bytes);
+    ``query``: the streaming query's id."""
 
     partition: int
     attempt: int
     write_pointer: int | None
-    rows: int
-    transaction: bytes | None = None
+    transaction: bytes
+    rows: dict[str, int] = field(default_factory=dict)
+    query: str | None = None
 
 
-def _staged(messages: list[WriterCommitMessage | None]) -> list[StagedRows]:
+def staged(messages: list[WriterCommitMessage | None]) -> list[StagedRows]:
     """The messages of the tasks that succeeded (Spark passes None for failed ones)."""
     return [m for m in messages if isinstance(m, StagedRows)]
 
 
-def _columns(schema: StructType) -> tuple[int, int | None]:
-    """Indexes of the ``payload`` and optional ``ttl`` columns."""
-    names = [f.name.lower() for f in schema.fields]
-    if "payload" not in names:
-        raise TmsInvalidArgumentError("the DataFrame needs a payload column (binary or string)")
-    return names.index("payload"), names.index("ttl") if "ttl" in names else None
+def markers_by_topic(messages: list[StagedRows]) -> dict[str, list[int]]:
+    """The write pointers to mark, per topic, in partition order."""
+    out: dict[str, list[int]] = {}
+    for m in sorted(messages, key=lambda m: m.partition):
+        for topic, count in m.rows.items():
+            if count and m.write_pointer is not None:
+                out.setdefault(topic, []).append(m.write_pointer)
+    return out
 
 
-def _check_topic(options: SourceOptions) -> None:
-    """Fail on the driver, before any task runs, when the topic is missing."""
-    with MessagingClient(options.url, token=options.token) as client:
-        client.get_topic(options.topic)
+@dataclass(frozen=True)
+class Columns:
+    """Indexes of the ``payload``, ``ttl`` and ``topic`` columns, and the topic of rows
+    without one (the ``topic`` option, which wins over the column)."""
+
+    payload: int
+    ttl: int | None
+    topic: int | None
+    default_topic: str | None
+
+    @classmethod
+    def of(cls, schema: StructType, options: SourceOptions) -> Columns:
+        names = [f.name.lower() for f in schema.fields]
+        if "payload" not in names:
+            raise TmsInvalidArgumentError("the DataFrame needs a payload column (binary or string)")
+        kind = schema.fields[names.index("payload")].dataType
+        if not isinstance(kind, BinaryType | StringType):
+            raise TmsInvalidArgumentError(
+                f"the payload column must be binary or string, not {kind.simpleString()}"
+            )
+        topic_at = names.index("topic") if "topic" in names else None
+        if options.topic is None and topic_at is None:
+            raise TmsInvalidArgumentError("writing to tms needs the topic option or a topic column")
+        return cls(
+            names.index("payload"),
+            names.index("ttl") if "ttl" in names else None,
+            None if options.topic is not None else topic_at,
+            options.topic,
+        )
 
 
-def _task() -> tuple[int, int]:
+def check_topic(options: SourceOptions) -> None:
+    """Fail on the driver, before any task runs, when the named topic is missing."""
+    if options.topic is not None:
+        with options.messaging() as client:
+            client.get_topic(options.topic_id(options.topic))
+
+
+def task_context() -> tuple[int, int, Any]:
+    """(partition, attempt, TaskContext or None) of the running task."""
     from pyspark import TaskContext  # noqa: PLC0415 - only on executors
 
     ctx = TaskContext.get()
-    return (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (0, 0)
+    return (ctx.partitionId(), ctx.attemptNumber(), ctx) if ctx is not None else (0, 0, None)
 
 
-def _pairs(rows: Iterator[Row], columns: tuple[int, int | None]) -> Iterator[tuple[Any, Any]]:
-    payload_at, ttl_at = columns
-    for row in rows:
-        yield row[payload_at], row[ttl_at] if ttl_at is not None else None
-
-
-def _stage(
+def stage_batches(
     options: SourceOptions,
-    rows: Iterator[tuple[Any, Any]],
+    batches: Iterator[pa.RecordBatch],
+    columns: Columns,
     pointer: Callable[[], int],
-) -> tuple[int | None, int]:
-    """Store ``(payload, ttl)`` pairs in batches under the write pointer ``pointer()``
-    gives on first use; (write pointer, rows stored)."""
+) -> tuple[int | None, dict[str, int]]:
+    """Store the rows under the write pointer ``pointer()`` gives on first use, in
+    requests of ``batchSize`` per topic; (write pointer, rows per topic). Converted a
+    column at a time; rows are looked at one by one only to route them by topic."""
     wp: int | None = None
-    count = 0
-    payloads: list[bytes] = []
-    ttls: list[int | None] = []
-    with MessagingClient(options.url, token=options.token) as client:
+    counts: dict[str, int] = {}
+    pending: dict[str, tuple[list[bytes], list[int | None]]] = {}
+    with options.messaging() as client:
 
-        def flush() -> None:
+        def flush(topic: str, size: int) -> None:
+            kept, kept_ttls = pending[topic]
+            payloads, ttls = kept[:size], kept_ttls[:size]
+            del kept[:size], kept_ttls[:size]
             assert wp is not None
             client.store(
-                options.topic,
+                options.topic_id(topic),
                 payloads,
                 tx_write_pointer=wp,
                 ttls=ttls if any(t is not None for t in ttls) else None,
             )
-            payloads.clear()
-            ttls.clear()
 
-        for value, ttl in rows:
-            if value is None:
-                raise TmsInvalidArgumentError("payload must not be null")
-            payloads.append(value.encode() if isinstance(value, str) else bytes(value))
-            ttls.append(int(ttl) if ttl else None)
-            count += 1
+        def add(topic: Any, payloads: list[bytes], ttls: list[int | None]) -> None:
+            nonlocal wp
+            if not topic:
+                raise TmsInvalidArgumentError("a row's topic must not be null or empty")
             if wp is None:
                 wp = pointer()
-            if len(payloads) >= options.batch_size:
-                flush()
-        if payloads:
-            flush()
-    return wp, count
+            kept, kept_ttls = pending.setdefault(topic, ([], []))
+            kept.extend(payloads)
+            kept_ttls.extend(ttls)
+            counts[topic] = counts.get(topic, 0) + len(payloads)
+            while len(kept) >= options.batch_size:
+                flush(topic, options.batch_size)
+
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            column = batch.column(columns.payload)
+            if column.null_count:
+                raise TmsInvalidArgumentError("payload must not be null")
+            if not pa.types.is_binary(column.type):
+                column = column.cast(pa.binary())  # strings: their UTF-8 bytes
+            payloads: list[bytes] = column.to_pylist()
+            ttls: list[int | None] = (
+                [int(t) if t else None for t in batch.column(columns.ttl).to_pylist()]
+                if columns.ttl is not None
+                else [None] * len(payloads)
+            )
+            if columns.topic is None:
+                add(columns.default_topic, payloads, ttls)
+                continue
+            routed: dict[Any, tuple[list[bytes], list[int | None]]] = {}
+            for topic, payload, ttl in zip(
+                batch.column(columns.topic).to_pylist(), payloads, ttls, strict=True
+            ):
+                rows, row_ttls = routed.setdefault(topic, ([], []))
+                rows.append(payload)
+                row_ttls.append(ttl)
+            for topic, (rows, row_ttls) in routed.items():
+                add(topic, rows, row_ttls)
+        for topic, (kept, _) in pending.items():
+            if kept:
+                flush(topic, len(kept))
+    return wp, counts
 
 
-def _arrow_rows(
-    batches: Iterator[pa.RecordBatch], columns: tuple[int, int | None]
-) -> Iterator[tuple[Any, Any]]:
-    """(payload, ttl) pairs from record batches, converted a column at a time."""
-    payload_at, ttl_at = columns
-    for batch in batches:
-        payloads = batch.column(payload_at).to_pylist()
-        ttls = batch.column(ttl_at).to_pylist() if ttl_at is not None else None
-        if ttls is None:
-            for payload in payloads:
-                yield payload, None
+def stage_attempt(
+    options: SourceOptions,
+    transaction: bytes,
+    batches: Iterator[pa.RecordBatch],
+    columns: Columns,
+    query: str | None = None,
+) -> StagedRows:
+    """A task attempt's work: its rows staged under a checkpoint of ``transaction``,
+    taken on the first row; the commit message that names it."""
+    partition, attempt, _ctx = task_context()
+    tx = decode_transaction(transaction)
+    client = options.tx_client()
+    try:
+        wp, counts = stage_batches(
+            options, batches, columns, lambda: client.checkpoint(tx).write_pointer
+        )
+    finally:
+        client.close()
+    return StagedRows(partition, attempt, wp, transaction, counts, query)
+
+
+def start_held(options: SourceOptions, tag: str | None = None) -> bytes:
+    """Start a short transaction with timeout ``txTimeoutS`` and hold it for this driver
+    (``tms.spark.lease``); its codec bytes."""
+    client = options.tx_client()
+    try:
+        tx = client.start_short(options.tx_timeout_s)
+    finally:
+        client.close()
+    tls = dataclasses.asdict(options.tx_tls) if options.tx_tls is not None else None
+    LeaseRegistry().hold(
+        Lease.for_this_driver(
+            tx.transaction_id, options.require_tx_server(), options.tx_timeout_s, tag, tls
+        )
+    )
+    return encode_transaction(tx)
+
+
+def invalidate(options: SourceOptions, tx: Transaction) -> None:
+    """Invalidate ``tx``, best effort: if the transaction server cannot be reached, the
+    transaction times out (its lease is released) and is invalidated by the manager."""
+    client = options.tx_client()
+    try:
+        client.invalidate(tx.transaction_id)
+    except Exception:
+        log.warning("could not invalidate %d; it will time out", tx.transaction_id, exc_info=True)
+    finally:
+        client.close()
+
+
+def commit_resolved(options: SourceOptions, tx: Transaction) -> None:
+    """Commit ``tx``. When the commit fails without saying for sure that it failed (no
+    answer, or an answer to a retry), find out: invalidate it (then it had not happened,
+    and the error is raised) or see it committed (then it had)."""
+    client = options.tx_client()
+    try:
+        try:
+            client.can_commit_or_throw(tx, [])
+            client.commit_or_throw(tx)
+        except Exception as failure:
+            if not _committed_after_all(client, tx, failure):
+                raise
+            log.warning("commit of %d answered %r, but it happened", tx.transaction_id, failure)
+    finally:
+        client.close()
+
+
+def _committed_after_all(client: ThriftTxClient, tx: Transaction, failure: Exception) -> bool:
+    """After ``failure`` to commit: False once ``tx`` is invalid (nothing of it will ever
+    show), True if it committed."""
+    try:
+        if client.invalidate(tx.transaction_id):
+            return False
+        probe = client.start_short()
+        client.abort(probe)
+    except Exception as exc:
+        raise TmsError(
+            f"the outcome of committing transaction {tx.transaction_id} is unknown (its "
+            f"data is either all visible or invisible for good): {failure!r}"
+        ) from exc
+    return probe.is_visible(tx.transaction_id) and not probe.is_invalid(tx.transaction_id)
+
+
+def end_transaction(options: SourceOptions, tx: Transaction, *, commit: bool) -> None:
+    """Commit (resolved) or invalidate a held transaction, then release its lease."""
+    try:
+        if commit:
+            commit_resolved(options, tx)
         else:
-            yield from zip(payloads, ttls, strict=True)
+            invalidate(options, tx)
+    finally:
+        LeaseRegistry().release(tx.transaction_id)
 
 
 class TmsWriter(DataSourceArrowWriter):
-    """Batch writes (see the module docstring). Made on the driver, which starts (or
-    joins) the transaction; pickled to the executors with it."""
+    """Batch writes (see the module docstring). Made on the driver and pickled to the
+    executors; Spark hands the pickled writer back to the driver to commit or abort."""
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
-        self.columns = _columns(schema)
-        _check_topic(options)
+        self.columns = Columns.of(schema, options)
+        check_topic(options)
         self.owned = options.transaction is None
+        self.transaction = options.transaction
         if options.transaction is not None:
             joined = decode_transaction(options.transaction)
             if joined.type is not TransactionType.LONG:
@@ -167,117 +314,37 @@ class TmsWriter(DataSourceArrowWriter):
                     "join a long transaction: aborting a short one would not invalidate it, "
                     "and the job's markers would become visible"
                 )
-            self.transaction = options.transaction
-            return
-        client = ThriftTxClient(options.require_tx_server())
-        try:
-            self.transaction = encode_transaction(client.start_long())
-        finally:
-            client.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark pickles the writer once, on the driver, to ship it to the tasks: the
+        # job's transaction starts here, so a writer made but never run holds none.
+        if self.transaction is None:
+            self.transaction = start_held(self.options)
+        return self.__dict__.copy()
+
+    def _tx(self) -> Transaction:
+        assert self.transaction is not None
+        return decode_transaction(self.transaction)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRows:
-        partition, attempt = _task()
-        tx = decode_transaction(self.transaction)
-        client = ThriftTxClient(self.options.require_tx_server())
-        try:
-            wp, count = _stage(
-                self.options,
-                _arrow_rows(iterator, self.columns),
-                lambda: client.checkpoint(tx).write_pointer,
-            )
-        finally:
-            client.close()
-        return StagedRows(partition, attempt, wp, count)
+        assert self.transaction is not None
+        return stage_attempt(self.options, self.transaction, iterator, self.columns)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        tx = decode_transaction(self.transaction)
-        staged = _staged(messages)
-        pointers = [m.write_pointer for m in staged if m.write_pointer is not None]
-        if pointers:
-            with MessagingClient(self.options.url, token=self.options.token) as messaging:
-                messaging.publish_markers(self.options.topic, pointers)
+        tx = self._tx()
+        done = staged(messages)
+        try:
+            with self.options.messaging() as messaging:
+                for topic, pointers in sorted(markers_by_topic(done).items()):
+                    messaging.publish_markers(self.options.topic_id(topic), pointers)
+        except BaseException:
+            if self.owned:
+                end_transaction(self.options, tx, commit=False)
+            raise
         if self.owned:
-            client = ThriftTxClient(self.options.require_tx_server())
-            try:
-                client.can_commit_or_throw(tx, [])
-                client.commit_or_throw(tx)
-            except Exception:
-                client.abort(tx)  # long: invalidated, so the markers stay invisible
-                raise
-            finally:
-                client.close()
-        log.info("wrote %d rows to %s", sum(m.rows for m in staged), self.options.topic)
+            end_transaction(self.options, tx, commit=True)
+        log.info("wrote %d rows", sum(sum(m.rows.values()) for m in done))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        if not self.owned:
-            return
-        client = ThriftTxClient(self.options.require_tx_server())
-        try:
-            client.abort(decode_transaction(self.transaction))  # a long one: invalidated
-        finally:
-            client.close()
-
-
-class TmsStreamWriter(DataSourceStreamWriter):
-    """Streaming writes (see the module docstring). Spark makes one on the driver for
-    every commit, so it holds no state of its own."""
-
-    def __init__(self, options: SourceOptions, schema: StructType) -> None:
-        if options.writer_id is None:
-            raise TmsInvalidArgumentError(
-                "a streaming write to tms needs the writerId or checkpointLocation option"
-            )
-        self.options = options
-        self.columns = _columns(schema)
-        _check_topic(options)
-
-    def write(self, iterator: Iterator[Row]) -> StagedRows:
-        partition, attempt = _task()
-        client = ThriftTxClient(self.options.require_tx_server())
-        own: list[Transaction] = []
-
-        def pointer() -> int:
-            own.append(client.start_short(self.options.task_timeout_s))
-            return own[0].write_pointer
-
-        try:
-            wp, count = _stage(self.options, _pairs(iterator, self.columns), pointer)
-        except BaseException:
-            for tx in own:  # invalidated: its staged rows must never be shown by a marker
-                client.invalidate(tx.transaction_id)
-            raise
-        finally:
-            client.close()
-        return StagedRows(
-            partition, attempt, wp, count, encode_transaction(own[0]) if own else None
-        )
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        staged = [m for m in _staged(messages) if m.transaction is not None]
-        if not staged:
-            return
-        client = ThriftTxClient(self.options.require_tx_server())
-        try:
-            for m in staged:
-                assert m.transaction is not None
-                tx = decode_transaction(m.transaction)
-                client.can_commit_or_throw(tx, [])
-                client.commit_or_throw(tx)
-        finally:
-            client.close()
-        pointers = [m.write_pointer for m in staged if m.write_pointer is not None]
-        with MessagingClient(self.options.url, token=self.options.token) as messaging:
-            outcome = messaging.publish_markers(
-                self.options.topic, pointers, idempotency_key=f"{self.options.writer_id}:{batchId}"
-            )
-        if outcome.duplicate:
-            log.info("batch %d of %s was published before", batchId, self.options.writer_id)
-
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        client = ThriftTxClient(self.options.require_tx_server())
-        try:
-            for m in _staged(messages):
-                if m.transaction is not None:  # invalidated, as in write()
-                    client.invalidate(decode_transaction(m.transaction).transaction_id)
-        finally:
-            client.close()
+        if self.owned and self.transaction is not None:
+            end_transaction(self.options, self._tx(), commit=False)

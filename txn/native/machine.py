@@ -157,6 +157,9 @@ class NativeStateMachine:
                 f"checkpoint {new_wp} of transaction {parent_wp}, which is not in progress"
             )
 
+    def do_extend(self, tx_id: int, expiration_ms: int) -> None:
+        self.core.do_extend(tx_id, expiration_ms)
+
     def do_truncate_invalid(self, ids: Iterable[int]) -> bool:
         return bool(self.core.do_truncate_invalid(ids))
 

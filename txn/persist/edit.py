@@ -26,6 +26,8 @@ class EditState(enum.Enum):
     MOVE_WATERMARK = 5
     TRUNCATE_INVALID_TX = 6
     CHECKPOINT = 7
+    TIMEOUT_EXTENDED = 8
+    """txms's own (not Tephra's): an in-progress transaction's new expiration."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,4 +132,12 @@ class TransactionEdit:
             state=EditState.CHECKPOINT,
             write_pointer=write_pointer,
             parent_write_pointer=parent_write_pointer,
+        )
+
+    @classmethod
+    def timeout_extended(cls, write_pointer: int, expiration_ms: int) -> TransactionEdit:
+        return cls(
+            state=EditState.TIMEOUT_EXTENDED,
+            write_pointer=write_pointer,
+            expiration_ms=expiration_ms,
         )

@@ -335,6 +335,10 @@ class ThriftTxClient:
     def checkpoint(self, tx: Transaction) -> Transaction:
         return from_thrift(self._call("checkpoint", to_thrift(tx)))
 
+    def extend_timeout(self, tx_id: int, timeout_s: int) -> int:
+        """See ``TransactionManager.extend_timeout`` (an extension: ``txn serve`` only)."""
+        return int(self._call("extendTimeout", tx_id, timeout_s))
+
     def get_snapshot(self) -> bytes:
         return bytes(self._call("getSnapshot"))
 

@@ -13,7 +13,7 @@ Server side (``failure_result``), as Tephra's ``TransactionServiceThriftHandler`
   size error;
 * ``checkpoint``: not in progress; ``truncateInvalidTxBefore``: an invalid truncate time;
   ``getSnapshot``: no snapshot; ``reportPruneUpperBound`` (txms's extension): an argument
-  error;
+  error; ``extendTimeout`` (txms's extension): not in progress, an argument error;
 * anything a method does not declare (e.g. "Transaction Manager is not running.") becomes
   ``TApplicationException(INTERNAL_ERROR)``; Tephra drops the connection instead, which
   its clients treat the same way (retry).
@@ -109,6 +109,10 @@ DECLARED: dict[str, dict[type[TxError], _Answer]] = {
     "commitOrThrow": _OR_THROW,
     "commitTx": _DEPRECATED,
     "checkpoint": {TransactionNotInProgressError: lambda r, e: r(e=_not_in_progress(e))},
+    "extendTimeout": {
+        TransactionNotInProgressError: lambda r, e: r(e=_not_in_progress(e)),
+        InvalidArgumentError: lambda r, e: r(g=generic_exception(e)),
+    },
     "truncateInvalidTxBefore": {
         InvalidTruncateTimeError: lambda r, e: r(
             e=tephra.TInvalidTruncateTimeException(message=str(e))

@@ -186,6 +186,13 @@ class TephraHandler:
             return self.failure("checkpoint", exc)
         return self._ok(S.checkpoint_result, d, to_thrift(d.value))
 
+    def extendTimeout(self, a: Any) -> Reply:
+        try:
+            d = self._p.extend_timeout(a.tx or 0, a.timeout or 0)
+        except (TransactionNotInProgressError, InvalidArgumentError) as exc:
+            return self.failure("extendTimeout", exc)
+        return self._ok(S.extendTimeout_result, d, d.value)
+
     # -- invalid list -----------------------------------------------------------------
 
     def truncateInvalidTx(self, a: Any) -> Reply:

@@ -108,4 +108,10 @@ service TTransactionServer {
   // write pointer in progress (checkpoints included), and which of writePointers are
   // invalid. For services that refuse writes under pointers the manager did not issue.
   TWritePointerState writePointerState(1: list<i64> writePointers),
+
+  // txms's extension (not Tephra's): a lease on a short transaction. It expires `timeout`
+  // seconds from now (never sooner than before, never past the manager's maximum
+  // lifetime); returns the new expiration in ms of the server's clock.
+  i64 extendTimeout(1: i64 tx, 2: i32 timeout)
+      throws (1: TTransactionNotInProgressException e, 2: TGenericException g),
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,10 @@ from tms.cli import main
 from tms.client import MessagingClient
 from tms.errors import ServiceUnavailableError, TmsInvalidArgumentError
 from tms.http.app import HttpConfig
-from tms.http.server import server_ssl_context
+from tms.http.server import HttpServer, HttpServerThread, server_ssl_context
 from tms.model import TopicId
+from tms.service import MessagingService
+from tms.store.leveldb import LevelDBStore
 
 T = TopicId("ns", "t")
 
@@ -102,3 +105,23 @@ def test_a_certificate_or_key_that_does_not_load_is_a_clear_error(pki: Pki, tmp_
             server_ssl_context(config)
     with pytest.raises(TmsInvalidArgumentError, match="needs its certificate"):
         HttpConfig(tls_key_file=str(pki.key_file))
+
+
+def test_the_server_stops_with_an_idle_client_connected(pki: Pki, tmp_path: Path) -> None:
+    # Given a keep-alive TLS connection the client leaves idle (it never answers the
+    # server's close_notify)
+    config = HttpConfig(port=0, tls_cert_file=str(pki.cert_file), tls_key_file=str(pki.key_file))
+    service = MessagingService(LevelDBStore(tmp_path / "db"))
+    thread = HttpServerThread(HttpServer(service, config))
+    url = thread.start()
+    client = MessagingClient(url, ca_bundle=pki.ca_file)
+    try:
+        client.create_topic(T)
+        # When the server stops, Then it does (it used to wait for the peer for ever)
+        stopper = threading.Thread(target=thread.stop, daemon=True)
+        stopper.start()
+        stopper.join(timeout=120)
+        assert not stopper.is_alive(), "the server did not stop"
+    finally:
+        client.close()
+        service.close()

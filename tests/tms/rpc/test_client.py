@@ -70,6 +70,8 @@ def scenario(client: MessagingClient, topic: TopicId) -> list[Any]:
     out.append((held.messages, held.held))
     out.append(client.bounds(topic, transaction=reader_tx(in_progress=(WP + 3,))))
     out.append(client.bounds(topic, start=MessageId(second.publish_ms, 1), inclusive=False))
+    limited = client.bounds(topic, limit=2)  # counts what a read of two would return
+    assert (limited.counted, limited.after_limit is not None) == (2, True)
     with pytest.raises(TopicNotFoundError):
         client.poll(TopicId(topic.namespace, "missing"))
     with pytest.raises(TmsInvalidArgumentError):

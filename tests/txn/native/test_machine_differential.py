@@ -83,6 +83,10 @@ class BothMachines(RuleBasedStateMachine):
     def checkpoint(self, new: int, parent: int) -> None:
         self.both("do_checkpoint", new, parent)
 
+    @rule(tx=ids, expiration=st.integers(-2, 30))
+    def extend(self, tx: int, expiration: int) -> None:
+        self.both("do_extend", tx, expiration)
+
     @rule(tx_ids=st.frozensets(ids, max_size=4))
     def truncate(self, tx_ids: frozenset[int]) -> None:
         self.both("do_truncate_invalid", tx_ids)

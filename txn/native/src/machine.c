@@ -394,6 +394,11 @@ int machine_checkpoint(Machine *m, int64_t new_wp, int64_t parent_wp) {
     return 0;
 }
 
+void machine_extend(Machine *m, int64_t tx_id, int64_t expiration) {
+    Py_ssize_t i = machine_find(m, tx_id);
+    if (i >= 0 && m->ip[i].type != IP_CHECKPOINT) m->ip[i].expiration = expiration;
+}
+
 void machine_clear(Machine *m) {
     for (Py_ssize_t i = 0; i < m->nip; i++) entry_clear(&m->ip[i]);
     for (Py_ssize_t i = 0; i < m->ncommitting; i++) changeset_free(m->committing[i].set);

@@ -85,6 +85,8 @@ int machine_invalidate(Machine *m, int64_t tx_id);
 int machine_abort(Machine *m, int64_t tx_id, const int64_t *cps, Py_ssize_t ncps, int type);
 /* do_checkpoint: 0, 1 when the parent is not in progress (nothing changed), -1 on error. */
 int machine_checkpoint(Machine *m, int64_t new_wp, int64_t parent_wp);
+/* Set the expiration of in-progress transaction tx_id (not of a checkpoint). */
+void machine_extend(Machine *m, int64_t tx_id, int64_t expiration);
 /* Remove one invalid id; 1 when it was there. */
 int machine_invalid_remove(Machine *m, int64_t id);
 /* do_truncate_invalid_before: remove invalid ids started before time_ms; 1 if any. */

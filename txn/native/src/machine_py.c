@@ -243,6 +243,13 @@ static PyObject *m_do_checkpoint(Machine *m, PyObject *args) {
     return rc < 0 ? NULL : PyBool_FromLong(rc == 0);
 }
 
+static PyObject *m_do_extend(Machine *m, PyObject *args) {
+    long long tx_id, expiration;
+    if (!PyArg_ParseTuple(args, "LL", &tx_id, &expiration)) return NULL;
+    machine_extend(m, tx_id, expiration);
+    Py_RETURN_NONE;
+}
+
 static PyObject *m_do_truncate_invalid(Machine *m, PyObject *arg) {
     int64_t *ids;
     Py_ssize_t n = int64_array(arg, &ids);
@@ -363,6 +370,7 @@ static PyMethodDef methods[] = {
     {"do_invalidate", (PyCFunction)m_do_invalidate, METH_O, NULL},
     {"do_checkpoint", (PyCFunction)m_do_checkpoint, METH_VARARGS,
      "False when the parent is not in progress"},
+    {"do_extend", (PyCFunction)m_do_extend, METH_VARARGS, "set a transaction's expiration"},
     {"do_truncate_invalid", (PyCFunction)m_do_truncate_invalid, METH_O, NULL},
     {"do_truncate_invalid_before", (PyCFunction)m_do_truncate_invalid_before, METH_O, NULL},
     {"export", (PyCFunction)m_export, METH_NOARGS,
