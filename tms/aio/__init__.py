@@ -4,6 +4,10 @@
   ``async with producer.transaction():``.
 * ``Consumer``: ``async with Consumer(url, topic)``, ``async for message in consumer``,
   ``await consumer.getmany()``.
+* ``Subscriber``: ``async with Subscriber(url, subscription)``, ``async for message in
+  subscriber`` — a subscription read at-least-once, committing as it goes.
+* ``SubscriptionConsumer``: a subscription read inside ``producer.transaction()``, its
+  position written as part of it (exactly-once consume → publish).
 * ``AsyncMessagingClient``: ``MessagingClient``'s methods as coroutines.
 * ``AsyncTxClient``: the transaction calls a producer and a consumer need.
 """
@@ -11,6 +15,15 @@
 from tms.aio.client import AsyncMessagingClient
 from tms.aio.consumer import Consumer
 from tms.aio.producer import Producer
+from tms.aio.subconsumer import SubscriptionConsumer
+from tms.aio.subscriber import Subscriber
 from tms.aio.txclient import AsyncTxClient
 
-__all__ = ["AsyncMessagingClient", "AsyncTxClient", "Consumer", "Producer"]
+__all__ = [
+    "AsyncMessagingClient",
+    "AsyncTxClient",
+    "Consumer",
+    "Producer",
+    "Subscriber",
+    "SubscriptionConsumer",
+]

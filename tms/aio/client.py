@@ -6,7 +6,8 @@ Any number of tasks may call at once: their requests share the client's connecti
 shielding are those of ``tms.client.rpc`` (same rules, same errors). Topic
 administration stays on the REST API: ``create_topic`` and its kind run the blocking
 ``MessagingClient`` calls on a worker thread, at the address the server names in its
-hello answer (or ``http_url``).
+hello answer (or ``http_url``). A subscription's poll and commits travel as binary
+requests, its administration goes to REST (``tms.aio.subs``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from itertools import islice
 from typing import Any
 
 from tms.aio.channel import AsyncChannel, AsyncChannelPool
+from tms.aio.subs import AsyncSubscriptionCalls
 from tms.client.channel import (
     RETRY,
     ChannelError,
@@ -55,7 +57,7 @@ _PUBLISH, _STORE, _ROLLBACK = BY_NAME["publish"], BY_NAME["store"], BY_NAME["rol
 _MARKERS, _POLL, _BOUNDS = BY_NAME["markers"], BY_NAME["poll"], BY_NAME["bounds"]
 
 
-class AsyncMessagingClient:
+class AsyncMessagingClient(AsyncSubscriptionCalls):
     """See the module docstring. Use from one event loop."""
 
     def __init__(

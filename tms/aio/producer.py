@@ -22,6 +22,12 @@ committed). A commit that fails raises after the same clean-up. One whose answer
 lost is never rolled back: it is settled by invalidating the transaction (refused once
 it committed) and a fresh snapshot (does it see the transaction?): committed, the block
 ends normally; otherwise the error is raised.
+
+Other parties of the transaction (``tms.aio.SubscriptionConsumer``: a subscription's
+position written as part of it) ``enlist`` in the task's transaction: at the block's end
+their writes are made (``before_commit``) and their change keys join the conflict check;
+when it does not commit, they are rolled back with the publishes (a rollback that
+cannot prove itself complete makes the transaction invalidated).
 """
 
 from __future__ import annotations
@@ -30,9 +36,9 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tms.aio.base import Clients
 from tms.aio.client import AsyncMessagingClient
@@ -43,17 +49,36 @@ from tms.model import TopicId
 from txn.errors import TxError, TxServiceUnavailableError
 from txn.transaction import Transaction
 
-__all__ = ["Producer"]
+__all__ = ["Participant", "Producer"]
 
 log = logging.getLogger(__name__)
 
 
+class Participant(Protocol):
+    """A party to a producer's transaction (see the module docstring)."""
+
+    def changes(self) -> Collection[bytes]:
+        """Its change keys, for the transaction server's conflict check."""
+        ...
+
+    async def before_commit(self, tx: Transaction) -> None:
+        """Make its writes under ``tx`` (raise: the transaction does not commit)."""
+
+    async def rollback(self, tx: Transaction) -> bool:
+        """Undo its writes; False when that is not proven complete."""
+        ...
+
+    def finished(self) -> None:
+        """The transaction committed (or was given up): forget it."""
+
+
 @dataclass
 class _Open:
-    """A transaction in progress: its publishes' rollback tokens."""
+    """A transaction in progress: its publishes' rollback tokens, its other parties."""
 
     tx: Transaction
     tokens: list[tuple[TopicId, RollbackToken]] = field(default_factory=list)
+    participants: list[Participant] = field(default_factory=list)
     unknown: bool = False
     """A publish's outcome is unknown: the server may have stored it."""
 
@@ -94,6 +119,16 @@ class Producer(Clients):
         """The current task's transaction, if it is in one."""
         current = self._current.get()
         return None if current is None else current.tx
+
+    def enlist(self, participant: Participant) -> Transaction:
+        """Make ``participant`` a party to the current task's transaction; that
+        transaction (``TmsInvalidArgumentError`` outside one)."""
+        current = self._current.get()
+        if current is None:
+            raise TmsInvalidArgumentError("not in a transaction: use producer.transaction()")
+        if participant not in current.participants:
+            current.participants.append(participant)
+        return current.tx
 
     async def publish(
         self,
@@ -148,8 +183,11 @@ class Producer(Clients):
         finally:
             self._current.reset(reset)
         try:
-            await self.tx_client.can_commit_or_throw(tx, ())
-        except TxError:
+            for participant in current.participants:
+                await participant.before_commit(tx)
+            changes = [key for p in current.participants for key in p.changes()]
+            await self.tx_client.can_commit_or_throw(tx, changes)
+        except BaseException:
             await self._undo(current)
             raise
         try:
@@ -161,11 +199,19 @@ class Producer(Clients):
             with contextlib.suppress(TxError):
                 invalidated = await self.tx_client.invalidate(tx.transaction_id)
             if not invalidated and await self._committed(tx):
+                self._finished(current)
                 return
+            self._finished(current)  # invalid: whatever it wrote stays invisible
             raise
         except TxError:
             await self._undo(current)  # not committed (e.g. timed out and invalid)
             raise
+        self._finished(current)
+
+    @staticmethod
+    def _finished(current: _Open) -> None:
+        for participant in current.participants:
+            participant.finished()
 
     async def _committed(self, tx: Transaction) -> bool:
         assert self.tx_client is not None
@@ -182,6 +228,14 @@ class Producer(Clients):
         cannot be proven complete."""
         assert self.tx_client is not None
         proven = not current.unknown
+        for participant in current.participants:
+            try:
+                proven = await participant.rollback(current.tx) and proven
+            except TmsError:
+                log.warning("rolling back a party to the transaction failed", exc_info=True)
+                proven = False
+            finally:
+                participant.finished()
         for topic, token in current.tokens:
             try:
                 await self.client.rollback(topic, token)

@@ -3,8 +3,9 @@
 ``tms://h1:p1,h2:p2`` for several addresses of the service).
 
 * Publish, store, rollback, commit markers, poll, bounds, and a queue's receive (without
-  waiting) and ack travel as binary requests;
-  ``follow`` is ``MessagingClient``'s, over this ``poll``. Topic administration and
+  waiting) and ack travel as binary requests; so do a subscription's poll and commits
+  (``tms.client.rpcsubs``). ``follow`` is ``MessagingClient``'s, over this ``poll``. Topic
+  administration and
   ``inspect`` stay on the REST API, at the address the server gives in its hello answer
   (or ``http_url``).
 * Connections (``tms.client.channel``): up to ``connections``, each shared by the
@@ -41,6 +42,7 @@ from tms.client.channel import (
     check_retry,
 )
 from tms.client.http import MarkersOutcome, MessagingClient, PollResult, RollbackToken
+from tms.client.rpcsubs import RpcSubscriptionCalls
 from tms.client.transport import Reply, Transport
 from tms.errors import ServiceUnavailableError, TmsError
 from tms.ids import MessageId
@@ -126,7 +128,7 @@ class _RestOnDemand:
                 self._rest.close()
 
 
-class RpcMessagingClient(MessagingClient):
+class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
     """See the module docstring. Thread-safe."""
 
     def __init__(

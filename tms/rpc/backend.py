@@ -13,6 +13,7 @@ body) or the ``TmsError`` it failed with.
 * Reads run on the worker pool; one that starts after its deadline is dropped. A poll
   with ``wait_ms`` that finds nothing waits for the topic to change (``TopicWaiters``),
   and answers at once when it is held by an uncommitted entry.
+* The subscription operations are ``tms.rpc.subs.SubscriptionOps``'s.
 """
 
 from __future__ import annotations
@@ -33,11 +34,12 @@ from tms.errors import (
     TmsTransientError,
 )
 from tms.fetcher import FetchRequest, fetch_request_of
-from tms.http.waiting import TopicWaiters
+from tms.http.waiting import LongPoll, TopicWaiters
 from tms.model import TopicBounds, TopicId
 from tms.operations import Operation
 from tms.rpc.frames import rpc
 from tms.rpc.ops import Op
+from tms.rpc.subs import SubscriptionOps
 from tms.rpc.values import position
 from tms.service import MessagingService
 
@@ -78,7 +80,7 @@ def _fetch_request(req: Any) -> FetchRequest:
     return fetch_request_of(ConsumeSpec(start, inclusive, req.limit, req.transaction))
 
 
-class Backend:
+class Backend(SubscriptionOps):
     """See the module docstring. Use from the event loop's thread only."""
 
     def __init__(
@@ -89,6 +91,7 @@ class Backend:
         *,
         max_wait_ms: int,
         max_poll_bytes: int,
+        held_recheck_ms: int = 100,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.svc = service
@@ -100,11 +103,20 @@ class Backend:
         self._waiters = TopicWaiters(loop)
         self._polls: set[asyncio.Task[None]] = set()
         self._writes: set[asyncio.Task[None]] = set()  # running: referenced until done
+        self._long_poll = LongPoll(
+            self._waiters,
+            service.guard,
+            pool,
+            recheck_s=held_recheck_ms / 1000,
+            monotonic=monotonic,
+        )
         service.add_listener(self._waiters.listener)
+        service.add_finish_listener(self._waiters.finish_listener)
 
     def close(self) -> None:
         """Stop listening to the service; cancel the polls still waiting."""
         self.svc.remove_listener(self._waiters.listener)
+        self.svc.remove_finish_listener(self._waiters.finish_listener)
         for task in list(self._polls):
             task.cancel()
 

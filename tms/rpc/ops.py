@@ -77,6 +77,12 @@ OPS: tuple[Op, ...] = (
        write=writes.receive, answer=writes.receive_answer),
     Op(8, "ack", rpc.AckRequest, rpc.AckResponse, _R, True,
        write=writes.ack, answer=writes.ack_answer),
+    # subscriptions (tms.rpc.subs): their administration stays on REST
+    Op(9, "sub_poll", rpc.SubPollRequest, rpc.SubPollResponse, _R, True, handler="sub_poll"),
+    Op(10, "sub_commit", rpc.SubCommitRequest, rpc.SubscriptionState, _R, False,
+       handler="sub_commit"),
+    Op(11, "sub_position", rpc.SubCommitRequest, rpc.PositionWritten, _R, False,
+       handler="sub_position"),
 )  # fmt: skip
 
 BY_CODE: dict[int, Op] = {op.code: op for op in OPS}

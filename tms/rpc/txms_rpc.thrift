@@ -135,3 +135,50 @@ struct AckRequest {
 struct AckResponse {
   1: list<string> outcomes        // "acked", "pending", "lease_lost", "unknown", ...
 }
+
+// op 9 subscription poll: read from a subscription's position (or from `start`)
+struct SubPollRequest {
+  1: string ns
+  2: string topic
+  3: string name                      // the subscription
+  4: optional binary start            // a 20-byte position: read from here, inclusive
+  5: optional i32 limit               // default 1000, at most 10000
+  6: optional binary transaction      // Tephra's TransactionCodec bytes
+  7: optional i32 wait_ms             // long-poll
+  8: optional i64 commit_version      // commit `start` with this version before reading
+}
+
+struct SubPollResponse {
+  1: list<binary> ids
+  2: list<binary> payloads
+  3: bool held
+  4: bool held_finished               // the transaction it is held behind has finished
+  5: binary start                     // where it read from
+  6: binary position                  // where the next read starts: commit it
+  7: i64 version                      // the subscription's version, to commit with
+}
+
+// op 10 subscription commit: move the position forward (not transactionally)
+struct SubCommitRequest {
+  1: string ns
+  2: string topic
+  3: string name
+  4: binary position                  // a 20-byte position
+  5: i64 version                      // the version read
+  6: optional binary transaction      // the reader's (a transactional subscription)
+}
+
+struct SubscriptionState {
+  1: i64 version
+  2: binary position
+  3: optional i64 committed_by        // the write pointer whose position it is
+  4: i64 updated_ms
+  5: i64 generation
+  6: string preferences               // docs/http.md's Preferences object, JSON
+}
+
+// op 11 subscription position write: as part of `transaction` (SubCommitRequest's
+// transaction required), it becomes the position when that transaction commits
+struct PositionWritten {
+  1: i64 write_pointer
+}

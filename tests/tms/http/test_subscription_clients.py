@@ -1,12 +1,15 @@
 """The Python client's subscriptions against the real servers (the transaction server
-over Thrift, the messaging service over HTTP, both on loopback port 0): the exactly-once
-consumer with a publisher and a transactional table, concurrent consumers of one
-subscription, answers lost on the way back, and the at-least-once ``Subscriber``."""
+over Thrift, the messaging service over HTTP and over the binary protocol, all on
+loopback port 0): the exactly-once consumer with a publisher and a transactional table,
+concurrent consumers of one subscription, answers lost on the way back, and the
+at-least-once ``Subscriber`` — each test once over ``http://`` and once over ``tms://``
+(a subscription's poll and commits as binary requests, its administration on REST)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from tests.servers import Stack, running_stack
 from tms.client import MessagingClient
 from tms.client.aware import TransactionalPublisher
 from tms.client.consumer import SubscriptionConsumer
+from tms.client.rpc import RpcMessagingClient
 from tms.client.subscriber import Subscriber
 from tms.errors import ServiceUnavailableError, SubscriptionNotFoundError
 from tms.ids import MessageId
@@ -32,12 +36,21 @@ OUT = TopicId("ns", "out")
 SUB = SubscriptionId(IN, "proc")
 
 
-@pytest.fixture
-def stack(tmp_path: Path) -> Iterator[Stack]:
+@pytest.fixture(params=["http", "tms"])
+def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
+    """The stack, with ``messaging`` and ``url`` over HTTP or the binary protocol."""
     with running_stack(tmp_path) as running:
         running.messaging.create_topic(IN)
         running.messaging.create_topic(OUT)
-        yield running
+        if request.param == "http":
+            yield running
+            return
+        client = MessagingClient(running.rpc_url, retries=1, backoff_s=0.01)
+        assert isinstance(client, RpcMessagingClient)
+        try:
+            yield replace(running, url=running.rpc_url, messaging=client)
+        finally:
+            client.close()
 
 
 def committed(stack: Stack, topic: TopicId) -> list[bytes]:
@@ -113,14 +126,18 @@ def test_concurrent_consumers_of_one_subscription_never_duplicate(stack: Stack) 
         client.close()
 
 
-class LosesCommitAnswers(MessagingClient):
+def loses_commit_answers(url: str) -> MessagingClient:
     """Fault injection: the position is written, the answer is lost on the way back."""
+    base = RpcMessagingClient if url.startswith("tms://") else MessagingClient
 
-    def commit_in_transaction(
-        self, sub: SubscriptionId, position: MessageId, version: int, transaction: Transaction
-    ) -> None:
-        super().commit_in_transaction(sub, position, version, transaction)
-        raise ServiceUnavailableError("connection reset while reading the answer")
+    class LosesCommitAnswers(base):  # type: ignore[valid-type,misc]
+        def commit_in_transaction(
+            self, sub: SubscriptionId, position: MessageId, version: int, transaction: Transaction
+        ) -> None:
+            super().commit_in_transaction(sub, position, version, transaction)
+            raise ServiceUnavailableError("connection reset while reading the answer")
+
+    return LosesCommitAnswers(url)  # type: ignore[no-any-return]
 
 
 def test_a_position_without_a_definite_answer_invalidates_the_transaction(
@@ -128,7 +145,7 @@ def test_a_position_without_a_definite_answer_invalidates_the_transaction(
 ) -> None:
     stack.messaging.publish(IN, [b"1", b"2"])
     stack.messaging.create_subscription(SUB, Preferences(transactional=True))
-    client = LosesCommitAnswers(stack.url)
+    client = loses_commit_answers(stack.url)
     consumer = SubscriptionConsumer(client, SUB)
     ctx = TransactionContext(stack.tx, consumer)
     tx = ctx.start()

@@ -98,6 +98,51 @@ def test_golden_bodies() -> None:
     assert encode_body(hello) == b"\x08\x00\x01" + u32(1) + thrift_string(2, "s") + b"\x00"
 
 
+def thrift_binary(field: int, data: bytes) -> bytes:
+    return b"\x0b" + struct.pack(">h", field) + u32(len(data)) + data
+
+
+def test_golden_subscription_bodies() -> None:
+    """The bodies of ops 9-11 as docs/rpc.md spells them."""
+    at = bytes(range(20))
+    sub = thrift_string(1, "n") + thrift_string(2, "t") + thrift_string(3, "s")
+    poll = rpc.SubPollRequest(
+        ns="n", topic="t", name="s", start=at, limit=100, wait_ms=1000, commit_version=3
+    )
+    assert encode_body(poll) == (
+        sub + thrift_binary(4, at)
+        + b"\x08\x00\x05" + u32(100) + b"\x08\x00\x07" + u32(1000)
+        + b"\x0a\x00\x08" + struct.pack(">q", 3) + b"\x00"
+    )  # fmt: skip
+    answer = rpc.SubPollResponse(
+        ids=[at], payloads=[b"p"], held=True, held_finished=False, start=at, position=at, version=4
+    )
+    assert encode_body(answer) == (
+        b"\x0f\x00\x01\x0b" + u32(1) + u32(20) + at
+        + b"\x0f\x00\x02\x0b" + u32(1) + u32(1) + b"p"
+        + b"\x02\x00\x03\x01" + b"\x02\x00\x04\x00"
+        + thrift_binary(5, at) + thrift_binary(6, at)
+        + b"\x0a\x00\x07" + struct.pack(">q", 4) + b"\x00"
+    )  # fmt: skip
+    commit = rpc.SubCommitRequest(
+        ns="n", topic="t", name="s", position=at, version=7, transaction=b"tx"
+    )
+    assert encode_body(commit) == (
+        sub + thrift_binary(4, at) + b"\x0a\x00\x05" + struct.pack(">q", 7)
+        + thrift_binary(6, b"tx") + b"\x00"
+    )  # fmt: skip
+    state = rpc.SubscriptionState(
+        version=8, position=at, updated_ms=5, generation=1, preferences="{}"
+    )
+    assert encode_body(state) == (
+        b"\x0a\x00\x01" + struct.pack(">q", 8) + thrift_binary(2, at)
+        + b"\x0a\x00\x04" + struct.pack(">q", 5) + b"\x0a\x00\x05" + struct.pack(">q", 1)
+        + thrift_string(6, "{}") + b"\x00"
+    )  # fmt: skip
+    written = rpc.PositionWritten(write_pointer=9)
+    assert encode_body(written) == b"\x0a\x00\x01" + struct.pack(">q", 9) + b"\x00"
+
+
 def test_a_traced_frame_reads_back_with_its_trace() -> None:
     data = encode_frame(Kind.REQUEST, 5, 4, b"xyz", timeout_ms=9, trace=(2**64 - 1, 5))
     (frame,), _ = read_frames(data, MAX)
@@ -174,5 +219,6 @@ def test_a_list_claiming_two_billion_items_is_refused_without_allocating_them() 
 def test_op_codes_are_the_documented_ones() -> None:
     assert {code: op.name for code, op in BY_CODE.items()} == {
         0: "hello", 1: "publish", 2: "store", 3: "rollback", 4: "markers", 5: "poll", 6: "bounds",
-        7: "receive", 8: "ack",
+        7: "receive", 8: "ack", 9: "sub_poll", 10: "sub_commit",
+        11: "sub_position",
     }  # fmt: skip

@@ -23,6 +23,7 @@ from tms.rpc.ops import OPS
 from tms.rpc.server import RpcServer
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
+from tms.subscription import Preferences, SubscriptionId
 
 T = TopicId("ns", "t")
 
@@ -34,6 +35,7 @@ def server(
     path: Path = tmp_path_factory.mktemp("fuzz")
     service = MessagingService(LevelDBStore(path / "db"), TmsConfig(tx_max_lifetime_s=10**10))
     service.create_topic(T)
+    service.subscriptions.create(SubscriptionId(T, "s"), Preferences())
     config = RpcConfig(port=0, max_frame_bytes=1 << 16, frame_timeout_s=0.5)
     rpc_server = RpcServer(service, config)
     thread = HttpServerThread(rpc_server)
@@ -73,6 +75,10 @@ def _mutated_requests() -> st.SearchStrategy[bytes]:
     bodies = [encode_body(op.request()) for op in OPS] + [
         encode_body(rpc.PublishRequest(ns="ns", topic="t", payloads=[b"x"])),
         encode_body(rpc.PollRequest(ns="ns", topic="t", wait_ms=1)),
+        encode_body(rpc.SubPollRequest(ns="ns", topic="t", name="s", wait_ms=1)),
+        encode_body(
+            rpc.SubCommitRequest(ns="ns", topic="t", name="s", position=bytes(20), version=1)
+        ),
     ]
 
     @st.composite
@@ -82,7 +88,7 @@ def _mutated_requests() -> st.SearchStrategy[bytes]:
             if body:
                 body[draw(st.integers(0, len(body) - 1))] = draw(st.integers(0, 255))
         body = body[: draw(st.integers(0, len(body)))] + draw(st.binary(max_size=16))
-        op = draw(st.sampled_from([op.code for op in OPS] + [7, 255]))
+        op = draw(st.sampled_from([op.code for op in OPS] + [200, 255]))
         return encode_frame(Kind.REQUEST, op, draw(st.integers(0, 2**32 - 1)), bytes(body))
 
     return build()

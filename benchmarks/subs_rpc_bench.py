@@ -1,0 +1,103 @@
+"""Subscription poll + commit over the binary protocol against REST: the standalone stack
+in its own process, the client in this one, reading a topic of 100,000 messages of 100
+bytes in polls of 100, alternately over ``http://`` and ``tms://`` (A B A B ...), each
+time three ways (``benchmarks.subs_bench``): a plain topic poll from a position the
+client keeps; a subscription poll that commits the previous batch's position riding on
+it (what ``Subscriber`` sends with ``commit_interval_s=0``); a subscription poll then a
+separate commit. Also the exactly-once loop (poll 100, publish 100, position written in
+the transaction; no application state) over each.
+
+    python -m benchmarks.subs_rpc_bench [--quick] [--rounds 3] [--loop]
+
+Results: ``benchmarks/results/subs_rpc.json``; figures in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import new_report, write_report
+from benchmarks.subs_bench import PAYLOAD, RESULTS, _fill, _plain, _riding, _separate, bench_loop
+from tms.client import MessagingClient
+from tms.model import TopicId
+from tms.standalone import Launched
+from tms.subscription import SubscriptionId
+
+
+def bench_transports(urls: dict[str, str], count: int, rounds: int, batch: int = 100) -> Any:
+    clients = {name: MessagingClient(url) for name, url in urls.items()}
+    topic = TopicId("bench", "subrpc")
+    _fill(clients["http"], topic, count, [PAYLOAD] * 1000)
+    subs = {name: SubscriptionId(topic, f"reader-{name}") for name in urls}
+    for name, client in clients.items():
+        client.create_subscription(subs[name])
+    rates: dict[str, list[float]] = {}
+    for r in range(rounds):
+        for name, client in clients.items():
+            kinds: dict[str, Callable[[], int]] = {
+                "plain": lambda c=client: _plain(c, topic, batch),
+                "poll_commit": lambda c=client, s=subs[name]: _riding(c, s, batch),
+                "poll_then_commit": lambda c=client, s=subs[name]: _separate(c, s, batch),
+            }
+            for kind, run in kinds.items():
+                started = time.perf_counter()
+                read = run()
+                assert read == count, (name, kind, read)
+                rates.setdefault(f"{name}_{kind}", []).append(
+                    count / (time.perf_counter() - started)
+                )
+        print(
+            f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items()),
+            flush=True,
+        )
+    for client in clients.values():
+        client.close()
+    medians = {k: round(statistics.median(v)) for k, v in rates.items()}
+    return {
+        "batch": batch,
+        "messages": count,
+        "rounds": {k: [round(x) for x in v] for k, v in rates.items()},
+        "medians": medians,
+        "poll_commit_tms_over_http": round(
+            medians["tms_poll_commit"] / medians["http_poll_commit"], 2
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--loop", action="store_true", help="the exactly-once loop too")
+    parser.add_argument("--out", type=Path, default=RESULTS / "subs_rpc.json")
+    args = parser.parse_args(argv)
+    report: dict[str, Any] = new_report("subscriptions-rpc", message_bytes=len(PAYLOAD))
+    with (
+        tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp,
+        Launched(Path(tmp) / "d") as stack,
+    ):
+        urls = {"http": stack.url, "tms": stack.rpc_url}
+        count = 20_000 if args.quick else 100_000
+        report["poll"] = bench_transports(urls, count, args.rounds)
+        print(f"poll: {report['poll']}", flush=True)
+        if args.loop:
+            report["loop"] = []
+            for _ in range(args.rounds):
+                for name, url in urls.items():
+                    result = bench_loop(url, stack.tx_address, Path(tmp), 20_000, state=False)
+                    report["loop"].append({"transport": name, **result})
+                    print(f"exactly-once loop: {report['loop'][-1]}", flush=True)
+    write_report(args.out, report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
