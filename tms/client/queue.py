@@ -2,8 +2,9 @@
 ``TransactionalQueue`` to enqueue and ack inside transactions, ``Worker`` to run a
 function per message.
 
-Over the binary protocol (a ``tms://`` client), ``receive`` without waiting and ``ack``
-are binary requests (docs/rpc.md); the rest goes over REST as ever.
+Over the binary protocol (a ``tms://`` client), ``enqueue``, ``receive`` (waiting too),
+``ack``, ``nack`` and ``settle`` are binary requests (docs/rpc.md); ``stats`` goes over
+REST.
 
 ``Queue`` calls are retried when the service is unavailable if repeating them cannot do
 harm: ``ack`` (a repeated ack answers ``acked``), ``settle``, ``stats``, ``receive``
@@ -110,6 +111,8 @@ class Queue:
     ) -> list[Enqueued]:
         """Enqueue (``EnqueueItem`` for a key, a schedule or a priority); the ids."""
         items = _items(messages)
+        if isinstance(self.client, RpcMessagingClient):
+            return self.client.enqueue_queue(self.topic, items, tx_write_pointer)
         body = qj.encode_enqueue_request(items, tx_write_pointer)
         keyed = all(item.key is not None for item in items)
         return qj.decode_enqueue_response(self._post("enqueue", body, idempotent=keyed))
@@ -121,8 +124,8 @@ class Queue:
         ``lease_s``), waiting up to ``wait_s`` for one."""
         lease_ms = None if lease_s is None else max(1, int(lease_s * 1000))
         wait_ms = int(wait_s * 1000)
-        if not wait_ms and isinstance(self.client, RpcMessagingClient):
-            return self.client.receive_queue(self.topic, max_messages, lease_ms)
+        if isinstance(self.client, RpcMessagingClient):
+            return self.client.receive_queue(self.topic, max_messages, lease_ms, wait_ms)
         body = qj.encode_receive_request(max_messages, lease_ms)
         reply = self.client._request(
             "POST",
@@ -148,11 +151,17 @@ class Queue:
     def nack(self, deliveries: Deliveries, *, delay_s: float | None = None) -> list[AckOutcome]:
         """Return deliveries, due again after ``delay_s`` (None: the queue's back-off)."""
         delay_ms = None if delay_s is None else int(delay_s * 1000)
-        body = qj.encode_nack_request(_receipts(deliveries), delay_ms)
+        receipts = _receipts(deliveries)
+        if isinstance(self.client, RpcMessagingClient):
+            return self.client.nack_queue(self.topic, receipts, delay_ms)
+        body = qj.encode_nack_request(receipts, delay_ms)
         return qj.decode_outcomes(self._post("nack", body, idempotent=False))
 
     def settle(self, tx_write_pointer: int, *, commit: bool) -> int:
-        """Settle a transaction's pending enqueues and acks here; how many."""
+        """Settle a transaction's pending enqueues and acks here; how many (needs
+        ``write`` on the queue)."""
+        if isinstance(self.client, RpcMessagingClient):
+            return self.client.settle_queue(self.topic, tx_write_pointer, commit)
         body = qj.encode_settle_request(tx_write_pointer, commit)
         reply = self._post("settle", body, idempotent=True)
         return int(loads_object(reply, "settle response").get("settled", 0))

@@ -2,12 +2,12 @@
 (docs/rpc.md). ``MessagingClient("tms://host:port")`` makes one (``tmss://`` for TLS;
 ``tms://h1:p1,h2:p2`` for several addresses of the service).
 
-* Publish, store, rollback, commit markers, poll, bounds, and a queue's receive (without
-  waiting) and ack travel as binary requests; so do a subscription's poll and commits
-  (``tms.client.rpcsubs``). ``follow`` is ``MessagingClient``'s, over this ``poll``. Topic
-  administration and
-  ``inspect`` stay on the REST API, at the address the server gives in its hello answer
-  (or ``http_url``).
+* Publish, store, rollback, commit markers, poll, bounds, a queue's enqueue, receive
+  (long-poll too), ack, nack and settle travel as binary requests; so do a
+  subscription's poll and commits (``tms.client.rpcsubs``). ``follow`` is
+  ``MessagingClient``'s, over this ``poll``. Topic administration, a queue's stats and
+  ``inspect`` stay on the REST API, at the address the server gives in its hello
+  answer (or ``http_url``).
 * Connections (``tms.client.channel``): up to ``connections``, each shared by the
   threads calling at once (requests pipelined, answers in any order); opened as needed.
 * Failures: errors come back as the ``tms`` class of their code. A request that cannot
@@ -29,7 +29,7 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
@@ -47,7 +47,8 @@ from tms.client.transport import Reply, Transport
 from tms.errors import ServiceUnavailableError, TmsError
 from tms.ids import MessageId
 from tms.model import TopicBounds, TopicId
-from tms.queues import AckOutcome, QueueMessage, Receipt
+from tms.queues import AckOutcome, Enqueued, EnqueueItem, QueueMessage, Receipt
+from tms.rpc import queue_values
 from tms.rpc.endpoints import Endpoints, parse_url
 from tms.rpc.frames import encode_body, rpc
 from tms.rpc.ops import BY_NAME, Op
@@ -67,7 +68,8 @@ __all__ = ["RpcMessagingClient", "client_ssl_context", "rest_url"]
 
 _PUBLISH, _STORE, _ROLLBACK = BY_NAME["publish"], BY_NAME["store"], BY_NAME["rollback"]
 _MARKERS, _POLL, _BOUNDS = BY_NAME["markers"], BY_NAME["poll"], BY_NAME["bounds"]
-_RECEIVE, _ACK = BY_NAME["receive"], BY_NAME["ack"]
+_RECEIVE, _ACK, _NACK = BY_NAME["receive"], BY_NAME["ack"], BY_NAME["nack"]
+_ENQUEUE, _SETTLE = BY_NAME["enqueue"], BY_NAME["settle"]
 
 
 def client_ssl_context(ca_bundle: str | os.PathLike[str] | None) -> ssl.SSLContext:
@@ -291,37 +293,46 @@ class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
         tokens = [RollbackToken(*token_of(m)) for m in response.markers or ()]
         return MarkersOutcome(tokens, bool(response.duplicate))
 
-    # -- queues (tms.client.queue.Queue uses these for receive and ack) --------------------
+    # -- queues (tms.client.queue.Queue uses these) ----------------------------------------
+
+    def enqueue_queue(
+        self, topic: TopicId, items: Sequence[EnqueueItem], tx_write_pointer: int | None
+    ) -> list[Enqueued]:
+        """A queue's enqueue as one binary request; resent after a lost answer only when
+        every message has a key (a repeat is then a duplicate)."""
+        request = queue_values.enqueue_request(topic, items, tx_write_pointer)
+        keyed = all(item.key is not None for item in items)
+        response = self._call(_ENQUEUE, request, topic=topic, idempotent=keyed)
+        return queue_values.enqueued_of(response)
 
     def receive_queue(
-        self, topic: TopicId, max_messages: int, lease_ms: int | None
+        self, topic: TopicId, max_messages: int, lease_ms: int | None, wait_ms: int = 0
     ) -> list[QueueMessage]:
-        """A queue's receive as one binary request (no long-poll: that is REST's)."""
-        request = rpc.ReceiveRequest(
-            ns=topic.namespace, topic=topic.topic, max=max_messages, lease_ms=lease_ms
-        )
-        r = self._call(_RECEIVE, request, topic=topic)
-        return [
-            QueueMessage(i, p, a, e, d, pr, x, k or None)
-            for i, p, a, e, d, pr, x, k in zip(
-                r.ids or (), r.payloads or (), r.attempts or (), r.enqueued_ms or (),
-                r.due_ms or (), r.priorities or (), r.lease_expires_ms or (), r.keys or (),
-                strict=True,
-            )
-        ]  # fmt: skip
+        """A queue's receive as one binary request, waiting up to ``wait_ms``."""
+        request = queue_values.receive_request(topic, max_messages, lease_ms, wait_ms)
+        response = self._call(_RECEIVE, request, topic=topic, wait_s=wait_ms / 1000)
+        return queue_values.messages_of(response)
 
     def ack_queue(
         self, topic: TopicId, receipts: list[Receipt], tx_write_pointer: int | None
     ) -> list[AckOutcome]:
         """A queue's ack as one binary request."""
-        request = rpc.AckRequest(
-            ns=topic.namespace,
-            topic=topic.topic,
-            ids=[r.id for r in receipts],
-            attempts=[r.attempt for r in receipts],
-            write_pointer=tx_write_pointer,
+        request = queue_values.ack_request(topic, receipts, tx_write_pointer)
+        return queue_values.outcomes_of(self._call(_ACK, request, topic=topic))
+
+    def nack_queue(
+        self, topic: TopicId, receipts: list[Receipt], delay_ms: int | None
+    ) -> list[AckOutcome]:
+        """A queue's nack as one binary request."""
+        request = queue_values.nack_request(topic, receipts, delay_ms)
+        return queue_values.outcomes_of(self._call(_NACK, request, topic=topic))
+
+    def settle_queue(self, topic: TopicId, tx_write_pointer: int, commit: bool) -> int:
+        """Settle a transaction's pending queue work as one binary request; how many."""
+        request = rpc.SettleRequest(
+            ns=topic.namespace, topic=topic.topic, write_pointer=tx_write_pointer, commit=commit
         )
-        return [AckOutcome(o) for o in self._call(_ACK, request, topic=topic).outcomes or ()]
+        return int(self._call(_SETTLE, request, topic=topic).settled or 0)
 
     # -- reading --------------------------------------------------------------------------
 

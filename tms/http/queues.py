@@ -3,16 +3,14 @@
 
 A receive is a write (the lease is made durable before the messages are answered),
 submitted from the loop to the queue's group commit like a publish. ``?wait_ms=N``
-makes a receive that leased nothing wait up to N ms: it is woken when the queue gets a
-ready message (an enqueue, a commit, a nack) and retries when the next scheduled
-message or lease expiry the queue knows of comes due, whichever is first.
+makes a receive that leased nothing wait up to N ms (``tms.http.waiting.receive_waiting``):
+it is woken when the queue gets a ready message (an enqueue, a commit, a nack) and
+retries when the next scheduled message or lease expiry the queue knows of comes due,
+whichever is first.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,9 +19,9 @@ from aiohttp import web
 from tms.codec import queue_json as qj
 from tms.errors import TmsInvalidArgumentError
 from tms.http.config import HttpConfig
+from tms.http.waiting import receive_waiting
 from tms.model import TopicId
-from tms.operations import Ack, Enqueue, Nack, Receive, Settle
-from tms.queues import ReceiveResult
+from tms.operations import Ack, Enqueue, Nack, Settle
 from tms.service import MessagingService
 
 __all__ = ["QueueHandlers"]
@@ -61,23 +59,7 @@ class QueueHandlers:
         topic = self._topic(request)
         receive = qj.decode_receive_request(topic, await self._json_body(request))
         wait_ms = self._wait_ms(request)
-        deadline = time.monotonic() + wait_ms / 1000
-        while True:
-            # Registered before the receive, so a message made ready after it wakes us.
-            waiter = self.waiters.register(topic) if wait_ms else None
-            try:
-                result: ReceiveResult = await self.svc.submit_async(Receive(receive))
-                remaining = deadline - time.monotonic()
-                if result.messages or waiter is None or remaining <= 0:
-                    break
-                if result.next_due_ms is not None:
-                    due_in = (result.next_due_ms - self.svc.now_ms()) / 1000
-                    remaining = min(remaining, max(due_in, 0.001))
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waiter, remaining)
-            finally:
-                if waiter is not None:
-                    self.waiters.discard(topic, waiter)
+        result = await receive_waiting(self.svc, self.waiters, receive, wait_ms)
         return self._reply(qj.encode_receive_response(result))
 
     async def ack(self, request: web.Request) -> web.Response:

@@ -96,13 +96,14 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", TOPIC_PATH + "/markers", "markers", Scope.TOPIC, _P.WRITE),
     Route("POST", TOPIC_PATH + "/poll", "poll", Scope.TOPIC, _P.READ),
     Route("POST", TOPIC_PATH + "/bounds", "bounds", Scope.TOPIC, _P.READ),
-    # Queues (topics with kind=queue): producers enqueue; consumers receive, ack, nack
-    # and settle their transactions' acks with the grant a topic's readers have.
+    # Queues (topics with kind=queue): producers enqueue; consumers receive, ack and nack
+    # with the grant a topic's readers have. Settling needs write: it makes a
+    # transaction's pending enqueues deliverable, or drops them.
     Route("POST", TOPIC_PATH + "/enqueue", "enqueue", Scope.TOPIC, _P.WRITE),
     Route("POST", TOPIC_PATH + "/receive", "receive", Scope.TOPIC, _P.READ),
     Route("POST", TOPIC_PATH + "/ack", "ack", Scope.TOPIC, _P.READ),
     Route("POST", TOPIC_PATH + "/nack", "nack", Scope.TOPIC, _P.READ),
-    Route("POST", TOPIC_PATH + "/settle", "settle", Scope.TOPIC, _P.READ),
+    Route("POST", TOPIC_PATH + "/settle", "settle", Scope.TOPIC, _P.WRITE),
     Route("GET", TOPIC_PATH + "/queue", "queue_stats", Scope.TOPIC, _P.READ),
     Route("GET", TOPIC_PATH + "/stats", "topic_stats", Scope.TOPIC, _P.READ),
     Route("GET", NAMESPACE_PATH + "/stats", "namespace_stats", Scope.NAMESPACE, _P.READ),

@@ -15,22 +15,33 @@ A poll with ``wait_ms`` that found nothing waits for one of:
 
 Pointers reported finished are remembered per topic (the newest ``RECENT``), so a
 report that arrives between a poll's read and its registering is not lost.
+
+A queue's receive with ``wait_ms`` that leased nothing (``receive_waiting``, for REST
+and the binary protocol alike) waits for the queue to get a ready message (its writer's
+listener, after an enqueue, a commit, a nack), or until the next scheduled message or
+lease expiry the queue knows of comes due, whichever is first, and receives again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from tms.errors import TmsError
 from tms.guard import WritePointerGuard
 from tms.model import TopicId
+from tms.operations import Receive
+from tms.queues import ReceiveRequest, ReceiveResult
 
-__all__ = ["RECENT", "LongPoll", "TopicWaiters"]
+if TYPE_CHECKING:
+    from tms.service import MessagingService
+
+__all__ = ["RECENT", "LongPoll", "TopicWaiters", "receive_waiting"]
 
 R = TypeVar("R")
 RECENT = 4096
@@ -208,3 +219,37 @@ class LongPoll:
                     return "finished"
         finally:
             self._waiters.discard_held(topic, wp, held)
+
+
+async def receive_waiting(
+    svc: MessagingService,
+    waiters: TopicWaiters,
+    request: ReceiveRequest,
+    wait_ms: int,
+    *,
+    deadline: float | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> ReceiveResult:
+    """Receive (``Receive`` submitted to the queue's group commit); when it leased
+    nothing, wait up to ``wait_ms`` as the module docstring says and receive again.
+    ``deadline`` (monotonic) drops the first receive if it is still queued then; the
+    later ones have been served once, so waiting is not queueing."""
+    topic = request.topic
+    until = monotonic() + wait_ms / 1000
+    while True:
+        # Registered before the receive, so a message made ready after it wakes us.
+        waiter = waiters.register(topic) if wait_ms else None
+        try:
+            result = await svc.submit_async(Receive(request), deadline=deadline)
+            deadline = None
+            remaining = until - monotonic()
+            if result.messages or waiter is None or remaining <= 0:
+                return result
+            if result.next_due_ms is not None:
+                due_in = (result.next_due_ms - svc.now_ms()) / 1000
+                remaining = min(remaining, max(due_in, 0.001))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter, remaining)
+        finally:
+            if waiter is not None:
+                waiters.discard(topic, waiter)

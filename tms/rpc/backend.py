@@ -13,6 +13,9 @@ body) or the ``TmsError`` it failed with.
 * Reads run on the worker pool; one that starts after its deadline is dropped. A poll
   with ``wait_ms`` that finds nothing waits for the topic to change (``TopicWaiters``),
   and answers at once when it is held by an uncommitted entry.
+* A queue's receive is a write too (the lease is durable before it is answered); with
+  ``wait_ms`` one that leased nothing waits as the REST route's does
+  (``tms.http.waiting.receive_waiting``).
 * The subscription operations are ``tms.rpc.subs.SubscriptionOps``'s.
 """
 
@@ -34,9 +37,10 @@ from tms.errors import (
     TmsTransientError,
 )
 from tms.fetcher import FetchRequest, fetch_request_of
-from tms.http.waiting import LongPoll, TopicWaiters
+from tms.http.waiting import LongPoll, TopicWaiters, receive_waiting
 from tms.model import TopicBounds, TopicId
 from tms.operations import Operation
+from tms.rpc import writes
 from tms.rpc.frames import rpc
 from tms.rpc.ops import Op
 from tms.rpc.subs import SubscriptionOps
@@ -148,6 +152,21 @@ class Backend(SubscriptionOps):
         except TmsError as exc:
             response = exc
         done(response)
+
+    def receive(self, req: Any, topic: TopicId, deadline: float | None, done: Done) -> None:
+        """A queue's receive (op 7), waiting up to ``wait_ms`` for a ready message."""
+        request = writes.receive(req, topic).request
+        wait_ms = req.wait_ms or 0
+        if not 0 <= wait_ms <= self._max_wait_ms:
+            raise TmsInvalidArgumentError(f"wait_ms must be in 0..{self._max_wait_ms}")
+        run = receive_waiting(
+            self.svc, self._waiters, request, wait_ms, deadline=deadline, monotonic=self._monotonic
+        )
+
+        async def received() -> Any:
+            return writes.receive_answer(await run)
+
+        self._task(self._polls if wait_ms else self._writes, received(), done)
 
     # -- reads ----------------------------------------------------------------------------
 

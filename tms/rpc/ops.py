@@ -73,16 +73,23 @@ OPS: tuple[Op, ...] = (
     Op(5, "poll", rpc.PollRequest, rpc.PollResponse, _R, True, handler="poll"),
     Op(6, "bounds", rpc.PollRequest, rpc.BoundsResponse, _R, True, handler="bounds"),
     # Queues (docs/queues.md): a lost receive's leases run out; a repeated ack answers acked
-    Op(7, "receive", rpc.ReceiveRequest, rpc.ReceiveResponse, _R, True,
-       write=writes.receive, answer=writes.receive_answer),
+    Op(7, "receive", rpc.ReceiveRequest, rpc.ReceiveResponse, _R, True, handler="receive"),
     Op(8, "ack", rpc.AckRequest, rpc.AckResponse, _R, True,
-       write=writes.ack, answer=writes.ack_answer),
+       write=writes.ack, answer=writes.outcomes_answer),
     # subscriptions (tms.rpc.subs): their administration stays on REST
     Op(9, "sub_poll", rpc.SubPollRequest, rpc.SubPollResponse, _R, True, handler="sub_poll"),
     Op(10, "sub_commit", rpc.SubCommitRequest, rpc.SubscriptionState, _R, False,
        handler="sub_commit"),
     Op(11, "sub_position", rpc.SubCommitRequest, rpc.PositionWritten, _R, False,
        handler="sub_position"),
+    # Queues, continued: an enqueue may be resent only when every message has a key (the
+    # client decides); a nack twice would count a failed attempt twice
+    Op(12, "enqueue", rpc.EnqueueRequest, rpc.EnqueueResponse, _W, False,
+       write=writes.enqueue, answer=writes.enqueue_answer),
+    Op(13, "nack", rpc.NackRequest, rpc.AckResponse, _R, False,
+       write=writes.nack, answer=writes.outcomes_answer),
+    Op(14, "settle", rpc.SettleRequest, rpc.SettleResponse, _W, True,
+       write=writes.settle, answer=writes.settle_answer),
 )  # fmt: skip
 
 BY_CODE: dict[int, Op] = {op.code: op for op in OPS}

@@ -109,6 +109,7 @@ struct ReceiveRequest {
   2: string topic
   3: i32 max
   4: optional i32 lease_ms        // default: the queue's lease_s
+  5: optional i32 wait_ms         // long-poll: wait up to this long for a ready message
 }
 
 // columnar, like PollResponse: message i is ids[i], payloads[i], attempts[i], ...
@@ -181,4 +182,43 @@ struct SubscriptionState {
 // transaction required), it becomes the position when that transaction commits
 struct PositionWritten {
   1: i64 write_pointer
+}
+
+// op 12 enqueue: message i is payloads[i] with keys[i], delays_ms[i], ... (each list
+// optional: absent means every message has the default)
+struct EnqueueRequest {
+  1: string ns
+  2: string topic
+  3: list<binary> payloads
+  4: optional list<string> keys       // "" for none: unique in the queue (idempotent)
+  5: optional list<i64> delays_ms     // deliver not before this long after it arrives
+  6: optional list<i64> at_ms         // deliver not before this time (ms); -1 for none
+  7: optional list<i32> priorities    // lower first among due messages; default 0
+  8: optional i64 write_pointer       // pending until that transaction commits
+}
+
+struct EnqueueResponse {
+  1: list<binary> ids                 // 10 bytes each, one per message
+  2: list<bool> duplicates            // its key was in the queue: the first message's id
+}
+
+// op 13 nack: return deliveries (receipt i is ids[i] with attempts[i])
+struct NackRequest {
+  1: string ns
+  2: string topic
+  3: list<binary> ids
+  4: list<i32> attempts
+  5: optional i64 delay_ms            // due again after this; absent: the back-off
+}
+
+// op 14 settle: a transaction's outcome for its pending enqueues and acks in a queue
+struct SettleRequest {
+  1: string ns
+  2: string topic
+  3: i64 write_pointer
+  4: bool commit
+}
+
+struct SettleResponse {
+  1: i32 settled                      // pending enqueues and acks it settled
 }

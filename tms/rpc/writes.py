@@ -5,7 +5,9 @@ operation to the topic's group commit (``MessagingService.submit_async``).
 
 A new kind of write (a subscription's commit, a queue's ack) is its operation class in
 ``tms.operations``, a pair of functions here, and its entry in ``OPS``. A queue's
-receive and ack are here (``receive``, ``ack``: docs/queues.md).
+operations are here (``enqueue``, ``receive``, ``ack``, ``nack``, ``settle``:
+docs/queues.md); a receive that waits is ``tms.rpc.backend.Backend.receive``'s, around
+``receive``.
 """
 
 from __future__ import annotations
@@ -14,23 +16,39 @@ from typing import Any
 
 from tms.errors import TmsInvalidArgumentError
 from tms.model import MarkersRequest, MarkersResult, RollbackDetail, StoreRequest, TopicId
-from tms.operations import Ack, Markers, Publish, Receive, Rollback, Store
-from tms.queues import AckOutcome, AckRequest, Receipt, ReceiveRequest, ReceiveResult
+from tms.operations import Ack, Enqueue, Markers, Nack, Publish, Receive, Rollback, Settle, Store
+from tms.queues import (
+    AckOutcome,
+    AckRequest,
+    Enqueued,
+    EnqueueItem,
+    EnqueueRequest,
+    NackRequest,
+    Receipt,
+    ReceiveRequest,
+    ReceiveResult,
+    SettleRequest,
+)
 from tms.rpc.frames import encode_body, rpc
 from tms.rpc.values import rollback_detail, rollback_range
 
 __all__ = [
     "EMPTY_BODY",
     "ack",
-    "ack_answer",
+    "enqueue",
+    "enqueue_answer",
     "markers",
     "markers_answer",
+    "nack",
+    "outcomes_answer",
     "publish",
     "publish_answer",
     "receive",
     "receive_answer",
     "rollback",
     "rollback_answer",
+    "settle",
+    "settle_answer",
     "store",
     "store_answer",
 ]
@@ -107,13 +125,65 @@ def receive_answer(result: ReceiveResult) -> Any:
     )
 
 
-def ack(req: Any, topic: TopicId) -> Ack:
+def _receipts(req: Any) -> list[Receipt]:
     ids, attempts = req.ids, req.attempts
     if ids is None or attempts is None or len(ids) != len(attempts):
         raise TmsInvalidArgumentError("one attempt per id is needed")
-    receipts = [Receipt(i, a) for i, a in zip(ids, attempts, strict=True)]
-    return Ack(AckRequest(topic, receipts, req.write_pointer))
+    return [Receipt(i, a) for i, a in zip(ids, attempts, strict=True)]
 
 
-def ack_answer(outcomes: tuple[AckOutcome, ...]) -> Any:
+def ack(req: Any, topic: TopicId) -> Ack:
+    return Ack(AckRequest(topic, _receipts(req), req.write_pointer))
+
+
+def outcomes_answer(outcomes: tuple[AckOutcome, ...]) -> Any:
+    """The answer to an ack or a nack: an outcome per receipt."""
     return rpc.AckResponse(outcomes=[o.value for o in outcomes])
+
+
+def nack(req: Any, topic: TopicId) -> Nack:
+    return Nack(NackRequest(topic, _receipts(req), req.delay_ms))
+
+
+def _column(values: list[Any] | None, n: int, what: str) -> list[Any] | None:
+    if values is not None and len(values) != n:
+        raise TmsInvalidArgumentError(f"{what}: one per payload ({n}), not {len(values)}")
+    return values
+
+
+def enqueue(req: Any, topic: TopicId) -> Enqueue:
+    payloads = req.payloads
+    if payloads is None:
+        raise TmsInvalidArgumentError("payloads are missing")
+    n = len(payloads)
+    keys = _column(req.keys, n, "keys")
+    delays = _column(req.delays_ms, n, "delays_ms")
+    at = _column(req.at_ms, n, "at_ms")
+    priorities = _column(req.priorities, n, "priorities")
+    items = [
+        EnqueueItem(
+            payload,
+            key=keys[i] or None if keys is not None else None,
+            delay_ms=delays[i] if delays is not None else 0,
+            at_ms=at[i] if at is not None and at[i] != -1 else None,
+            priority=priorities[i] if priorities is not None else 0,
+        )
+        for i, payload in enumerate(payloads)
+    ]
+    return Enqueue(EnqueueRequest(topic, items, req.write_pointer))
+
+
+def enqueue_answer(results: tuple[Enqueued, ...]) -> Any:
+    return rpc.EnqueueResponse(
+        ids=[r.id for r in results], duplicates=[r.duplicate for r in results]
+    )
+
+
+def settle(req: Any, topic: TopicId) -> Settle:
+    if req.write_pointer is None or req.commit is None:
+        raise TmsInvalidArgumentError("a settle carries a write pointer and commit")
+    return Settle(SettleRequest(topic, req.write_pointer, bool(req.commit)))
+
+
+def settle_answer(count: int) -> Any:
+    return rpc.SettleResponse(settled=count)

@@ -141,6 +141,31 @@ def test_grants_like_topics(make_server: object) -> None:
     assert worker.ack([m]) == [AckOutcome.ACKED]
 
 
+def test_settling_needs_write_access(make_server: object) -> None:
+    # Given a transaction's pending enqueue, and a worker that may only read the queue
+    authorizer = Authorizer(
+        {"adm": "admin", "wrk": "worker"},
+        [
+            Grant("admin", "*", "*", frozenset(Permission)),
+            Grant("worker", "default", "work", frozenset({Permission.READ})),
+        ],
+    )
+    served: Served = make_server(authorizer=authorizer)  # type: ignore[operator]
+    admin = MessagingClient(served.url, token="adm", retries=0)
+    admin.create_topic(Q, {"kind": "queue"})
+    wp = served.clock.now_ms() * 1_000_000
+    admin.queue(Q).enqueue([b"pending"], tx_write_pointer=wp)
+    worker = MessagingClient(served.url, token="wrk", retries=0).queue(Q)
+    # When the worker settles it, either way: 403, and the enqueue stays pending
+    for commit in (False, True):
+        with pytest.raises(ForbiddenError):
+            worker.settle(wp, commit=commit)
+        assert admin.queue(Q).stats().pending == 1
+    # Then a writer may
+    assert admin.queue(Q).settle(wp, commit=False) == 1
+    assert admin.queue(Q).stats().pending == 0
+
+
 def test_worker_acks_what_succeeds_and_nacks_what_raises(served: Served) -> None:
     queue = make_queue(served, backoff_s="60")
     queue.enqueue([b"ok-1", b"fail", b"ok-2"])

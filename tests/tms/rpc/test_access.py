@@ -73,6 +73,9 @@ def _request_for(op_name: str, topic: TopicId) -> Any:
         "bounds": rpc.PollRequest(ns=ns, topic=name),
         "receive": rpc.ReceiveRequest(ns=ns, topic=name, max=1),
         "ack": rpc.AckRequest(ns=ns, topic=name, ids=[bytes(10)], attempts=[1]),
+        "enqueue": rpc.EnqueueRequest(ns=ns, topic=name, payloads=[b"x"]),
+        "nack": rpc.NackRequest(ns=ns, topic=name, ids=[bytes(10)], attempts=[1]),
+        "settle": rpc.SettleRequest(ns=ns, topic=name, write_pointer=2**60, commit=False),
         "sub_poll": rpc.SubPollRequest(ns=ns, topic=name, name="s"),
         "sub_commit": rpc.SubCommitRequest(
             ns=ns, topic=name, name="s", position=bytes(20), version=1

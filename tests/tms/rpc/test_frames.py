@@ -143,6 +143,50 @@ def test_golden_subscription_bodies() -> None:
     assert encode_body(written) == b"\x0a\x00\x01" + struct.pack(">q", 9) + b"\x00"
 
 
+def thrift_i32(field: int, value: int) -> bytes:
+    return b"\x08" + struct.pack(">hi", field, value)
+
+
+def thrift_i64(field: int, value: int) -> bytes:
+    return b"\x0a" + struct.pack(">hq", field, value)
+
+
+def test_golden_queue_bodies() -> None:
+    """The bodies of the queue's ops (7, 8, 12-14) as docs/rpc.md spells them."""
+    queue = thrift_string(1, "n") + thrift_string(2, "q")
+    mid = bytes(range(10))
+    receive = rpc.ReceiveRequest(ns="n", topic="q", max=10, lease_ms=30_000, wait_ms=1000)
+    assert encode_body(receive) == (
+        queue + thrift_i32(3, 10) + thrift_i32(4, 30_000) + thrift_i32(5, 1000) + b"\x00"
+    )
+    enqueue = rpc.EnqueueRequest(
+        ns="n", topic="q", payloads=[b"ab", b"c"], keys=["k", ""], at_ms=[-1, 5],
+        write_pointer=7,
+    )  # fmt: skip
+    assert encode_body(enqueue) == (
+        queue
+        + b"\x0f\x00\x03\x0b" + u32(2) + u32(2) + b"ab" + u32(1) + b"c"
+        + b"\x0f\x00\x04\x0b" + u32(2) + u32(1) + b"k" + u32(0)
+        + b"\x0f\x00\x06\x0a" + u32(2) + struct.pack(">qq", -1, 5)
+        + thrift_i64(8, 7) + b"\x00"
+    )  # fmt: skip
+    enqueued = rpc.EnqueueResponse(ids=[mid], duplicates=[True])
+    assert encode_body(enqueued) == (
+        b"\x0f\x00\x01\x0b" + u32(1) + u32(10) + mid
+        + b"\x0f\x00\x02\x02" + u32(1) + b"\x01" + b"\x00"
+    )  # fmt: skip
+    nack = rpc.NackRequest(ns="n", topic="q", ids=[mid], attempts=[2], delay_ms=500)
+    assert encode_body(nack) == (
+        queue + b"\x0f\x00\x03\x0b" + u32(1) + u32(10) + mid
+        + b"\x0f\x00\x04\x08" + u32(1) + u32(2) + thrift_i64(5, 500) + b"\x00"
+    )  # fmt: skip
+    outcomes = rpc.AckResponse(outcomes=["returned"])
+    assert encode_body(outcomes) == (b"\x0f\x00\x01\x0b" + u32(1) + u32(8) + b"returned" + b"\x00")
+    settle = rpc.SettleRequest(ns="n", topic="q", write_pointer=7, commit=True)
+    assert encode_body(settle) == queue + thrift_i64(3, 7) + b"\x02\x00\x04\x01" + b"\x00"
+    assert encode_body(rpc.SettleResponse(settled=3)) == thrift_i32(1, 3) + b"\x00"
+
+
 def test_a_traced_frame_reads_back_with_its_trace() -> None:
     data = encode_frame(Kind.REQUEST, 5, 4, b"xyz", timeout_ms=9, trace=(2**64 - 1, 5))
     (frame,), _ = read_frames(data, MAX)
@@ -220,5 +264,5 @@ def test_op_codes_are_the_documented_ones() -> None:
     assert {code: op.name for code, op in BY_CODE.items()} == {
         0: "hello", 1: "publish", 2: "store", 3: "rollback", 4: "markers", 5: "poll", 6: "bounds",
         7: "receive", 8: "ack", 9: "sub_poll", 10: "sub_commit",
-        11: "sub_position",
+        11: "sub_position", 12: "enqueue", 13: "nack", 14: "settle",
     }  # fmt: skip
