@@ -8,6 +8,8 @@
   subscriber`` — a subscription read at-least-once, committing as it goes.
 * ``SubscriptionConsumer``: a subscription read inside ``producer.transaction()``, its
   position written as part of it (exactly-once consume → publish).
+* ``Queue``: a work queue's enqueue, receive, ack, nack (enqueue and ack inside a
+  producer's transaction); ``Worker``: a coroutine per message, bounded concurrency.
 * ``AsyncMessagingClient``: ``MessagingClient``'s methods as coroutines.
 * ``AsyncTxClient``: the transaction calls a producer and a consumer need.
 """
@@ -15,6 +17,7 @@
 from tms.aio.client import AsyncMessagingClient
 from tms.aio.consumer import Consumer
 from tms.aio.producer import Producer
+from tms.aio.queue import Queue, Worker
 from tms.aio.subconsumer import SubscriptionConsumer
 from tms.aio.subscriber import Subscriber
 from tms.aio.txclient import AsyncTxClient
@@ -24,6 +27,8 @@ __all__ = [
     "AsyncTxClient",
     "Consumer",
     "Producer",
+    "Queue",
     "Subscriber",
     "SubscriptionConsumer",
+    "Worker",
 ]

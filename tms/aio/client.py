@@ -21,6 +21,7 @@ from itertools import islice
 from typing import Any
 
 from tms.aio.channel import AsyncChannel, AsyncChannelPool
+from tms.aio.queuecalls import AsyncQueueCalls
 from tms.aio.subs import AsyncSubscriptionCalls
 from tms.client.channel import (
     RETRY,
@@ -57,7 +58,7 @@ _PUBLISH, _STORE, _ROLLBACK = BY_NAME["publish"], BY_NAME["store"], BY_NAME["rol
 _MARKERS, _POLL, _BOUNDS = BY_NAME["markers"], BY_NAME["poll"], BY_NAME["bounds"]
 
 
-class AsyncMessagingClient(AsyncSubscriptionCalls):
+class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
     """See the module docstring. Use from one event loop."""
 
     def __init__(

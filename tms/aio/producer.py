@@ -24,10 +24,11 @@ it committed) and a fresh snapshot (does it see the transaction?): committed, th
 ends normally; otherwise the error is raised.
 
 Other parties of the transaction (``tms.aio.SubscriptionConsumer``: a subscription's
-position written as part of it) ``enlist`` in the task's transaction: at the block's end
-their writes are made (``before_commit``) and their change keys join the conflict check;
-when it does not commit, they are rolled back with the publishes (a rollback that
-cannot prove itself complete makes the transaction invalidated).
+position written as part of it; ``tms.aio.Queue``: enqueues and acks) ``enlist`` in the
+task's transaction: at the block's end their writes are made (``before_commit``) and
+their change keys join the conflict check; after the commit they are told
+(``after_commit``); when it does not commit, they are rolled back with the publishes (a
+rollback that cannot prove itself complete makes the transaction invalidated).
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ class Participant(Protocol):
     async def rollback(self, tx: Transaction) -> bool:
         """Undo its writes; False when that is not proven complete."""
         ...
+
+    async def after_commit(self, tx: Transaction) -> None:
+        """``tx`` committed: tell whom it concerns (must not raise ``TmsError``: it is
+        logged, the commit stands)."""
 
     def finished(self) -> None:
         """The transaction committed (or was given up): forget it."""
@@ -199,14 +204,24 @@ class Producer(Clients):
             with contextlib.suppress(TxError):
                 invalidated = await self.tx_client.invalidate(tx.transaction_id)
             if not invalidated and await self._committed(tx):
-                self._finished(current)
+                await self._after_commit(current)
                 return
             self._finished(current)  # invalid: whatever it wrote stays invisible
             raise
         except TxError:
             await self._undo(current)  # not committed (e.g. timed out and invalid)
             raise
-        self._finished(current)
+        await self._after_commit(current)
+
+    async def _after_commit(self, current: _Open) -> None:
+        try:
+            for participant in current.participants:
+                try:
+                    await participant.after_commit(current.tx)
+                except TmsError:
+                    log.warning("telling a party the transaction committed failed", exc_info=True)
+        finally:
+            self._finished(current)
 
     @staticmethod
     def _finished(current: _Open) -> None:

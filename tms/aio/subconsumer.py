@@ -99,6 +99,9 @@ class SubscriptionConsumer:
             self._in_doubt = self._in_doubt or outcome_unknown(exc)
             raise
 
+    async def after_commit(self, tx: Transaction) -> None:
+        pass  # the position is the subscription's once the transaction committed
+
     async def rollback(self, tx: Transaction) -> bool:
         if not self._written:
             return not self._in_doubt

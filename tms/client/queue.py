@@ -53,7 +53,7 @@ from tms.queues import (
 )
 from txn.transaction import Transaction
 
-__all__ = ["Queue", "TransactionalQueue", "Worker"]
+__all__ = ["Deliveries", "Queue", "TransactionalQueue", "Worker", "items_of", "receipts_of"]
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +63,16 @@ R = TypeVar("R")
 Deliveries = Iterable[QueueMessage | Receipt | str]
 
 
-def _items(messages: Iterable[EnqueueItem | bytes | str]) -> list[EnqueueItem]:
+def items_of(messages: Iterable[EnqueueItem | bytes | str]) -> list[EnqueueItem]:
+    """Messages to enqueue as ``EnqueueItem``s (bytes as they are, text as UTF-8)."""
     return [
         m if isinstance(m, EnqueueItem) else EnqueueItem(m.encode() if isinstance(m, str) else m)
         for m in messages
     ]
 
 
-def _receipts(deliveries: Deliveries) -> list[Receipt]:
+def receipts_of(deliveries: Deliveries) -> list[Receipt]:
+    """The receipts of deliveries: messages, receipts, or receipts as text."""
     out = []
     for d in deliveries:
         if isinstance(d, QueueMessage):
@@ -110,7 +112,7 @@ class Queue:
         tx_write_pointer: int | None = None,
     ) -> list[Enqueued]:
         """Enqueue (``EnqueueItem`` for a key, a schedule or a priority); the ids."""
-        items = _items(messages)
+        items = items_of(messages)
         if isinstance(self.client, RpcMessagingClient):
             return self.client.enqueue_queue(self.topic, items, tx_write_pointer)
         body = qj.encode_enqueue_request(items, tx_write_pointer)
@@ -142,7 +144,7 @@ class Queue:
         self, deliveries: Deliveries, *, tx_write_pointer: int | None = None
     ) -> list[AckOutcome]:
         """Finish deliveries (messages or their receipts); an outcome each."""
-        receipts = _receipts(deliveries)
+        receipts = receipts_of(deliveries)
         if isinstance(self.client, RpcMessagingClient):
             return self.client.ack_queue(self.topic, receipts, tx_write_pointer)
         body = qj.encode_ack_request(receipts, tx_write_pointer)
@@ -151,7 +153,7 @@ class Queue:
     def nack(self, deliveries: Deliveries, *, delay_s: float | None = None) -> list[AckOutcome]:
         """Return deliveries, due again after ``delay_s`` (None: the queue's back-off)."""
         delay_ms = None if delay_s is None else int(delay_s * 1000)
-        receipts = _receipts(deliveries)
+        receipts = receipts_of(deliveries)
         if isinstance(self.client, RpcMessagingClient):
             return self.client.nack_queue(self.topic, receipts, delay_ms)
         body = qj.encode_nack_request(receipts, delay_ms)
