@@ -20,10 +20,14 @@ kind                  carries                          result
 ``Settle``            a ``SettleRequest``              how many pending messages it
                                                        settled
 ``Maintain``          a queue topic                    how many messages it changed
+``DeadLetterIn``      a queue, the source queue's      how many copies it added
+                      prefix, its dead messages
+``DeadLetterDone``    a queue, ids of its moved dead   how many it removed
+                      messages
 ====================  ===============================  ===============================
 
-The last six are the operations of queue topics (``tms.queues``); the writer applies
-them with ``tms.queue_batch``.
+The last eight are the operations of queue topics (``tms.queues``); the writer applies
+them with ``tms.queue_batch`` (the dead-letter steps: ``tms.queue_dead``).
 
 Each operation says what makes it invalid on its own (``check``) and which write
 pointers it writes or rolls back under (``uses``: what the write-pointer guard and the
@@ -51,6 +55,7 @@ from tms.queues import (
     Enqueued,
     EnqueueRequest,
     NackRequest,
+    QueueMessage,
     ReceiveRequest,
     ReceiveResult,
     SettleRequest,
@@ -58,6 +63,8 @@ from tms.queues import (
 
 __all__ = [
     "Ack",
+    "DeadLetterDone",
+    "DeadLetterIn",
     "Enqueue",
     "Maintain",
     "Markers",
@@ -108,6 +115,10 @@ class WriteDispatch(Protocol):
     def settle(self, op: Settle) -> int: ...
 
     def maintain(self, op: Maintain) -> int: ...
+
+    def dead_letter_in(self, op: DeadLetterIn) -> int: ...
+
+    def dead_letter_done(self, op: DeadLetterDone) -> int: ...
 
 
 class Operation(Protocol[R_co]):
@@ -374,6 +385,44 @@ class Maintain:
 
     def apply(self, dispatch: WriteDispatch) -> int:
         return dispatch.maintain(self)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterIn:
+    """Copies of dead messages of the queue whose prefix is ``origin`` into ``topic``,
+    each once (``tms.queue_dead``, step 2)."""
+
+    topic: TopicId
+    origin: bytes
+    messages: tuple[QueueMessage, ...]
+    kind: ClassVar[str] = "dead_letter_in"
+
+    def check(self) -> None:
+        pass
+
+    def uses(self) -> PointerUses:
+        return ()
+
+    def apply(self, dispatch: WriteDispatch) -> int:
+        return dispatch.dead_letter_in(self)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterDone:
+    """Remove dead messages of ``topic`` copied to its dead-letter queue (step 3)."""
+
+    topic: TopicId
+    ids: tuple[bytes, ...]
+    kind: ClassVar[str] = "dead_letter_done"
+
+    def check(self) -> None:
+        pass
+
+    def uses(self) -> PointerUses:
+        return ()
+
+    def apply(self, dispatch: WriteDispatch) -> int:
+        return dispatch.dead_letter_done(self)
 
 
 class Ticket(Generic[R_co]):

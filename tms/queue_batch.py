@@ -43,6 +43,7 @@ from tms.codec import queue as qc
 from tms.codec.queue import QueueRow
 from tms.errors import TmsInvalidArgumentError, TransactionNotInProgressError
 from tms.guard import WritePointerGuard
+from tms.queue_dead import DeadLetters
 from tms.queues import (
     AckOutcome,
     AckRequest,
@@ -71,7 +72,7 @@ _FOREVER = 2**62
 _AFTER_ALL = b"\xff" * 64  # above every index key
 
 
-class QueueBatch:
+class QueueBatch(DeadLetters):
     """See the module docstring. Not thread-safe (the writer's batch leader uses it)."""
 
     def __init__(
@@ -99,11 +100,14 @@ class QueueBatch:
         self._put_min: dict[bytes, bytes] = {}  # per kind, the least entry put in the batch
         self._rows: dict[bytes, QueueRow | None] = {}  # changed in this batch (None: deleted)
         self._keys: dict[str, bytes | None] = {}
+        self._origins: set[bytes] = set()
         self._fresh_ready: dict[bytes, QueueRow] = {}  # became ready in this batch
         self._counts: list[int] | None = None
         self.became_ready = False
         self.changed = 0
         """Messages changed (or removed) so far."""
+        self.dead_lettered = 0
+        """Messages that became MOVING (to be moved to the dead-letter queue)."""
         self._housekept = False
 
     # -- rows ---------------------------------------------------------------------------
@@ -121,8 +125,8 @@ class QueueBatch:
     def _put(self, old: QueueRow | None, new: QueueRow) -> None:
         counts = self._counters()
         if old is not None:
-            counts[old.state] -= 1
-        counts[new.state] += 1
+            counts[old.state.counted_as] -= 1
+        counts[new.state.counted_as] += 1
         self.changed += 1
         index = self._q.put_row(self._batch, self._prefix, old, new)
         self._lower_floor(index[len(self._prefix) : len(self._prefix) + 1], index)
@@ -171,13 +175,21 @@ class QueueBatch:
             self._floors[kind] = min(end, put)  # nothing live in the store's kind
 
     def _delete(self, row: QueueRow) -> None:
-        self._counters()[row.state] -= 1
+        self._counters()[row.state.counted_as] -= 1
         self.changed += 1
-        self._q.delete_row(self._batch, self._prefix, row)
+        # A dead letter may carry a key another message of this queue holds: only the
+        # key's own message takes it along.
+        owns_key = row.key is not None and self._id_of_key(row.key) == row.id
+        self._q.delete_row(self._batch, self._prefix, row, key=owns_key)
         self._rows[row.id] = None
         self._fresh_ready.pop(row.id, None)
-        if row.key is not None:
+        if owns_key and row.key is not None:
             self._keys[row.key] = None
+
+    def _id_of_key(self, key: str) -> bytes | None:
+        if key in self._keys:
+            return self._keys[key]
+        return self._q.id_of_key(self._prefix, key)
 
     def finish(self) -> None:
         """Add the counter row (once, after the batch's operations)."""
@@ -194,9 +206,13 @@ class QueueBatch:
         the back-off from when it failed), or dead after its last attempt."""
         max_attempts = self._config.max_attempts
         if max_attempts and row.attempts >= max_attempts:
+            moving = self._config.dead_letter_queue is not None
+            self.dead_lettered += moving
             return dataclasses.replace(
-                row, state=QueueState.DEAD, done_ms=self._now, lease_ms=0, tx_write_pointer=0
-            )
+                row,
+                state=QueueState.MOVING if moving else QueueState.DEAD,
+                done_ms=self._now, lease_ms=0, tx_write_pointer=0,
+            )  # fmt: skip
         if delay_ms is None:
             failed_at = min(row.lease_ms, self._now) if row.lease_ms else self._now
             due = failed_at + backoff_ms(self._config, row.attempts, self._rng)
@@ -212,9 +228,7 @@ class QueueBatch:
         for item in request.items:
             found = None
             if item.key is not None:
-                found = self._keys[item.key] if item.key in self._keys else (
-                    self._q.id_of_key(self._prefix, item.key)
-                )  # fmt: skip
+                found = self._id_of_key(item.key)
             if found is not None:
                 row = self._get(found)
                 pending = row is not None and row.state is QueueState.PENDING
@@ -327,9 +341,8 @@ class QueueBatch:
             else:
                 new = self._failed(dataclasses.replace(row, lease_ms=0), request.delay_ms)
                 self._put(row, new)
-                outcomes.append(
-                    AckOutcome.DEAD if new.state is QueueState.DEAD else AckOutcome.RETURNED
-                )
+                dead = new.state in (QueueState.DEAD, QueueState.MOVING)
+                outcomes.append(AckOutcome.DEAD if dead else AckOutcome.RETURNED)
         return tuple(outcomes)
 
     def settle(self, request: SettleRequest) -> int:
@@ -429,7 +442,7 @@ def _ack_outcome(row: QueueRow | None, attempt: int, wp: int) -> AckOutcome:
         return AckOutcome.UNKNOWN
     if row.state is QueueState.ACKED:
         return AckOutcome.ACKED
-    if row.attempts != attempt:
+    if row.attempts != attempt or row.state is QueueState.MOVING:  # MOVING: the DLQ's now
         return AckOutcome.LEASE_LOST
     if row.state is QueueState.LEASED and row.tx_write_pointer:
         # Another transaction's ack is pending: only the same transaction again.

@@ -13,9 +13,14 @@ topic's writer (``tms.queue_batch``)::
        │        (its transaction     ▲                   ▲                 │  │
        │         in progress;        └──── nack / lease expired ──────────┘  │
        │         rollback: gone)           (back-off; after max_attempts     │
-       └──► SCHEDULED / READY              DEAD instead)                      ack
+       └──► SCHEDULED / READY              DEAD, or MOVING instead)           ack
                                                                           ▼
                                                                ACKED ──purge_after_s──► gone
+
+A queue with a ``dead_letter_queue`` hands its dead messages to that queue instead of
+keeping them: MOVING (a dead message on its way, counted as dead, never delivered) is
+copied into the other queue, where it is READY (a new id; payload, key, priority,
+enqueue time and attempts kept), and only then removed (``tms.queue_dead``).
 
 A transactional ack leaves the message LEASED with the ack pending under its write
 pointer: it becomes ACKED when that transaction commits and is dropped if it rolls
@@ -74,6 +79,13 @@ class QueueState(enum.IntEnum):
     LEASED = 3
     ACKED = 4
     DEAD = 5
+    MOVING = 6
+    """Dead, being moved to the queue's dead-letter queue (counted as DEAD)."""
+
+    @property
+    def counted_as(self) -> QueueState:
+        """The state whose counter holds it (the counter row has six)."""
+        return QueueState.DEAD if self is QueueState.MOVING else self
 
 
 def _int_property(properties: Mapping[str, str], name: str, default: int, low: int) -> int:
@@ -98,7 +110,9 @@ class QueueConfig:
     (0: never); ``backoff_s`` (1) and ``max_backoff_s`` (3600) the back-off after a
     failed attempt: ``backoff_s * 2**(attempt - 1)``, at most ``max_backoff_s``, less a
     random part of up to ``jitter_percent`` (20) percent; ``purge_after_s`` (86400)
-    how long acked and dead-lettered messages are kept (Vitess ``vt_purge_after``).
+    how long acked and dead-lettered messages are kept (Vitess ``vt_purge_after``);
+    ``dead_letter_queue`` (none) a queue of the same namespace that dead messages move
+    to (without it they stay here, dead, until purged).
     """
 
     lease_s: int = 30
@@ -107,6 +121,8 @@ class QueueConfig:
     max_backoff_s: int = 3600
     jitter_percent: int = 20
     purge_after_s: int = 86_400
+    dead_letter_queue: str | None = None
+    """The name of a queue of the same namespace that dead messages move to."""
 
     KIND = "queue"
 
@@ -128,10 +144,19 @@ class QueueConfig:
             max_backoff_s=_int_property(properties, "max_backoff_s", 3600, 0),
             jitter_percent=_int_property(properties, "jitter_percent", 20, 0),
             purge_after_s=_int_property(properties, "purge_after_s", 86_400, 1),
+            dead_letter_queue=_dead_letter_queue(properties),
         )
         if config.jitter_percent > 100:
             raise TmsInvalidArgumentError("queue property 'jitter_percent' must be in 0..100")
         return config
+
+
+def _dead_letter_queue(properties: Mapping[str, str]) -> str | None:
+    name = properties.get("dead_letter_queue")
+    if name is None:
+        return None
+    TopicId("default", name)  # the name's syntax (TmsInvalidArgumentError)
+    return name
 
 
 def backoff_ms(config: QueueConfig, attempt: int, rng: random.Random) -> int:

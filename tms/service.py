@@ -145,6 +145,7 @@ class MessagingService(QueueMethods):
         # as have one under way at once; threads start only as needed), and opens their
         # writers.
         self._executor = ThreadPoolExecutor(_WRITER_THREADS, thread_name_prefix="tms-writer")
+        self._mover = ThreadPoolExecutor(1, thread_name_prefix="tms-dead-letters")
         self._closed = False
         self.metrics.watch_topic_sizes(self.topic_sizes)
         self.metrics.watch_queues(self.queues_stats, clock.now_ms)
@@ -168,7 +169,7 @@ class MessagingService(QueueMethods):
     ) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **(properties or {})}
         props.pop("generation", None)
-        QueueConfig.of(props)  # valid queue settings, if a queue
+        self._check_queue(topic, props)  # valid queue settings, if a queue
         with fenced(self.ownership, topic) as fence:
             metadata = self._tables.metadata.create(topic, props, fence)
         with self._lock:
@@ -178,7 +179,7 @@ class MessagingService(QueueMethods):
     def update_topic(self, topic: TopicId, properties: Mapping[str, str]) -> TopicMetadata:
         props = {"ttl": str(self.config.default_ttl_s), **properties}
         props.pop("generation", None)
-        if (QueueConfig.of(props) is None) != (self.queue_config(topic) is None):
+        if (self._check_queue(topic, props) is None) != (self.queue_config(topic) is None):
             raise TmsInvalidArgumentError(f"the kind of {topic} (topic or queue) cannot change")
         with fenced(self.ownership, topic) as fence:
             metadata = self._tables.metadata.update(topic, props, fence)
@@ -379,6 +380,8 @@ class MessagingService(QueueMethods):
             m.wrote(metadata.topic, "write", stats.messages, stats.payload_bytes)
         if stats.rolled_back:
             m.rolled_back.inc(stats.rolled_back)
+        if stats.dead_lettered:
+            self._move_soon(metadata.topic)
         if stats.published:
             self._changes.bump(metadata.topic)
             if self._feed is not None:
@@ -494,6 +497,7 @@ class MessagingService(QueueMethods):
             self._closed = True
             writers = list(self._writers.values())
             self._writers.clear()
+        self._mover.shutdown(wait=True, cancel_futures=True)
         for writer in writers:
             writer.close()
         self._executor.shutdown(wait=True)

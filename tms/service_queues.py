@@ -1,15 +1,32 @@
 """The queue methods of ``MessagingService`` (``tms.queues``), a base class of it: each
 write is ``submit`` of its operation (``tms.operations``), applied by the queue's topic
-writer; the rest reads the queue tables (``tms.store.queues``)."""
+writer; the rest reads the queue tables (``tms.store.queues``). ``move_dead_letters``
+drives the moves to dead-letter queues (``tms.queue_dead``): after each batch that
+made messages MOVING (on one thread of its own), and from ``maintain_queues``."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Mapping
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, TypeVar
 
 from tms.codec import keys
-from tms.errors import TmsInvalidArgumentError
+from tms.errors import TmsError, TmsInvalidArgumentError, TopicNotFoundError
 from tms.model import TopicId, TopicMetadata
-from tms.operations import Ack, Enqueue, Maintain, Nack, Operation, Receive, Settle, Ticket
+from tms.operations import (
+    Ack,
+    DeadLetterDone,
+    DeadLetterIn,
+    Enqueue,
+    Maintain,
+    Nack,
+    Operation,
+    Receive,
+    Settle,
+    Ticket,
+)
 from tms.queues import (
     AckOutcome,
     AckRequest,
@@ -26,13 +43,16 @@ from tms.store.tables import Tables
 
 __all__ = ["QueueMethods"]
 
+log = logging.getLogger(__name__)
 R = TypeVar("R")
+_MOVE_BATCH = 1000
 
 
 class QueueMethods:
     """See the module docstring (and ``MessagingService``)."""
 
     _tables: Tables
+    _mover: Executor
 
     if TYPE_CHECKING:  # MessagingService's
 
@@ -47,6 +67,24 @@ class QueueMethods:
         if metadata.properties.get("kind") == QueueConfig.KIND:
             raise TmsInvalidArgumentError(f"{topic} is a queue: receive from it, do not poll")
         return metadata
+
+    def _check_queue(self, topic: TopicId, properties: Mapping[str, str]) -> QueueConfig | None:
+        """The queue settings of new ``properties`` of ``topic`` (None: not a queue);
+        ``TmsInvalidArgumentError`` for bad ones, a dead-letter queue that is the queue
+        itself or not an existing queue among them."""
+        config = QueueConfig.of(properties)
+        dlq = config.dead_letter_queue if config is not None else None
+        if dlq is not None:
+            target = TopicId(topic.namespace, dlq)
+            if target == topic:
+                raise TmsInvalidArgumentError("a queue cannot be its own dead-letter queue")
+            try:
+                is_queue = self.queue_config(target) is not None
+            except TopicNotFoundError:
+                is_queue = False
+            if not is_queue:
+                raise TmsInvalidArgumentError(f"the dead-letter queue {target} is not a queue")
+        return config
 
     def queue_config(self, topic: TopicId) -> QueueConfig | None:
         """The topic's queue settings; None if it is not a queue."""
@@ -107,10 +145,53 @@ class QueueMethods:
         return {topic: pointers for topic, pointers in found.items() if pointers}
 
     def maintain_queues(self, *, purge: bool = True) -> int:
-        """Every queue's housekeeping (``Maintain``); how many messages changed."""
-        queues = [m.topic for m in self._queues()]
-        return sum(
+        """Every queue's housekeeping (``Maintain``) and its dead letters moved; how many
+        messages changed."""
+        queues = self._queues()
+        changed = sum(
             ticket.result()  # type: ignore[misc]
-            for ticket in self.write([Maintain(topic, purge) for topic in queues])
+            for ticket in self.write([Maintain(m.topic, purge) for m in queues])
             if ticket.error is None
         )
+        for m in queues:
+            if QueueConfig.of(m.properties) is not None and m.properties.get("dead_letter_queue"):
+                try:
+                    changed += self.move_dead_letters(m.topic)
+                except TmsError as exc:
+                    log.warning("could not move dead letters of %s: %s", m.topic, exc)
+        return changed
+
+    def move_dead_letters(self, topic: TopicId) -> int:
+        """Move the queue's MOVING messages to its dead-letter queue (``tms.queue_dead``,
+        steps 2 and 3); how many left the queue. Safe at any time, twice at once too.
+        ``TmsInvalidArgumentError`` when the dead-letter queue is not a queue (then they
+        stay MOVING, counted dead, until it is)."""
+        metadata = self.get_topic(topic)
+        config = QueueConfig.of(metadata.properties)
+        if config is None or config.dead_letter_queue is None:
+            return 0
+        target = TopicId(topic.namespace, config.dead_letter_queue)
+        prefix = keys.topic_prefix(topic, metadata.generation)
+        moved = 0
+        while rows := self._tables.queues.moving(prefix, _MOVE_BATCH):
+            if target == topic or self.queue_config(target) is None:
+                raise TmsInvalidArgumentError(f"the dead-letter queue {target} is not a queue")
+            # Copied (durably) before removed: a crash in between leaves a copy and a
+            # MOVING original, and the next move finds the copy's origin row.
+            self.submit(DeadLetterIn(target, prefix, tuple(r.message() for r in rows)))
+            moved += self.submit(DeadLetterDone(topic, tuple(r.id for r in rows)))
+            if len(rows) < _MOVE_BATCH:
+                break
+        return moved
+
+    def _move_soon(self, topic: TopicId) -> None:
+        """``move_dead_letters`` on the mover's thread (a writer's batch must not wait)."""
+
+        def move() -> None:
+            try:
+                self.move_dead_letters(topic)
+            except TmsError as exc:
+                log.warning("could not move dead letters of %s yet: %s", topic, exc)
+
+        with contextlib.suppress(RuntimeError):  # shut down: cleanup moves them later
+            self._mover.submit(move)

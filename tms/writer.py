@@ -70,6 +70,8 @@ from tms.guard import Use, WritePointerGuard
 from tms.model import MarkersResult, RollbackDetail, StoreRequest, TopicMetadata
 from tms.operations import (
     Ack,
+    DeadLetterDone,
+    DeadLetterIn,
     Enqueue,
     Maintain,
     Markers,
@@ -107,6 +109,8 @@ class BatchStats:
     queue_length: int
     seconds: float
     published: bool = False
+    dead_lettered: int = 0
+    """Queue messages that became MOVING: to move to the dead-letter queue."""
 
 
 class TopicWriter:
@@ -323,6 +327,7 @@ class _Batch:
             queue_length=operations,
             seconds=seconds,
             published=self._published or self._rolled_back > 0,
+            dead_lettered=self._queue.dead_lettered if self._queue is not None else 0,
         )
 
     def _count(self, request: StoreRequest) -> None:
@@ -468,3 +473,9 @@ class _Batch:
 
     def maintain(self, op: Maintain) -> int:
         return self._queue_batch().maintain(op.purge)
+
+    def dead_letter_in(self, op: DeadLetterIn) -> int:
+        return self._queue_batch().dead_letter_in(op.origin, op.messages)
+
+    def dead_letter_done(self, op: DeadLetterDone) -> int:
+        return self._queue_batch().dead_letter_done(op.ids)

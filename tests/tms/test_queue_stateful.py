@@ -3,7 +3,9 @@ delays, priorities; in transactions that commit, roll back or are invalidated),
 receive, ack (also stale receipts and acks in transactions), nack, time passing on an
 injected clock, and restarts of the service on the same LevelDB directory. After every
 step the counts per state match the model; every receive returns exactly the messages
-the model says, in its order."""
+the model says, in its order. ``DeadLetterModel`` runs the same with a dead-letter
+queue: a message that fails its last attempt leaves the queue and is in the other one,
+once, with its key and attempts (moves interrupted by restarts included)."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from txn import InProcessTxClient, TransactionManager, TxConfig
 from txn.transaction import Transaction
 
 Q = TopicId("ns", "model")
+DLQ = TopicId("ns", "model-dead")
 LEASE_MS, MAX_ATTEMPTS, BACKOFF_MS = 1_000, 2, 1_000
 S = QueueState
 
@@ -48,6 +51,7 @@ class M:
     state: QueueState
     priority: int
     due: int
+    enqueued: int
     attempts: int = 0
     lease: int = 0
     tx: int = 0
@@ -55,6 +59,9 @@ class M:
 
 
 class QueueModel(RuleBasedStateMachine):
+    dead_letters = False
+    """Q has a dead-letter queue (``DeadLetterModel``)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.mkdtemp()
@@ -63,11 +70,17 @@ class QueueModel(RuleBasedStateMachine):
         self.manager.start()
         self.txns = InProcessTxClient(self.manager)
         self.svc = self._open()
+        dlq = {}
+        if self.dead_letters:
+            self.svc.create_topic(DLQ, {"kind": "queue"})
+            dlq = {"dead_letter_queue": DLQ.topic}
         self.svc.create_topic(
             Q,
             {"kind": "queue", "max_attempts": str(MAX_ATTEMPTS), "jitter_percent": "0",
-             "backoff_s": str(BACKOFF_MS // 1000), "max_backoff_s": "4"},
+             "backoff_s": str(BACKOFF_MS // 1000), "max_backoff_s": "4", **dlq},
         )  # fmt: skip
+        self.dead: list[tuple[str | None, int, int, int]] = []
+        """Moved to the dead-letter queue: (key, attempts, priority, enqueue time)."""
         self.messages: dict[bytes, M] = {}
         self.keys: dict[str, bytes] = {}
         self.receipts: list[Receipt] = []
@@ -95,7 +108,7 @@ class QueueModel(RuleBasedStateMachine):
 
     def _failed(self, m: M, delay: int | None) -> M:
         if m.attempts >= MAX_ATTEMPTS:
-            return replace(m, state=S.DEAD, lease=0, tx=0)
+            return replace(m, state=S.MOVING if self.dead_letters else S.DEAD, lease=0, tx=0)
         if delay is None:
             failed_at = min(m.lease, self.now) if m.lease else self.now
             return self._waiting(m, failed_at + min(4_000, BACKOFF_MS * 2 ** (m.attempts - 1)))
@@ -163,7 +176,7 @@ class QueueModel(RuleBasedStateMachine):
             if result.duplicate:
                 assert key is not None and result.id == self.keys[key]
                 continue
-            m = M(result.id, S.PENDING, priority, self.now + delay, tx=wp, key=key)
+            m = M(result.id, S.PENDING, priority, self.now + delay, self.now, tx=wp, key=key)
             self.messages[result.id] = m if wp else self._waiting(m, m.due)
             if key is not None:
                 self.keys[key] = result.id
@@ -190,7 +203,7 @@ class QueueModel(RuleBasedStateMachine):
             return AckOutcome.UNKNOWN
         if m.state is S.ACKED:
             return AckOutcome.ACKED
-        if m.attempts != r.attempt:
+        if m.attempts != r.attempt or m.state is S.MOVING:
             return AckOutcome.LEASE_LOST
         if m.state is S.LEASED and m.tx:
             return AckOutcome.PENDING if m.tx == wp else AckOutcome.LEASE_LOST
@@ -230,7 +243,8 @@ class QueueModel(RuleBasedStateMachine):
         else:
             new = self._failed(replace(m, lease=0), delay)
             self.messages[m.id] = new
-            assert outcome is (AckOutcome.DEAD if new.state is S.DEAD else AckOutcome.RETURNED)
+            dead = new.state in (S.DEAD, S.MOVING)
+            assert outcome is (AckOutcome.DEAD if dead else AckOutcome.RETURNED)
 
     @rule(ms=st.sampled_from([1, 400, 1_000, 5_000]))
     def advance(self, ms: int) -> None:
@@ -264,21 +278,46 @@ class QueueModel(RuleBasedStateMachine):
         self.svc.close()
         self.svc = self._open()
 
+    def _moved(self) -> None:
+        """The moves to the dead-letter queue done (cleanup's part; the service's own
+        mover may be doing them at the same time)."""
+        self.svc.move_dead_letters(Q)
+        for m in [m for m in self.messages.values() if m.state is S.MOVING]:
+            del self.messages[m.id]
+            if m.key is not None:
+                del self.keys[m.key]
+            self.dead.append((m.key, m.attempts, m.priority, m.enqueued))
+
     @invariant()
     def counts_match(self) -> None:
-        stats = self.svc.queue_stats(Q)
+        self.svc.queue_stats(Q)  # its housekeeping (may make messages MOVING)
         self._housekeeping()
+        self._moved()  # after which nothing is MOVING: the mover cannot race the counts
+        stats = self.svc.queue_stats(Q)
         counts = {state: 0 for state in S}
         for m in self.messages.values():
             counts[m.state] += 1
         assert (
             stats.pending, stats.scheduled, stats.ready, stats.leased, stats.acked, stats.dead
-        ) == tuple(counts[s] for s in S)  # fmt: skip
+        ) == tuple(counts[s] for s in S if s is not S.MOVING)  # fmt: skip
         report = self.svc.inspect(Q)
         assert {bytes.fromhex(r["id"]): r["state"] for r in report["messages"]} == {
             i: m.state.name.lower() for i, m in self.messages.items()
         }
+        if self.dead_letters:
+            moved = self.svc.inspect(DLQ)["messages"]
+            assert all(r["state"] == "ready" for r in moved)
+            assert sorted(
+                ((r["key"], r["attempts"], r["priority"], r["enqueueTime"]) for r in moved),
+                key=repr,
+            ) == sorted(self.dead, key=repr)  # each exactly once
+
+
+class DeadLetterModel(QueueModel):
+    dead_letters = True
 
 
 QueueModel.TestCase.settings = settings(max_examples=120, stateful_step_count=50, deadline=None)
+DeadLetterModel.TestCase.settings = settings(max_examples=60, stateful_step_count=50, deadline=None)
 test_queue_against_a_model = QueueModel.TestCase
+test_dead_letters_against_a_model = DeadLetterModel.TestCase

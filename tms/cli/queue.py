@@ -2,7 +2,8 @@
 
 ::
 
-    tms queue create NS QUEUE [--lease 30s] [--max-attempts N] [--backoff 1s] ...
+    tms queue create NS QUEUE [--lease 30s] [--max-attempts N] [--backoff 1s]
+                              [--dead-letter-queue QUEUE] ...
     tms queue enqueue NS QUEUE [MESSAGE ...] [--key K] [--delay 5m | --at T] [--priority N]
     tms queue receive NS QUEUE [--max N] [--lease 30s] [--wait 0]
     tms queue ack NS QUEUE RECEIPT ...
@@ -86,6 +87,12 @@ def register(commands: Any) -> None:
         dest="max_attempts",
         help="deliveries before a message is dead-lettered (default 10; 0: never)",
     )
+    create.add_argument(
+        "--dead-letter-queue",
+        dest="dead_letter_queue",
+        metavar="QUEUE",
+        help="a queue of the namespace that dead messages move to (default: they stay)",
+    )
     create.set_defaults(handler=_create)
 
     enqueue = queue.add_parser("enqueue", help="enqueue messages (none given: stdin lines)")
@@ -137,7 +144,10 @@ def _topic(args: argparse.Namespace) -> TopicId:
 
 def _create(args: argparse.Namespace, client: Any) -> int:
     props = {"kind": "queue"}
-    for name in ("lease_s", "backoff_s", "max_backoff_s", "purge_after_s", "max_attempts"):
+    for name in (
+        "lease_s", "backoff_s", "max_backoff_s", "purge_after_s", "max_attempts",
+        "dead_letter_queue",
+    ):  # fmt: skip
         value = getattr(args, name)
         if value is not None:
             props[name] = str(value)

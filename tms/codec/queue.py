@@ -13,9 +13,14 @@
         'w' tx_ptr(8)             LEASED with a transactional ack pending
         'a' done_ms(8)            ACKED, by when (for purging)
         'd' done_ms(8)            DEAD, by when
+        'm' done_ms(8)            MOVING (dead, on its way to the dead-letter queue)
     index value      := empty
     key row          := topic prefix || ASCII(key) -> id(10)
-    counter row      := topic prefix -> six int64 counts, by state (``QueueState`` order)
+    origin row       := topic prefix || 0x00 || origin -> id(10)    (in the key table;
+                        origin: the source queue's prefix and id of a dead letter moved
+                        here, so a move repeated after a crash is not a second copy)
+    counter row      := topic prefix -> six int64 counts, by state (``QueueState`` order;
+                        MOVING counted as DEAD)
 
 Big-endian throughout, so each index kind sorts by its fields, then id. Every message
 has exactly one index entry, a function of its row (``index_key``): a state change is
@@ -56,6 +61,7 @@ INDEX_KINDS = {
     "ack_pending": b"w",
     "acked": b"a",
     "dead": b"d",
+    "moving": b"m",
 }
 
 
@@ -145,6 +151,8 @@ def index_key(prefix: bytes, row: QueueRow) -> bytes:
         return prefix + b"p" + _Q.pack(row.tx_write_pointer) + row.id
     if state is QueueState.ACKED:
         return prefix + b"a" + _Q.pack(row.done_ms) + row.id
+    if state is QueueState.MOVING:
+        return prefix + b"m" + _Q.pack(row.done_ms) + row.id
     return prefix + b"d" + _Q.pack(row.done_ms) + row.id
 
 
@@ -160,7 +168,7 @@ def index_entry_id(key: bytes) -> bytes:
 
 def index_entry_time(key: bytes) -> int:
     """The int64 just before the id: due_ms ('s', 'r'), lease_ms ('l'), tx_ptr ('p',
-    'w'), done_ms ('a', 'd')."""
+    'w'), done_ms ('a', 'd', 'm')."""
     (value,) = _Q.unpack_from(key, len(key) - QUEUE_ID_SIZE - 8)
     return int(value)
 

@@ -269,7 +269,7 @@ QUEUE_SCHEMAS: dict[str, Any] = {
         id={"type": "string"},
         state={
             "type": "string",
-            "enum": ["pending", "scheduled", "ready", "leased", "acked", "dead"],
+            "enum": ["pending", "scheduled", "ready", "leased", "acked", "dead", "moving"],
         },
         attempts=_INT,
         priority=_INT,

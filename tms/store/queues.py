@@ -57,6 +57,10 @@ class QueueTables:
     def id_of_key(self, prefix: bytes, key: str) -> bytes | None:
         return self.keys.get(prefix + key.encode("ascii"))
 
+    def id_of_origin(self, prefix: bytes, origin: bytes) -> bytes | None:
+        """The id a dead letter from ``origin`` (source prefix and id) got here."""
+        return self.keys.get(prefix + b"\x00" + origin)
+
     def counters(self, prefix: bytes) -> tuple[int, ...]:
         """Messages per ``QueueState`` (as of the last write)."""
         return qc.decode_counters(self.counter_rows.get(prefix))
@@ -133,16 +137,31 @@ class QueueTables:
         return new_index
 
     @staticmethod
-    def delete_row(batch: TableBatch, prefix: bytes, row: QueueRow) -> None:
-        """Remove a message, its index entry and its key."""
+    def delete_row(batch: TableBatch, prefix: bytes, row: QueueRow, *, key: bool = True) -> None:
+        """Remove a message, its index entry and (with ``key``) its key."""
         batch.ops.append((INDEX_TABLE, qc.index_key(prefix, row), None))
         batch.ops.append((QUEUE_TABLE, prefix + row.id, None))
-        if row.key is not None:
+        if key and row.key is not None:
             batch.ops.append((KEY_TABLE, prefix + row.key.encode("ascii"), None))
 
     @staticmethod
     def put_key(batch: TableBatch, prefix: bytes, key: str, message_id: bytes) -> None:
         batch.ops.append((KEY_TABLE, prefix + key.encode("ascii"), message_id))
+
+    @staticmethod
+    def put_origin(batch: TableBatch, prefix: bytes, origin: bytes, message_id: bytes) -> None:
+        batch.ops.append((KEY_TABLE, prefix + b"\x00" + origin, message_id))
+
+    def moving(self, prefix: bytes, limit: int) -> list[QueueRow]:
+        """Up to ``limit`` MOVING messages (dead letters on their way), oldest first."""
+        rows = []
+        for key in self.entries(prefix, b"m"):
+            row = self.get(prefix, qc.index_entry_id(key))
+            if row is not None:
+                rows.append(row)
+                if len(rows) >= limit:
+                    break
+        return rows
 
     @staticmethod
     def put_counters(batch: TableBatch, prefix: bytes, counts: tuple[int, ...]) -> None:

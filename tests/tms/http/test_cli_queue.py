@@ -21,10 +21,15 @@ def run(served: Served, *argv: str) -> int:
 def test_queue_commands(
     served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: Any
 ) -> None:
-    assert run(served, "queue", "create", "ns", "jobs", "--lease", "1m", "--max-attempts", "2") == 0
-    assert capsys.readouterr().out == "created queue ns:jobs\n"
+    assert run(served, "queue", "create", "ns", "dead") == 0
+    assert run(
+        served, "queue", "create", "ns", "jobs", "--lease", "1m", "--max-attempts", "2",
+        "--dead-letter-queue", "dead",
+    ) == 0  # fmt: skip
+    assert capsys.readouterr().out == "created queue ns:dead\ncreated queue ns:jobs\n"
     props = served.service.get_topic(TopicId("ns", "jobs")).properties
     assert (props["kind"], props["lease_s"], props["max_attempts"]) == ("queue", "60", "2")
+    assert props["dead_letter_queue"] == "dead"
     assert run(served, "queue", "enqueue", "ns", "jobs", "one", "two") == 0
     assert capsys.readouterr().out == "enqueued 2 message(s) to ns:jobs\n"
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"later\n")))

@@ -1,0 +1,206 @@
+"""Dead-letter queues (``tms.queue_dead``) on every storage engine: a message that fails
+its last attempt moves to the queue its ``dead_letter_queue`` names, with its payload,
+key, priority and attempts; never lost, never deliverable in both, once only when the
+move is interrupted between its steps and run again; the settings are checked."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import FakeClock
+from tms.codec import keys
+from tms.errors import TmsInvalidArgumentError
+from tms.model import TopicId
+from tms.operations import DeadLetterIn
+from tms.queues import (
+    AckOutcome,
+    AckRequest,
+    EnqueueItem,
+    EnqueueRequest,
+    NackRequest,
+    QueueMessage,
+    ReceiveRequest,
+)
+from tms.service import MessagingService
+from tms.store.kv import KeyValueStore
+from tms.store.leveldb import LevelDBStore
+
+Q = TopicId("ns", "jobs")
+DLQ = TopicId("ns", "jobs-dead")
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(1_700_000_000_000)
+
+
+def open_service(kv: KeyValueStore, clock: FakeClock) -> MessagingService:
+    return MessagingService(kv, clock=clock, rng=random.Random(7))
+
+
+@pytest.fixture
+def svc(kv: KeyValueStore, clock: FakeClock) -> Iterator[MessagingService]:
+    service = open_service(kv, clock)
+    service.create_topic(DLQ, {"kind": "queue", "max_attempts": "0"})
+    service.create_topic(Q, {"kind": "queue", "max_attempts": "2", "dead_letter_queue": DLQ.topic})
+    yield service
+    service.close()
+
+
+def receive(svc: MessagingService, topic: TopicId = Q, n: int = 100) -> list[QueueMessage]:
+    return list(svc.receive(ReceiveRequest(topic, n)).messages)
+
+
+def fail_twice(svc: MessagingService, clock: FakeClock) -> list[QueueMessage]:
+    """Deliver everything ready in Q twice, nacking each delivery: the second fails the
+    last attempt. The deliveries of the second round."""
+    for m in receive(svc):
+        svc.nack(NackRequest(Q, [m.receipt], 0))
+    last = receive(svc)
+    outcomes = svc.nack(NackRequest(Q, [m.receipt for m in last], 0))
+    assert set(outcomes) == {AckOutcome.DEAD}
+    return last
+
+
+def wait_moved(svc: MessagingService, n: int) -> None:
+    """Until the service's own mover has moved ``n`` messages (it runs after the batch
+    that made them dead, on its own thread)."""
+    deadline = time.monotonic() + 10
+    while svc.queue_stats(DLQ).ready < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_a_message_failing_its_last_attempt_moves_to_the_dead_letter_queue(
+    svc: MessagingService, clock: FakeClock
+) -> None:
+    # Given messages with a key, a priority, a schedule
+    enqueued_at = clock.now_ms()
+    svc.enqueue(
+        EnqueueRequest(Q, [EnqueueItem(b"bad", key="k-1", priority=3), EnqueueItem(b"worse")])
+    )
+    clock.advance(1_000)
+    # When they fail their last attempt
+    last = fail_twice(svc, clock)
+    wait_moved(svc, 2)
+    # Then they are in the dead-letter queue, ready, as they were, and no longer in Q
+    moved = sorted(receive(svc, DLQ), key=lambda m: m.payload)
+    assert [(m.payload, m.key, m.priority, m.attempt, m.enqueued_ms) for m in moved] == [
+        (b"bad", "k-1", 3, 3, enqueued_at),  # attempt 3: its third delivery
+        (b"worse", None, 0, 3, enqueued_at),
+    ]
+    stats = svc.queue_stats(Q)
+    assert (stats.dead, stats.ready, stats.leased, stats.scheduled) == (0, 0, 0, 0)
+    assert svc.inspect(Q)["messages"] == []
+    # the old receipts finish nothing any more; the key is free in Q again
+    assert list(svc.ack(AckRequest(Q, [last[0].receipt]))) == [AckOutcome.UNKNOWN]
+    [again] = svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"retry", key="k-1")]))
+    assert not again.duplicate
+    # and the dead letter's key is the dead-letter queue's now
+    [dup] = svc.enqueue(EnqueueRequest(DLQ, [EnqueueItem(b"x", key="k-1")]))
+    assert dup.duplicate and dup.id == next(m for m in moved if m.key == "k-1").id
+
+
+def test_without_the_property_dead_messages_stay(kv: KeyValueStore, clock: FakeClock) -> None:
+    svc = open_service(kv, clock)
+    try:
+        svc.create_topic(Q, {"kind": "queue", "max_attempts": "2"})
+        svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"x")]))
+        fail_twice(svc, clock)
+        assert svc.move_dead_letters(Q) == 0
+        assert [r["state"] for r in svc.inspect(Q)["messages"]] == ["dead"]
+    finally:
+        svc.close()
+
+
+def test_a_move_interrupted_between_its_steps_adds_no_second_copy(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # Given a dead message whose copy was written, and a crash before its removal
+    # (the mover is stopped so that only the steps done here happen)
+    svc = open_service(LevelDBStore(tmp_path / "db"), clock)
+    svc.create_topic(DLQ, {"kind": "queue", "max_attempts": "0"})
+    svc.create_topic(Q, {"kind": "queue", "max_attempts": "1", "dead_letter_queue": DLQ.topic})
+    svc._mover.shutdown(wait=True)
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"dying", key="k")]))
+    [m] = receive(svc)
+    svc.nack(NackRequest(Q, [m.receipt], 0))
+    prefix = keys.topic_prefix(Q, svc.get_topic(Q).generation)
+    [row] = svc._tables.queues.moving(prefix, 10)
+    assert svc.submit(DeadLetterIn(DLQ, prefix, (row.message(),))) == 1  # step 2 only
+    svc.close()
+    # When the service restarts and the move runs again (as cleanup runs it)
+    svc = open_service(LevelDBStore(tmp_path / "db"), clock)
+    try:
+        assert svc.move_dead_letters(Q) == 1
+        # Then the dead-letter queue has it once, and Q not at all
+        assert [m.payload for m in receive(svc, DLQ)] == [b"dying"]
+        assert svc.queue_stats(DLQ).leased == 1 and svc.queue_stats(DLQ).ready == 0
+        assert svc.inspect(Q)["messages"] == []
+        assert svc.move_dead_letters(Q) == 0
+    finally:
+        svc.close()
+
+
+def test_a_dead_message_on_its_way_is_never_delivered_nor_acked(
+    kv: KeyValueStore, clock: FakeClock
+) -> None:
+    svc = open_service(kv, clock)
+    try:
+        svc.create_topic(DLQ, {"kind": "queue"})
+        svc.create_topic(Q, {"kind": "queue", "max_attempts": "1", "dead_letter_queue": DLQ.topic})
+        svc._mover.shutdown(wait=True)  # keep it on its way
+        svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"x")]))
+        [m] = receive(svc)
+        svc.nack(NackRequest(Q, [m.receipt], 0))
+        assert [r["state"] for r in svc.inspect(Q)["messages"]] == ["moving"]
+        assert svc.queue_stats(Q).dead == 1  # counted as dead while on its way
+        assert receive(svc) == []
+        assert list(svc.ack(AckRequest(Q, [m.receipt]))) == [AckOutcome.LEASE_LOST]
+        svc.maintain_queues()  # cleanup moves it
+        assert svc.queue_stats(Q).dead == 0 and svc.queue_stats(DLQ).ready == 1
+    finally:
+        svc.close()
+
+
+def test_a_dead_letters_key_taken_in_the_dead_letter_queue_stays_the_other_messages(
+    svc: MessagingService, clock: FakeClock
+) -> None:
+    [first] = svc.enqueue(EnqueueRequest(DLQ, [EnqueueItem(b"there first", key="k")]))
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"dead", key="k")]))
+    fail_twice(svc, clock)
+    wait_moved(svc, 2)
+    got = {m.payload: m for m in receive(svc, DLQ)}
+    assert got[b"dead"].key == "k"  # kept in its row
+    # When the dead letter is acked and purged, the key stays the first message's
+    svc.ack(AckRequest(DLQ, [got[b"dead"].receipt]))
+    clock.advance(86_400_000 + 1)
+    svc.maintain_queues()
+    [dup] = svc.enqueue(EnqueueRequest(DLQ, [EnqueueItem(b"x", key="k")]))
+    assert dup.duplicate and dup.id == first.id
+
+
+@pytest.mark.parametrize(
+    ("dead_letter_queue", "message"),
+    [
+        ("jobs", "its own"),
+        ("missing", "not a queue"),
+        ("plain", "not a queue"),
+        ("a b", "Invalid topic"),
+    ],
+)
+def test_the_dead_letter_queue_must_be_another_queue(
+    svc: MessagingService, dead_letter_queue: str, message: str
+) -> None:
+    svc.create_topic(TopicId("ns", "plain"))
+    props = {"kind": "queue", "dead_letter_queue": dead_letter_queue}
+    with pytest.raises(TmsInvalidArgumentError, match=message):
+        svc.update_topic(Q, props)
+    own = dead_letter_queue == Q.topic
+    new = TopicId("ns", "new")
+    with pytest.raises(TmsInvalidArgumentError, match=message):
+        svc.create_topic(new, {**props, "dead_letter_queue": "new"} if own else props)

@@ -1,0 +1,94 @@
+"""Dead-letter queues: a queue's dead messages moved to another queue (a part of
+``tms.queue_batch.QueueBatch``).
+
+A queue whose ``dead_letter_queue`` property names another queue of its namespace does
+not keep its dead messages: the batch that would make one DEAD makes it MOVING instead
+(counted as dead, never delivered, not purged, its ack answers ``lease_lost``). Each
+queue has its own writer and fence (one writer per topic), so the move cannot be one
+write; it is three, each atomic and synced, in an order that loses nothing and never
+leaves a message deliverable in both queues:
+
+1. the source's batch makes the message MOVING (``tms.queue_batch``);
+2. the target's batch adds a copy (``dead_letter_in``): READY now, a new id of the
+   target's, its payload, key, priority, enqueue time and attempts kept, and an
+   *origin* row (source prefix and id → new id) so that the same move again adds
+   nothing;
+3. the source's batch removes the MOVING message (``dead_letter_done``).
+
+A crash between two steps leaves the message MOVING in the source; the move is run
+again (``MessagingService.move_dead_letters``: after the batch that made it, and by
+cleanup), and step 2 finds its origin row. Between steps 2 and 3 the copy in the target
+is the only one that can be delivered. The key goes along to the target's key table if
+the target has no message with that key; otherwise the copy keeps it in its row but the
+key stays the other message's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tms.codec.queue import QueueRow
+from tms.queues import QueueMessage, QueueState
+from tms.store.queues import QueueTables
+from tms.store.tables import TableBatch
+
+__all__ = ["DeadLetters"]
+
+
+class DeadLetters:
+    """The dead-letter steps of ``QueueBatch`` (see the module docstring)."""
+
+    _q: QueueTables
+    _prefix: bytes
+    _batch: TableBatch
+    _now: int
+    _next_id: Callable[[], bytes]
+    _keys: dict[str, bytes | None]
+    _origins: set[bytes]
+    """Origins copied in this batch (not in the store yet)."""
+
+    def _get(self, message_id: bytes) -> QueueRow | None:
+        raise NotImplementedError  # QueueBatch's
+
+    def _put(self, old: QueueRow | None, new: QueueRow) -> None:
+        raise NotImplementedError  # QueueBatch's
+
+    def _delete(self, row: QueueRow) -> None:
+        raise NotImplementedError  # QueueBatch's
+
+    def _id_of_key(self, key: str) -> bytes | None:
+        raise NotImplementedError  # QueueBatch's
+
+    def dead_letter_in(self, origin: bytes, messages: Sequence[QueueMessage]) -> int:
+        """Step 2: copies of ``messages`` (dead in the queue whose prefix is ``origin``),
+        each once whatever how often it is sent; how many were added now."""
+        added = 0
+        seen = self._origins
+        for message in messages:
+            source = origin + message.id
+            if source in seen or self._q.id_of_origin(self._prefix, source) is not None:
+                continue
+            seen.add(source)
+            new_id = self._next_id()
+            key = message.key
+            row = QueueRow(
+                new_id, QueueState.READY, message.priority, message.attempt,
+                message.enqueued_ms, self._now, key=key, payload=message.payload,
+            )  # fmt: skip
+            self._put(None, row)
+            if key is not None and self._id_of_key(key) is None:
+                self._keys[key] = new_id
+                self._q.put_key(self._batch, self._prefix, key, new_id)
+            self._q.put_origin(self._batch, self._prefix, source, new_id)
+            added += 1
+        return added
+
+    def dead_letter_done(self, ids: Sequence[bytes]) -> int:
+        """Step 3: remove the MOVING messages ``ids`` (copied by now); how many."""
+        removed = 0
+        for message_id in ids:
+            row = self._get(message_id)
+            if row is not None and row.state is QueueState.MOVING:
+                self._delete(row)
+                removed += 1
+        return removed
