@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
-from tms.client.http import MessagingClient
+from tms.aio.subs import AsyncCalls
 from tms.model import TopicId
 from tms.queues import AckOutcome, Enqueued, EnqueueItem, QueueMessage, QueueStats, Receipt
 from tms.rpc import queue_values as qv
 from tms.rpc.frames import rpc
-from tms.rpc.ops import BY_NAME, Op
+from tms.rpc.ops import BY_NAME
 
 __all__ = ["AsyncQueueCalls"]
 
@@ -30,22 +29,8 @@ _RECEIVE, _ACK, _NACK = BY_NAME["receive"], BY_NAME["ack"], BY_NAME["nack"]
 _ENQUEUE, _SETTLE = BY_NAME["enqueue"], BY_NAME["settle"]
 
 
-class AsyncQueueCalls:
+class AsyncQueueCalls(AsyncCalls):
     """See the module docstring."""
-
-    async def _call(
-        self,
-        op: Op,
-        request: Any,
-        *,
-        topic: object = None,
-        idempotent: bool | None = None,
-        wait_s: float = 0.0,
-    ) -> Any:
-        raise NotImplementedError  # AsyncMessagingClient's
-
-    async def _rest(self) -> MessagingClient:
-        raise NotImplementedError  # AsyncMessagingClient's
 
     async def enqueue_queue(
         self,

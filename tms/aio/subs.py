@@ -28,11 +28,13 @@ from tms.rpc.ops import Op
 from tms.subscription import Preferences, Start, SubscriptionId
 from txn.transaction import Transaction
 
-__all__ = ["AsyncSubscriptionCalls"]
+__all__ = ["AsyncCalls", "AsyncSubscriptionCalls"]
 
 
-class AsyncSubscriptionCalls:
-    """See the module docstring."""
+class AsyncCalls:
+    """What the parts of ``AsyncMessagingClient`` (``AsyncSubscriptionCalls``,
+    ``tms.aio.queuecalls.AsyncQueueCalls``) call: its binary request and its REST
+    client."""
 
     async def _call(
         self,
@@ -47,6 +49,10 @@ class AsyncSubscriptionCalls:
 
     async def _rest(self) -> MessagingClient:
         raise NotImplementedError  # AsyncMessagingClient's
+
+
+class AsyncSubscriptionCalls(AsyncCalls):
+    """See the module docstring."""
 
     # -- over the binary protocol ---------------------------------------------------------
 

@@ -122,7 +122,9 @@ def test_unknown_queue_and_plain_topic(served: Served) -> None:
         client.poll(Q)
 
 
-def test_grants_like_topics(make_server: object) -> None:
+def served_with_a_worker(make_server: object) -> tuple[Served, MessagingClient]:
+    """A service where ``adm`` may do anything and ``wrk`` only read the queue ``Q``;
+    ``Q`` created, and the admin's client."""
     authorizer = Authorizer(
         {"adm": "admin", "wrk": "worker"},
         [
@@ -133,6 +135,11 @@ def test_grants_like_topics(make_server: object) -> None:
     served: Served = make_server(authorizer=authorizer)  # type: ignore[operator]
     admin = MessagingClient(served.url, token="adm", retries=0)
     admin.create_topic(Q, {"kind": "queue"})
+    return served, admin
+
+
+def test_grants_like_topics(make_server: object) -> None:
+    served, admin = served_with_a_worker(make_server)
     admin.queue(Q).enqueue([b"job"])
     worker = MessagingClient(served.url, token="wrk", retries=0).queue(Q)
     with pytest.raises(ForbiddenError):
@@ -143,16 +150,7 @@ def test_grants_like_topics(make_server: object) -> None:
 
 def test_settling_needs_write_access(make_server: object) -> None:
     # Given a transaction's pending enqueue, and a worker that may only read the queue
-    authorizer = Authorizer(
-        {"adm": "admin", "wrk": "worker"},
-        [
-            Grant("admin", "*", "*", frozenset(Permission)),
-            Grant("worker", "default", "work", frozenset({Permission.READ})),
-        ],
-    )
-    served: Served = make_server(authorizer=authorizer)  # type: ignore[operator]
-    admin = MessagingClient(served.url, token="adm", retries=0)
-    admin.create_topic(Q, {"kind": "queue"})
+    served, admin = served_with_a_worker(make_server)
     wp = served.clock.now_ms() * 1_000_000
     admin.queue(Q).enqueue([b"pending"], tx_write_pointer=wp)
     worker = MessagingClient(served.url, token="wrk", retries=0).queue(Q)
