@@ -1,8 +1,8 @@
 """Memory of a queue holding many scheduled messages: ``tms serve`` (a real process, on
-LevelDB) gets N messages due in a day over the binary protocol; its resident memory is
-read from ``/proc`` before, after the enqueues, after receives and stats on the full
-queue, and after a restart on the same data (and its first receive), beside the data's
-size on disk.
+LevelDB) gets N messages due in a day (random payloads) over the binary protocol; its
+resident memory is read from ``/proc`` before, after the enqueues, after receives and
+stats on the full queue, and after a restart on the same data (and its first receive),
+beside the data's size on disk.
 
     python -m benchmarks.queue_memory [--messages 1000000] [--payload 100] [--batch 10000]
         [--threads 4] [--data-dir DIR] [--out FILE]
@@ -83,8 +83,8 @@ class _Server:
 
 
 def _enqueue(url: str, messages: int, payload: int, batch: int, threads: int) -> float:
-    """Enqueue ``messages`` due in a day from ``threads`` threads; seconds taken."""
-    body = b"x" * payload
+    """Enqueue ``messages`` due in a day from ``threads`` threads; seconds taken.
+    Payloads are random (incompressible: the store cannot shrink them on disk)."""
     per_thread = messages // threads
 
     def work() -> None:
@@ -93,7 +93,12 @@ def _enqueue(url: str, messages: int, payload: int, batch: int, threads: int) ->
             left = per_thread
             while left:
                 n = min(batch, left)
-                queue.enqueue([EnqueueItem(body, delay_ms=DAY_MS)] * n)
+                data = os.urandom(n * payload)
+                items = [
+                    EnqueueItem(data[i * payload : (i + 1) * payload], delay_ms=DAY_MS)
+                    for i in range(n)
+                ]
+                queue.enqueue(items)
                 left -= n
 
     started = time.perf_counter()
