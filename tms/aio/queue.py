@@ -205,6 +205,8 @@ class Worker:
         try:
             while not self._stopping.is_set():
                 free = await self._free()
+                if self._stopping.is_set():
+                    break
                 wait_s = 0.0 if until_empty else self.wait_s
                 messages = await self._receive(min(self.batch, free), wait_s)
                 if self._stopping.is_set() and messages:
