@@ -14,7 +14,7 @@
 
 
 /* epoll data of the server's own descriptors (connections carry their Conn *) */
-char SERVER_LISTEN_TAG, SERVER_WAKE_TAG, SERVER_TIMER_TAG, SERVER_LOG_TAG;
+char SERVER_LISTEN_TAG, SERVER_WAKE_TAG, SERVER_TIMER_TAG, SERVER_LOG_TAG, SERVER_SENT_TAG;
 
 double monotonic_now(void) {
     struct timespec t;
@@ -210,7 +210,8 @@ static void bury(Server *s, int all) {
     Conn **at = &s->graveyard;
     while (*at != NULL) {
         Conn *c = *at;
-        if (c->waiting && !all) { /* release() drops it from the waiting list first */
+        /* release() drops it from the waiting list first, sender_step from its lists */
+        if ((c->waiting || c->queued || c->tx) && !all) {
             at = &c->next;
             continue;
         }
@@ -223,6 +224,10 @@ static void bury(Server *s, int all) {
 PyObject *server_serve(Server *s, PyObject *unused) {
     if (s->serving || s->listen_fd < 0) {
         PyErr_SetString(PyExc_RuntimeError, "the server is serving, or has stopped");
+        return NULL;
+    }
+    if (sender_start(s) < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
         return NULL;
     }
     s->serving = 1;
@@ -254,6 +259,8 @@ PyObject *server_serve(Server *s, PyObject *unused) {
             } else if (tag == &SERVER_TIMER_TAG) {
                 drain_fd(s->timer_fd);
                 s->timer_armed = 0;
+            } else if (tag == &SERVER_SENT_TAG) {
+                drain_fd(s->sent_fd); /* sender_step below collects the batch */
             } else if (tag == &SERVER_LOG_TAG) {
                 drain_fd(s->log->notify_fd); /* another thread flushed */
             } else {
@@ -277,12 +284,14 @@ PyObject *server_serve(Server *s, PyObject *unused) {
             drain_deadline = monotonic_now() + s->drain_timeout_s;
             begin_stop(s);
         }
+        sender_step(s); /* after everything that may queue replies or close connections */
         if (drain_deadline > 0 && (s->nconns == 0 || monotonic_now() >= drain_deadline)) {
             abort_all(s, s->nconns ? "server stopping" : NULL);
             break;
         }
         bury(s, 0);
     }
+    sender_stop(s);
     bury(s, 1);
     s->serving = 0;
     return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);

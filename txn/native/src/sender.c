@@ -1,0 +1,192 @@
+/* The send thread: when a sync releases the replies of many connections at once, a second
+ * thread sends them while the loop goes back to reading. Each loopback `send` runs the
+ * receiver's TCP input and wakes the client in the sender's context (~15-20 µs here), so a
+ * round of 16 replies kept the loop from the next calls for a few hundred µs; now the loop
+ * reads and runs the calls of the clients answered first while the rest are being sent
+ * (docs/txn.md, "The native engine"; docs/benchmarks.md).
+ *
+ * Hand-over: in a round the loop queues the connections whose replies went into `out`
+ * (conn_send -> sender_queue); at the round's end (sender_step) it hands them over as one
+ * batch when there are at least SENDER_MIN_CONNS and no batch is out, else sends them
+ * itself. While a connection is in a batch (`tx`) the thread owns its `out`, `out_sent` and
+ * the sending side of its descriptor: the loop still reads it and runs its calls, but parks
+ * their replies, does not close the descriptor (conn_close leaves that to the collection)
+ * and does not free it (bury). The thread sends without blocking; what a full socket
+ * leaves, or an error, the loop takes up when it collects the batch (EPOLLOUT, or closing).
+ * The thread writes `sent_fd` when it ends a batch only if the loop asked (want_done: a
+ * connection of the batch has replies due or was closed), or a send did not finish.
+ *
+ * Replies stay in request order per connection: a connection is in at most one batch, and
+ * nothing is added to its `out` while it is.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Fewer connections than this in a round are sent by the loop: a hand-over costs a thread
+ * wake-up, which one or two sends do not repay. */
+#define SENDER_MIN_CONNS 4
+
+extern char SERVER_SENT_TAG;
+
+static void send_out(Conn *c) {
+    while (c->out_sent < c->out.len) {
+        ssize_t n = send(c->fd, c->out.data + c->out_sent, c->out.len - c->out_sent,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) c->tx_err = errno;
+            return;
+        }
+        c->out_sent += (size_t)n;
+    }
+}
+
+static void *sender_main(void *arg) {
+    Server *s = arg;
+    pthread_mutex_lock(&s->smu);
+    for (;;) {
+        while (!s->job_busy && !s->sender_quit) pthread_cond_wait(&s->scv, &s->smu);
+        if (!s->job_busy) break; /* quit, with no batch left */
+        Conn *job = s->job;
+        pthread_mutex_unlock(&s->smu);
+        int unfinished = 0;
+        for (Conn *c = job; c != NULL; c = c->snext) {
+            send_out(c);
+            unfinished += c->tx_err != 0 || c->out_sent < c->out.len;
+        }
+        pthread_mutex_lock(&s->smu);
+        s->stat_unfinished += unfinished;
+        s->job_busy = 0;
+        s->job_done = 1;
+        if (unfinished || s->want_done || s->sender_quit) {
+            s->want_done = 0;
+            uint64_t one = 1;
+            ssize_t ignored = write(s->sent_fd, &one, sizeof one);
+            (void)ignored;
+        }
+        pthread_cond_broadcast(&s->scv); /* sender_stop may wait for the batch */
+    }
+    pthread_mutex_unlock(&s->smu);
+    return NULL;
+}
+
+int sender_start(Server *s) {
+    s->job = s->pending = NULL;
+    s->job_busy = s->job_done = s->want_done = s->sender_quit = s->tx_attention = 0;
+    if (pthread_create(&s->sender_thread, NULL, sender_main, s) != 0) return -1;
+    s->sender_started = 1;
+    return 0;
+}
+
+void sender_queue(Server *s, Conn *c) {
+    if (c->queued) return;
+    c->queued = 1;
+    c->snext = s->pending;
+    s->pending = c;
+}
+
+int conn_sending_out(const Conn *c) {
+    return !c->queued && !c->tx && c->out.len > c->out_sent;
+}
+
+/* The loop sends the round's queue itself. */
+static void send_pending(Server *s) {
+    int64_t synced = log_synced(s->log);
+    while (s->pending != NULL) { /* conn_sent may queue what became due meanwhile */
+        Conn *list = s->pending;
+        s->pending = NULL;
+        while (list != NULL) {
+            Conn *c = list;
+            list = c->snext;
+            c->queued = 0;
+            if (!c->dead) conn_sent(s, c, synced);
+        }
+    }
+}
+
+/* A batch the thread finished: descriptors of connections closed meanwhile are closed now;
+ * errors close; what is left unsent goes on from the loop. */
+static void collect(Server *s, Conn *job) {
+    int64_t synced = log_synced(s->log);
+    s->tx_attention = 0;
+    while (job != NULL) {
+        Conn *c = job;
+        job = c->snext;
+        c->tx = 0;
+        if (c->dead) {
+            close(c->fd);
+            c->fd = -1;
+            buf_free(&c->out);
+            c->out_sent = 0;
+        } else if (c->tx_err != 0) {
+            c->tx_err = 0;
+            conn_close(s, c, NULL);
+        } else {
+            conn_sent(s, c, synced);
+        }
+    }
+}
+
+void sender_step(Server *s) {
+    if (!s->sender_started) {
+        send_pending(s);
+        return;
+    }
+    pthread_mutex_lock(&s->smu);
+    int busy = s->job_busy;
+    Conn *done = NULL;
+    if (!busy && s->job_done) {
+        done = s->job;
+        s->job = NULL;
+        s->job_done = 0;
+    }
+    if (busy && s->tx_attention) s->want_done = 1;
+    pthread_mutex_unlock(&s->smu);
+    if (done != NULL) collect(s, done);
+    int n = 0;
+    for (Conn *c = s->pending; c != NULL && n < SENDER_MIN_CONNS; c = c->snext) n += !c->dead;
+    if (busy || n < SENDER_MIN_CONNS) {
+        send_pending(s);
+        return;
+    }
+    Conn *job = NULL;
+    while (s->pending != NULL) {
+        Conn *c = s->pending;
+        s->pending = c->snext;
+        c->queued = 0;
+        if (c->dead) continue;
+        c->tx = 1;
+        c->snext = job;
+        job = c;
+    }
+    pthread_mutex_lock(&s->smu);
+    s->job = job;
+    s->job_busy = 1;
+    s->stat_batches++;
+    for (Conn *c = job; c != NULL; c = c->snext) s->stat_batched++;
+    pthread_cond_signal(&s->scv);
+    pthread_mutex_unlock(&s->smu);
+}
+
+void sender_stop(Server *s) {
+    if (!s->sender_started) {
+        send_pending(s);
+        return;
+    }
+    pthread_mutex_lock(&s->smu);
+    s->sender_quit = 1;
+    pthread_cond_broadcast(&s->scv);
+    while (s->job_busy) pthread_cond_wait(&s->scv, &s->smu);
+    Conn *done = s->job_done ? s->job : NULL;
+    s->job = NULL;
+    s->job_done = 0;
+    pthread_mutex_unlock(&s->smu);
+    pthread_join(s->sender_thread, NULL);
+    s->sender_started = 0;
+    if (done != NULL) collect(s, done);
+    send_pending(s);
+}
