@@ -8,13 +8,17 @@
  * Hand-over: in a round the loop queues the connections whose replies went into `out`
  * (conn_send -> sender_queue); at the round's end (sender_step) it hands them over as one
  * batch when there are at least SENDER_MIN_CONNS and no batch is out, else sends them
- * itself. While a connection is in a batch (`tx`) the thread owns its `out`, `out_sent` and
- * the sending side of its descriptor: the loop still reads it and runs its calls, but parks
- * their replies, does not close the descriptor (conn_close leaves that to the collection)
- * and does not free it (bury). The thread sends without blocking; what a full socket
- * leaves, or an error, the loop takes up when it collects the batch (EPOLLOUT, or closing).
- * The thread writes `sent_fd` when it ends a batch only if the loop asked (want_done: a
- * connection of the batch has replies due or was closed), or a send did not finish.
+ * itself. Both threads take the batch's connections one at a time (claim, under smu): the
+ * thread from the start, the loop whenever it finds nothing to read (a zero-timeout
+ * epoll_wait), so a thread that does not get a CPU soon (a busy machine) costs no more than
+ * the loop sending everything itself. While a connection is in a batch (`tx`) its `out`,
+ * `out_sent` and the sending side of its descriptor belong to whoever took it: the loop
+ * still reads it and runs its calls, but parks their replies, does not close the
+ * descriptor (conn_close leaves that to the collection) and does not free it (bury). Sends
+ * do not block; what a full socket leaves, or an error, the loop takes up when it collects
+ * the batch (EPOLLOUT, or closing). When the thread sends the batch's last connection it
+ * writes `sent_fd` only if the loop asked (want_done: a connection of the batch has replies
+ * due or was closed), or a send did not finish.
  *
  * Replies stay in request order per connection: a connection is in at most one batch, and
  * nothing is added to its `out` while it is.
@@ -45,38 +49,70 @@ static void send_out(Conn *c) {
     }
 }
 
+/* Take the batch's next connection to send (either thread; under smu), or NULL. */
+static Conn *claim(Server *s) {
+    Conn *c = s->job_claim;
+    if (c != NULL) s->job_claim = c->snext;
+    return c;
+}
+
+/* c of the batch is sent (under smu). The last one ends the batch; when the thread ends
+ * it, the loop is told if it asked or has a send to finish. */
+static void sent_one(Server *s, Conn *c, int by_loop) {
+    int unfinished = c->tx_err != 0 || c->out_sent < c->out.len;
+    s->stat_unfinished += unfinished;
+    s->job_unfinished |= unfinished;
+    if (--s->job_left > 0) return;
+    s->job_busy = 0;
+    s->job_done = 1;
+    if (!by_loop && (s->job_unfinished || s->want_done || s->sender_quit)) {
+        uint64_t one = 1;
+        ssize_t ignored = write(s->sent_fd, &one, sizeof one);
+        (void)ignored;
+    }
+    s->want_done = 0;
+    pthread_cond_broadcast(&s->scv); /* sender_stop may wait for the batch */
+}
+
 static void *sender_main(void *arg) {
     Server *s = arg;
     pthread_mutex_lock(&s->smu);
     for (;;) {
-        while (!s->job_busy && !s->sender_quit) pthread_cond_wait(&s->scv, &s->smu);
-        if (!s->job_busy) break; /* quit, with no batch left */
-        Conn *job = s->job;
+        while (s->job_claim == NULL && !s->sender_quit) pthread_cond_wait(&s->scv, &s->smu);
+        Conn *c = claim(s);
+        if (c == NULL) break; /* quit, with nothing left to take */
         pthread_mutex_unlock(&s->smu);
-        int unfinished = 0;
-        for (Conn *c = job; c != NULL; c = c->snext) {
-            send_out(c);
-            unfinished += c->tx_err != 0 || c->out_sent < c->out.len;
-        }
+        send_out(c);
         pthread_mutex_lock(&s->smu);
-        s->stat_unfinished += unfinished;
-        s->job_busy = 0;
-        s->job_done = 1;
-        if (unfinished || s->want_done || s->sender_quit) {
-            s->want_done = 0;
-            uint64_t one = 1;
-            ssize_t ignored = write(s->sent_fd, &one, sizeof one);
-            (void)ignored;
-        }
-        pthread_cond_broadcast(&s->scv); /* sender_stop may wait for the batch */
+        sent_one(s, c, 0);
     }
     pthread_mutex_unlock(&s->smu);
     return NULL;
 }
 
+int sender_claimable(Server *s) {
+    if (!s->sender_started) return 0;
+    pthread_mutex_lock(&s->smu);
+    int any = s->job_claim != NULL;
+    pthread_mutex_unlock(&s->smu);
+    return any;
+}
+
+void sender_steal(Server *s) {
+    pthread_mutex_lock(&s->smu);
+    Conn *c = claim(s);
+    pthread_mutex_unlock(&s->smu);
+    if (c == NULL) return;
+    send_out(c);
+    pthread_mutex_lock(&s->smu);
+    sent_one(s, c, 1);
+    pthread_mutex_unlock(&s->smu);
+}
+
 int sender_start(Server *s) {
-    s->job = s->pending = NULL;
+    s->job = s->job_claim = s->pending = NULL;
     s->job_busy = s->job_done = s->want_done = s->sender_quit = s->tx_attention = 0;
+    s->job_left = s->job_unfinished = 0;
     if (pthread_create(&s->sender_thread, NULL, sender_main, s) != 0) return -1;
     s->sender_started = 1;
     return 0;
@@ -164,10 +200,12 @@ void sender_step(Server *s) {
         job = c;
     }
     pthread_mutex_lock(&s->smu);
-    s->job = job;
+    s->job = s->job_claim = job;
     s->job_busy = 1;
+    s->job_left = s->job_unfinished = 0;
+    for (Conn *c = job; c != NULL; c = c->snext) s->job_left++;
     s->stat_batches++;
-    for (Conn *c = job; c != NULL; c = c->snext) s->stat_batched++;
+    s->stat_batched += s->job_left;
     pthread_cond_signal(&s->scv);
     pthread_mutex_unlock(&s->smu);
 }
@@ -177,6 +215,7 @@ void sender_stop(Server *s) {
         send_pending(s);
         return;
     }
+    while (sender_claimable(s)) sender_steal(s);
     pthread_mutex_lock(&s->smu);
     s->sender_quit = 1;
     pthread_cond_broadcast(&s->scv);

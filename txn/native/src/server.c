@@ -236,7 +236,9 @@ PyObject *server_serve(Server *s, PyObject *unused) {
     double period = limits_period(s);
     s->next_sweep = period > 0 ? monotonic_now() + period : 0;
     for (;;) {
-        int timeout_ms = drain_deadline > 0 ? 10 : -1;
+        /* a batch nobody took all of: the loop reads what is there, else sends one */
+        int steal = sender_claimable(s);
+        int timeout_ms = steal ? 0 : drain_deadline > 0 ? 10 : -1;
         if (s->next_sweep > 0) {
             int until = (int)((s->next_sweep - monotonic_now()) * 1000) + 1;
             if (until < 0) until = 0;
@@ -248,6 +250,7 @@ PyObject *server_serve(Server *s, PyObject *unused) {
             PyErr_SetFromErrno(PyExc_OSError);
             break;
         }
+        if (n == 0 && steal) sender_steal(s);
         for (int i = 0; i < n; i++) {
             void *tag = events[i].data.ptr;
             if (tag == &SERVER_LISTEN_TAG) {

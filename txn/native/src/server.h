@@ -104,11 +104,13 @@ typedef struct {
     /* the send thread (sender.c) */
     int sender_started, sent_fd;
     pthread_t sender_thread;
-    pthread_mutex_t smu; /* guards job, job_busy, job_done, want_done, sender_quit */
+    pthread_mutex_t smu; /* guards job* (but `job`'s members), want_done, sender_quit */
     pthread_cond_t scv;
     Conn *pending;      /* the loop's: queued this round */
     Conn *job;          /* handed to the thread (job_busy), then done until collected */
-    int job_busy, job_done, want_done, sender_quit;
+    Conn *job_claim;    /* the batch's first connection nobody took yet */
+    int job_left;       /* connections of the batch not sent yet */
+    int job_busy, job_done, job_unfinished, want_done, sender_quit;
     int tx_attention;   /* the loop's: a connection in the batch needs it back soon */
     int64_t stat_batches, stat_batched, stat_unfinished; /* unfinished: guarded by smu */
 } Server;
@@ -150,6 +152,9 @@ void sender_queue(Server *s, Conn *c);
 void sender_step(Server *s);
 /* Wait for the thread's batch, collect it and end the thread. */
 void sender_stop(Server *s);
+/* Whether the batch has connections nobody took yet; the loop sends one of them. */
+int sender_claimable(Server *s);
+void sender_steal(Server *s);
 int conn_sending_out(const Conn *c); /* replies left in out for the loop to send */
 void conn_sent(Server *s, Conn *c, int64_t synced);
 
