@@ -63,15 +63,19 @@ def _source(tree: Path | None) -> Iterator[None]:
     if tree is None:
         yield
         return
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), before]))
+    # PYTHONSAFEPATH: ``python -m txn`` must not put the working directory (this checkout)
+    # ahead of PYTHONPATH
+    before = {name: os.environ.get(name) for name in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), before["PYTHONPATH"]]))
+    os.environ["PYTHONSAFEPATH"] = "1"
     try:
         yield
     finally:
-        if before is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = before
+        for name, value in before.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
 
 
 def _engine_round(

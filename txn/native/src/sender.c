@@ -162,16 +162,15 @@ static void collect(Server *s, Conn *job) {
             c->tx_err = 0;
             conn_close(s, c, NULL);
         } else {
+            /* the commit delay counts a reply from when it went out, not when it was queued */
+            if (c->answered) server_answered(s, c, 1);
             conn_sent(s, c, synced);
         }
     }
 }
 
-void sender_step(Server *s) {
-    if (!s->sender_started) {
-        send_pending(s);
-        return;
-    }
+int sender_collect(Server *s) {
+    if (!s->sender_started) return 0;
     pthread_mutex_lock(&s->smu);
     int busy = s->job_busy;
     Conn *done = NULL;
@@ -183,6 +182,24 @@ void sender_step(Server *s) {
     if (busy && s->tx_attention) s->want_done = 1;
     pthread_mutex_unlock(&s->smu);
     if (done != NULL) collect(s, done);
+    return busy;
+}
+
+int sender_sending(Server *s) {
+    if (!s->sender_started) return 0;
+    pthread_mutex_lock(&s->smu);
+    int busy = s->job_busy;
+    if (busy) s->want_done = 1;
+    pthread_mutex_unlock(&s->smu);
+    return busy;
+}
+
+void sender_step(Server *s) {
+    if (!s->sender_started) {
+        send_pending(s);
+        return;
+    }
+    int busy = sender_collect(s);
     int n = 0;
     for (Conn *c = s->pending; c != NULL && n < SENDER_MIN_CONNS; c = c->snext) n += !c->dead;
     if (busy || n < SENDER_MIN_CONNS) {

@@ -68,8 +68,13 @@ static void disarm_timer(Server *s) {
 
 /* Whether to hold the next flush back (as txn/rpc/server.py's _delaying): while a
  * connection answered less than the delay ago has not called again, and the batch's first
- * look was less than the delay ago. */
+ * look was less than the delay ago; and while a batch of replies is being sent. */
 static int delaying(Server *s) {
+    if (sender_sending(s)) { /* replies are still going out: the delay starts after them */
+        s->batch_since = 0;
+        disarm_timer(s);
+        return 1;
+    }
     double now = monotonic_now(), delay = s->commit_delay_s;
     while (s->answered_head != NULL && now - s->answered_head->answered_at >= delay)
         server_answered(s, s->answered_head, 0); /* quiet for a whole delay */
@@ -274,6 +279,7 @@ PyObject *server_serve(Server *s, PyObject *unused) {
                     conn_readable(s, c);
             }
         }
+        sender_collect(s); /* before the commit delay looks at who was answered when */
         sync_step(s);
         release(s);
         if (s->next_sweep > 0 && monotonic_now() >= s->next_sweep) {

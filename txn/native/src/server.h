@@ -150,6 +150,10 @@ int sender_start(Server *s);
 void sender_queue(Server *s, Conn *c);
 /* End of each loop round: collect a finished batch, hand over (or send) what was queued. */
 void sender_step(Server *s);
+/* Collect a finished batch; whether one is still being sent. */
+int sender_collect(Server *s);
+/* Whether a batch is being sent; if so, the loop is told when it ends. */
+int sender_sending(Server *s);
 /* Wait for the thread's batch, collect it and end the thread. */
 void sender_stop(Server *s);
 /* Whether the batch has connections nobody took yet; the loop sends one of them. */
