@@ -28,10 +28,46 @@ from txn.rpc.server import ServerThread, new_server
 pytestmark = pytest.mark.skipif(not native.AVAILABLE, reason="the native engine is not built")
 
 
+class GatedStorage(MemoryStorage):
+    """Fault injection: while ``gate`` is clear, a log sync waits for it, so the loop stops
+    in its flush and the calls sent meanwhile all go into the next one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.holding = threading.Event()
+
+    def create_log(self, timestamp_ms: int) -> object:  # type: ignore[override]
+        log = super().create_log(timestamp_ms)
+        storage = self
+
+        class GatedLog:
+            def write(self, data: bytes) -> None:
+                log.write(data)
+
+            def sync(self) -> None:
+                if not storage.gate.is_set():
+                    storage.holding.set()
+                    storage.gate.wait(30)
+                log.sync()
+
+            def close(self) -> None:
+                log.close()
+
+            def fileno(self) -> None:  # no descriptor: the log writes through this object
+                return None
+
+        return GatedLog()
+
+
 @contextmanager
-def native_server() -> Iterator[tuple[tuple[str, int], object, TransactionManager]]:
+def native_server(
+    storage: MemoryStorage | None = None,
+) -> Iterator[tuple[tuple[str, int], object, TransactionManager]]:
+    storage = storage if storage is not None else MemoryStorage()
     manager = TransactionManager(
-        SYSTEM_CONFIG, TransactionStateStore(MemoryStorage()), engine=resolve("native")
+        SYSTEM_CONFIG, TransactionStateStore(storage), engine=resolve("native")
     )
     manager.start()
     server = new_server(manager, ServerConfig(port=0, commit_delay_us=0))
@@ -63,6 +99,22 @@ def read_all(sock: socket.socket, n: int) -> list[tuple[int, int]]:
     return [write_pointer(read_frame(sock)) for _ in range(n)]
 
 
+@contextmanager
+def one_flush(storage: GatedStorage, address: tuple[str, int]) -> Iterator[None]:
+    """What is sent inside the block is answered by one flush: the loop is held in a flush
+    (of another connection's call) until the block ends."""
+    storage.gate.clear()
+    storage.holding.clear()
+    with socket.create_connection(address, timeout=20) as trigger:
+        trigger.sendall(start_calls(1))
+        assert storage.holding.wait(20)
+        try:
+            yield
+        finally:
+            storage.gate.set()
+        check(read_all(trigger, 1), 1)
+
+
 def check(got: list[tuple[int, int]], n: int) -> None:
     assert [seqid for seqid, _ in got] == list(range(n))  # request order
     pointers = [wp for _, wp in got]
@@ -70,13 +122,15 @@ def check(got: list[tuple[int, int]], n: int) -> None:
 
 
 def test_the_replies_of_many_connections_arrive_complete_and_in_order() -> None:
-    with native_server() as (address, core, _):
+    storage = GatedStorage()
+    with native_server(storage) as (address, core, _):
         n, calls = 16, 300
         socks = [socket.create_connection(address, timeout=20) for _ in range(n)]
         try:
-            # When 16 connections each pipeline 300 calls at once
-            for sock in socks:
-                sock.sendall(start_calls(calls))
+            # When 16 connections each pipeline 300 calls, synced together
+            with one_flush(storage, address):
+                for sock in socks:
+                    sock.sendall(start_calls(calls))
             got = [read_all(sock, calls) for sock in socks]
         finally:
             for sock in socks:
@@ -91,7 +145,8 @@ def test_the_replies_of_many_connections_arrive_complete_and_in_order() -> None:
 
 
 def test_a_client_that_does_not_read_gets_everything_once_it_reads() -> None:
-    with native_server() as (address, core, _):
+    storage = GatedStorage()
+    with native_server(storage) as (address, core, _):
         n, calls = 6, 2000
         socks = []
         for _ in range(n):
@@ -101,13 +156,12 @@ def test_a_client_that_does_not_read_gets_everything_once_it_reads() -> None:
             sock.connect(address)
             socks.append(sock)
         try:
-            # When clients with small receive buffers send many calls and read nothing yet
-            senders = [
-                threading.Thread(target=sock.sendall, args=(start_calls(calls),)) for sock in socks
-            ]
-            for t in senders:
-                t.start()
-            # the sends to them stop short: the send thread leaves the rest to the loop
+            # When clients with small receive buffers send many calls, synced together, and
+            # read nothing yet
+            with one_flush(storage, address):
+                for sock in socks:
+                    sock.sendall(start_calls(calls))
+            # the sends to them stop short: the send batch leaves the rest to the loop
             assert eventually(lambda: core.send_batches[2] > 0)  # type: ignore[attr-defined]
             time.sleep(0.2)
             # Then, once they read, every answer comes, in order (with a larger window now:
@@ -116,8 +170,6 @@ def test_a_client_that_does_not_read_gets_everything_once_it_reads() -> None:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, 1 << 20)
             got = [read_all(sock, calls) for sock in socks]
-            for t in senders:
-                t.join(20)
         finally:
             for sock in socks:
                 sock.close()
