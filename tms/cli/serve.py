@@ -177,7 +177,12 @@ def _serve(args: argparse.Namespace) -> int:
     opened = open_store(stores)
     cluster = opened.cluster
     service = MessagingService(
-        opened.store, tms_config, guard=guard, ownership=cluster, feed=opened.feed
+        opened.store,
+        tms_config,
+        guard=guard,
+        ownership=cluster,
+        feed=opened.feed,
+        subscription_store=opened.subscriptions,
     )
     cleanup = None
     if tms_config.cleanup_interval_s > 0:
