@@ -253,6 +253,13 @@ class Cluster:
         url = self.url_of(owner)
         raise NotOwnerError(f"{topic} is owned by instance {owner!r}", url)
 
+    def held_elsewhere(self, topic: TopicId) -> bool:
+        """Whether another instance's session holds ``topic``'s owner node (one read;
+        ``ClusterUnavailableError`` when ZooKeeper cannot be read)."""
+        with translated(f"read the owner of {topic}"):
+            stat = self.client.exists(f"{self.owners_path}/{_node(topic)}")
+        return stat is not None and stat.ephemeralOwner != self.client.client_id[0]
+
     def release(self, topic: TopicId, epoch: int) -> None:
         """Give up ``topic`` if ``epoch`` is still the claim (its fence was refused)."""
         with self._lock:

@@ -1,11 +1,13 @@
-"""Subscriptions with several instances on real engines (ZooKeeper ensemble, PostgreSQL):
-two service instances in this process, each with its own ZooKeeper session and database
-connection, the records in ZooKeeper (``ZkSubscriptionStore``), one transaction manager."""
+"""Subscriptions and queue housekeeping with several instances on real engines
+(ZooKeeper ensemble, PostgreSQL): two service instances in this process, each with its
+own ZooKeeper session and database connection, the subscription records in ZooKeeper
+(``ZkSubscriptionStore``), one transaction manager."""
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -18,6 +20,7 @@ from tms.guard import TransactionStateGuard
 from tms.ids import MessageId
 from tms.model import StoreRequest, TopicId
 from tms.positions import change_key
+from tms.queues import EnqueueItem, EnqueueRequest, ReceiveRequest
 from tms.service import MessagingService
 from tms.store.postgres import PostgresStore
 from tms.store.zookeeper import ZkSubscriptionStore
@@ -168,3 +171,31 @@ def test_a_deposed_owner_cannot_overwrite_a_newer_position(deployment: Deploymen
     for service in (a, b):
         seen = service.subscriptions.get(S)
         assert (seen.position, seen.committed_by) == (ps[2], t2.write_pointer)
+
+
+def test_queue_housekeeping_and_counts_only_where_the_queue_is_owned(
+    deployment: Deployment,
+) -> None:
+    # Given a queue owned by a, with a message whose lease has run out
+    a, b = deployment.a.service, deployment.b.service
+    q = TopicId("ns", "jobs")
+    a.create_topic(q, {"kind": "queue", "backoff_s": "0"})
+    a.enqueue(EnqueueRequest(q, [EnqueueItem(b"job")]))
+    assert len(a.receive(ReceiveRequest(q, 1, lease_ms=1)).messages) == 1
+    time.sleep(0.05)
+    # When b runs its housekeeping and counts its queues (its cleanup, its metrics)
+    assert b.maintain_queues() == 0
+    assert b.queues_stats() == []
+    # Then the queue stayed a's, and a looks after it
+    assert deployment.b.cluster.owned() == []
+    assert a.maintain_queues() == 1  # the lease that ran out
+    assert [t for t, _stats in a.queues_stats()] == [q]
+    # and a queue nobody owns any more is taken over by the first instance to look
+    admin = connect(deployment.zk.connect_string, 10.0)
+    try:
+        admin.delete(f"{deployment.a.cluster.owners_path}/ns.jobs")
+    finally:
+        admin.stop()
+        admin.close()
+    assert [t for t, stats in b.queues_stats() if stats.ready == 1] == [q]
+    assert deployment.b.cluster.owned() == [q]
