@@ -45,16 +45,21 @@ class TmsCluster:
     base: str
     procs: list[ServiceProcess] = field(default_factory=list)
 
-    def serve(self, name: str) -> tuple[ServiceProcess, str]:
+    def serve(self, name: str, *extra: str) -> tuple[ServiceProcess, str]:
         argv = tms_command(
             "serve", "--port", "0", "--store", self.store_url,
             "--zookeeper", self.zk.connect_string, "--zk-path", self.base,
-            "--name", name, "--session-timeout-s", str(SESSION_S),
+            "--name", name, "--session-timeout-s", str(SESSION_S), *extra,
         )  # fmt: skip
         proc = ServiceProcess(argv, name).start()
         self.procs.append(proc)
         url = proc.wait_for(r"listening on (http://[\d.]+:\d+)", 60).group(1)
         return proc, url
+
+    def serve_rpc(self, name: str) -> tuple[ServiceProcess, str, str]:
+        """An instance serving the binary protocol too: its process, URL and tms:// URL."""
+        proc, url = self.serve(name, "--rpc-port", "0")
+        return proc, url, proc.wait_for(r"binary protocol listening on (tms://\S+)", 60).group(1)
 
 
 @pytest.fixture
