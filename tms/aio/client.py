@@ -33,7 +33,7 @@ from tms.client.channel import (
     unavailable,
 )
 from tms.client.http import MarkersOutcome, MessagingClient, PollResult, RollbackToken
-from tms.client.owners import MAX_HOPS, OwnerRoutes, redirect_of
+from tms.client.owners import OwnerRoutes
 from tms.client.rpc import client_ssl_context, rest_url
 from tms.errors import ServiceUnavailableError, TmsError
 from tms.ids import MessageId
@@ -156,13 +156,12 @@ class AsyncMessagingClient(AsyncSubscriptionCalls):
                 delay = next(delays, None)
                 check_retry(op, exc, retry_lost=retry_lost, again=delay is not None)
             else:
-                if frame.flags & FLAG_ERROR and hops < MAX_HOPS:
-                    owner = redirect_of(error_of(frame, topic))
-                    if owner is not False:  # not executed: to the owner (tms.client.owners)
+                if frame.flags & FLAG_ERROR:  # not_owner: to the owner (tms.client.owners)
+                    pause = self._routes.redirect(topic, error_of(frame, topic), hops)
+                    if pause is not None:
                         hops += 1
-                        self._routes.moved(topic, owner)
-                        if owner is None:
-                            await asyncio.sleep(min(0.05 * hops, 1.0))
+                        if pause:
+                            await asyncio.sleep(pause)
                         continue
                 delay = next(delays, None)
                 answer = answer_of(
@@ -272,11 +271,9 @@ class AsyncMessagingClient(AsyncSubscriptionCalls):
                 return
             error = error_of(frame, topic)
         marker = tx_write_pointer is not None and not data
-        owner = redirect_of(error)
-        if owner is not False:  # not executed: publish sends it to the owner
-            self._routes.moved(topic, owner)
-            self._publish_later(result, topic, data, tx_write_pointer)
-        elif isinstance(error, ChannelError | TmsError) and may_retry(error, marker):
+        if self._routes.redirect(topic, error, 0) is not None or (
+            isinstance(error, ChannelError | TmsError) and may_retry(error, marker)
+        ):  # publish sends it on
             self._publish_later(result, topic, data, tx_write_pointer)
         elif isinstance(error, ChannelError):
             result.set_exception(unavailable(_PUBLISH.name, error))

@@ -94,6 +94,18 @@ class OwnerRoutes(Generic[P]):
         if retired is not None:
             retired.close()
 
+    def redirect(self, topic: object, error: BaseException, hops: int) -> float | None:
+        """For an error answer after ``hops`` redirections: None when the usual rules
+        apply, else the pause before the request is sent again (0: at once, to the
+        owner now recorded)."""
+        if hops >= MAX_HOPS:
+            return None
+        owner = redirect_of(error)
+        if owner is False:
+            return None
+        self.moved(topic, owner)
+        return 0.0 if owner is not None else min(0.05 * (hops + 1), 1.0)
+
     def lost(self, topic: object, pool: P) -> None:
         """A connection of ``pool`` failed: ``topic``'s owner is not known any more."""
         if pool is self.default:

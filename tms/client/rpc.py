@@ -45,7 +45,7 @@ from tms.client.channel import (
     error_of,
 )
 from tms.client.http import MarkersOutcome, MessagingClient, PollResult, RollbackToken
-from tms.client.owners import MAX_HOPS, OwnerRoutes, redirect_of
+from tms.client.owners import OwnerRoutes
 from tms.client.rpcsubs import RpcSubscriptionCalls
 from tms.client.transport import Reply, Transport
 from tms.errors import ServiceUnavailableError, TmsError
@@ -245,13 +245,12 @@ class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
                 delay = next(delays, None)
                 check_retry(op, exc, retry_lost=retry_lost, again=delay is not None)
             else:
-                if frame.flags & FLAG_ERROR and hops < MAX_HOPS:
-                    owner = redirect_of(error_of(frame, topic))
-                    if owner is not False:  # not executed: to the owner (tms.client.owners)
+                if frame.flags & FLAG_ERROR:  # not_owner: to the owner (tms.client.owners)
+                    pause = self._routes.redirect(topic, error_of(frame, topic), hops)
+                    if pause is not None:
                         hops += 1
-                        self._routes.moved(topic, owner)
-                        if owner is None:
-                            self._sleep(min(0.05 * hops, 1.0))
+                        if pause:
+                            self._sleep(pause)
                         continue
                 delay = next(delays, None)
                 answer = answer_of(

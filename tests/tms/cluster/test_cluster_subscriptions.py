@@ -51,6 +51,16 @@ class Deployment:
         self.tx.can_commit_or_throw(tx, [change_key(S)])
         self.tx.commit_or_throw(tx)
 
+    def end_ownership_of_a(self, node: str) -> None:
+        """What ZooKeeper does when a's session expires: its owner node of ``node``
+        goes (a itself is not told)."""
+        admin = connect(self.zk.connect_string, 10.0)
+        try:
+            admin.delete(f"{self.a.cluster.owners_path}/{node}")
+        finally:
+            admin.stop()
+            admin.close()
+
     def positions(self) -> list[MessageId]:
         """The position after each message of the topic, in order."""
         messages = self.b.service.subscriptions.read(S, limit=10_000).messages
@@ -153,12 +163,7 @@ def test_a_deposed_owner_cannot_overwrite_a_newer_position(deployment: Deploymen
     stale = deployment.tx.start_short()
     # When a's ownership ends in ZooKeeper (its session expired, as far as the others
     # know) and b takes the topic over and commits a newer position
-    admin = connect(deployment.zk.connect_string, 10.0)
-    try:
-        admin.delete(f"{deployment.a.cluster.owners_path}/ns.orders")
-    finally:
-        admin.stop()
-        admin.close()
+    deployment.end_ownership_of_a("ns.orders")
     t2 = deployment.tx.start_short()
     b.subscriptions.commit_in_transaction(S, ps[2], version, t2)
     deployment.commit(t2)
@@ -191,11 +196,6 @@ def test_queue_housekeeping_and_counts_only_where_the_queue_is_owned(
     assert a.maintain_queues() == 1  # the lease that ran out
     assert [t for t, _stats in a.queues_stats()] == [q]
     # and a queue nobody owns any more is taken over by the first instance to look
-    admin = connect(deployment.zk.connect_string, 10.0)
-    try:
-        admin.delete(f"{deployment.a.cluster.owners_path}/ns.jobs")
-    finally:
-        admin.stop()
-        admin.close()
+    deployment.end_ownership_of_a("ns.jobs")
     assert [t for t, stats in b.queues_stats() if stats.ready == 1] == [q]
     assert deployment.b.cluster.owned() == [q]
