@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tms.codec import avro
 from tms.errors import TmsCodecError
-from tms.spark.arrow_codec import consume_batch, publish_body
+from tms.spark.arrow_codec import consume_batch, messages_batch, publish_body
 
 payload_lists = st.lists(st.binary(max_size=300) | st.binary(min_size=8000, max_size=9000))
 
@@ -103,9 +103,24 @@ def test_malformed_bodies_fail_as_the_reference_does(
             consume_batch(bytes(body), "t")
         return
     if all(len(i) == 20 for i, _ in expected):
-        batch = consume_batch(bytes(body), "t").to_pydict()
-        got = [(bytes.fromhex(i), p) for i, p in zip(batch["id"], batch["payload"], strict=True)]
+        batch = consume_batch(bytes(body), "t")
+        columns = zip(batch["id"].to_pylist(), batch["payload"].to_pylist(), strict=True)
+        got = [(bytes.fromhex(i), p) for i, p in columns]
         assert got == expected
     else:
         with pytest.raises(TmsCodecError):  # every id of ours is 20 bytes
             consume_batch(bytes(body), "t")
+
+
+@settings(max_examples=100, deadline=None)
+@given(messages=st.lists(st.tuples(ids, st.binary(max_size=300)), max_size=50))
+def test_messages_batch_is_consume_batch_of_the_same_messages(
+    messages: list[tuple[bytes, bytes]],
+) -> None:
+    body = b"".join(avro.encode_consume_response(messages))
+    assert messages_batch(messages, "t").equals(consume_batch(body, "t"))
+
+
+def test_messages_batch_refuses_ids_of_another_size() -> None:
+    with pytest.raises(TmsCodecError):
+        messages_batch([(b"\x00" * 19, b"p")], "t")

@@ -17,6 +17,8 @@ per message (pure functions; ``tms.codec.avro`` is the reference they must agree
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,7 +26,7 @@ import pyarrow.compute as pc
 from tms.codec.avro import write_long
 from tms.errors import TmsCodecError
 
-__all__ = ["READ_SCHEMA", "consume_batch", "publish_body"]
+__all__ = ["READ_SCHEMA", "consume_batch", "messages_batch", "publish_body"]
 
 READ_SCHEMA = pa.schema(
     [
@@ -45,8 +47,8 @@ def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     after the other; the number of bytes of each)."""
     z = values.astype(np.uint64) << np.uint64(1)
     size = np.ones(len(z), np.int64)
-    for k in range(1, _VARINT_MAX):
-        over = z >= np.uint64(1) << np.uint64(7 * k)
+    for more_bytes in range(1, _VARINT_MAX):
+        over = z >= np.uint64(1) << np.uint64(7 * more_bytes)
         if not over.any():
             break
         size += over
@@ -142,25 +144,45 @@ def _bounds(body: bytes) -> tuple[list[int], list[int], list[int]]:
     return ids, starts, ends
 
 
+def _id_columns(ids: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """The ``id`` (hex) and ``publish_time`` columns of message ids (an n x 20 array)."""
+    n = len(ids)
+    hexed = np.empty((n, 2 * _ID), np.uint8)
+    hexed[:, 0::2] = _HEX[ids >> 4]
+    hexed[:, 1::2] = _HEX[ids & 0x0F]
+    offsets = np.arange(0, 2 * _ID * (n + 1), 2 * _ID, dtype=np.int32)
+    id_col = pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(hexed)]
+    )
+    ms = ids[:, :8].copy().view(">u8").reshape(n).astype(np.int64) * 1000
+    return id_col, pa.array(ms, pa.timestamp("us", tz="UTC"))
+
+
+def messages_batch(messages: Sequence[tuple[bytes, bytes]], topic: str) -> pa.RecordBatch:
+    """Messages already decoded (the binary protocol's poll answer: its ids and payloads
+    are read by thriftpy2 in C) as a record batch of ``READ_SCHEMA``."""
+    n = len(messages)
+    joined = b"".join(m[0] for m in messages)
+    if len(joined) != _ID * n:
+        raise TmsCodecError("a message id that is not 20 bytes")
+    id_col, times = _id_columns(np.frombuffer(joined, np.uint8).reshape(n, _ID))
+    return pa.RecordBatch.from_arrays(
+        [
+            id_col,
+            times,
+            pa.array([m[1] for m in messages], pa.binary()),
+            pa.repeat(pa.scalar(topic, pa.string()), n),
+        ],
+        schema=READ_SCHEMA,
+    )
+
+
 def consume_batch(body: bytes, topic: str) -> pa.RecordBatch:
     """The messages of a ``ConsumeResponse`` as a record batch of ``READ_SCHEMA``."""
     id_at, starts, ends = _bounds(body)
     n = len(id_at)
     raw = np.frombuffer(body, np.uint8)
-    ids = raw[np.asarray(id_at, np.int64)[:, None] + np.arange(_ID)]  # n x 20
-    hexed = np.empty((n, 2 * _ID), np.uint8)
-    hexed[:, 0::2] = _HEX[ids >> 4]
-    hexed[:, 1::2] = _HEX[ids & 0x0F]
-    id_col = pa.Array.from_buffers(
-        pa.string(),
-        n,
-        [
-            None,
-            pa.py_buffer(np.arange(0, 2 * _ID * (n + 1), 2 * _ID, dtype=np.int32)),
-            pa.py_buffer(hexed),
-        ],
-    )
-    ms = ids[:, :8].copy().view(">u8").reshape(n).astype(np.int64) * 1000
+    id_col, times = _id_columns(raw[np.asarray(id_at, np.int64)[:, None] + np.arange(_ID)])
     # Every record's bytes as one binary array, cut at each payload's start and end: the
     # payloads are its odd elements.
     cuts = np.empty(2 * n + 1, np.int32)
@@ -174,7 +196,7 @@ def consume_batch(body: bytes, topic: str) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
         [
             id_col,
-            pa.array(ms, pa.timestamp("us", tz="UTC")),
+            times,
             payloads,
             pa.repeat(pa.scalar(topic, pa.string()), n),
         ],

@@ -36,9 +36,10 @@ from pyspark.sql.datasource import (
 )
 
 from tms.client.http import MessagingClient
+from tms.client.rpc import RpcMessagingClient
 from tms.ids import MessageId
-from tms.model import TopicBounds
-from tms.spark.arrow_codec import consume_batch
+from tms.model import TopicBounds, TopicId
+from tms.spark.arrow_codec import consume_batch, messages_batch
 from tms.spark.options import SourceOptions
 from tms.spark.positions import Position, entry, next_entry, plan_ranges
 from txn.codec import decode_transaction, encode_transaction
@@ -84,10 +85,7 @@ def read_range(options: SourceOptions, part: ReadRange) -> Iterator[pa.RecordBat
         start: bytes = MessageId(*part.start).to_bytes()
         inclusive = True
         while True:
-            body, held, _ = client.poll_encoded(
-                topic, start=start, inclusive=inclusive, limit=_CHUNK, transaction=tx
-            )
-            batch = consume_batch(body, part.topic)
+            batch, held = poll_batch(client, topic, start, inclusive, tx)
             done = not batch.num_rows or held
             if batch.num_rows and batch.column(0)[-1].as_py() >= stop:
                 done = True
@@ -97,6 +95,25 @@ def read_range(options: SourceOptions, part: ReadRange) -> Iterator[pa.RecordBat
             if done:
                 return
             start, inclusive = bytes.fromhex(batch.column(0)[-1].as_py()), False
+
+
+def poll_batch(
+    client: MessagingClient,
+    topic: TopicId,
+    start: bytes,
+    inclusive: bool,
+    tx: Transaction | None,
+) -> tuple[pa.RecordBatch, bool]:
+    """Up to 10,000 messages from ``start`` as a record batch of ``SCHEMA``; whether the
+    read was held. Over HTTP the Avro answer is decoded a column at a time; over the
+    binary protocol (``tms://``) its messages come decoded by thriftpy2's C loop."""
+    if isinstance(client, RpcMessagingClient):
+        result = client.poll(topic, start=start, inclusive=inclusive, limit=_CHUNK, transaction=tx)
+        return messages_batch(result.messages, topic.topic), result.held
+    body, held, _ = client.poll_encoded(
+        topic, start=start, inclusive=inclusive, limit=_CHUNK, transaction=tx
+    )
+    return consume_batch(body, topic.topic), held
 
 
 def snapshot(options: SourceOptions) -> Transaction | None:

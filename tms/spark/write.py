@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
+from tms.client.rpc import RpcMessagingClient
 from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.spark.arrow_codec import publish_body
 from tms.spark.lease import Lease, LeaseRegistry
@@ -155,7 +156,10 @@ def stage_batches(
             payloads = rows.column("payload").combine_chunks()
             ttls = rows.column("ttl") if "ttl" in rows.column_names else None
             if ttls is None or ttls.null_count == len(ttls):
-                client.store_encoded(options.topic_id(topic), publish_body(wp, payloads))
+                if isinstance(client, RpcMessagingClient):  # binary protocol: thriftpy2's C
+                    client.store(options.topic_id(topic), payloads.to_pylist(), tx_write_pointer=wp)
+                else:
+                    client.store_encoded(options.topic_id(topic), publish_body(wp, payloads))
                 return
             client.store(
                 options.topic_id(topic),
