@@ -8,8 +8,7 @@ executor JVMs (``executor_jvm``), the Master and Worker daemons (``daemon_jvm``)
 Python workers (``python_workers``, PySpark's daemon and the workers it forks).
 
 Each process counts its own time plus that of the children it has reaped (``cutime``,
-``cstime``), and a kind's figure is its total at the end minus its total at the start,
-so workers that exit within the window are not lost.
+``cstime``), so workers that exit within the window are not lost (see ``used``).
 """
 
 from __future__ import annotations
@@ -86,8 +85,8 @@ class CpuMeter:
             self._kinds[pid] = kind
         return kind
 
-    def sample(self) -> dict[str, float]:
-        """CPU seconds so far, per kind."""
+    def sample(self) -> dict[int, tuple[str, float, int]]:
+        """Per process counted now: (kind, CPU seconds so far, parent pid)."""
         procs = _processes()
         children: dict[int, list[int]] = {}
         for pid, stat in procs.items():
@@ -96,11 +95,26 @@ class CpuMeter:
         server = _descendants(self.server_pid, children, None)
         side = _descendants(me, children, self.server_pid) - server
         side |= {p for p, s in procs.items() if int(s[3]) in self.sessions} - server
-        out = dict.fromkeys(KINDS, 0.0)
-        for pid in server:
-            out["server"] += _cpu(procs[pid])
+        out = {pid: ("server", _cpu(procs[pid]), int(procs[pid][1])) for pid in server}
         for pid in side:
-            out["driver_py" if pid == me else self._kind(pid)] += _cpu(procs[pid])
+            kind = "driver_py" if pid == me else self._kind(pid)
+            out[pid] = (kind, _cpu(procs[pid]), int(procs[pid][1]))
+        return out
+
+    @staticmethod
+    def used(
+        before: dict[int, tuple[str, float, int]], after: dict[int, tuple[str, float, int]]
+    ) -> dict[str, float]:
+        """CPU seconds per kind between two samples. A process gone by ``after`` was
+        reaped: by a counted parent, whose children's time now holds all of its own
+        (so its time at ``before`` is taken off), or by one not counted (then its time
+        since ``before`` is lost, and nothing is taken off)."""
+        out = dict.fromkeys(KINDS, 0.0)
+        for kind, cpu, _ in after.values():
+            out[kind] += cpu
+        for pid, (kind, cpu, parent) in before.items():
+            if pid in after or parent in after:
+                out[kind] -= cpu
         return out
 
     @contextmanager
@@ -111,7 +125,5 @@ class CpuMeter:
         started = time.perf_counter()
         yield out
         out["seconds"] = time.perf_counter() - started
-        after = self.sample()
-        for kind in KINDS:
-            out[kind] = after[kind] - before[kind]
+        out.update(self.used(before, self.sample()))
         out["load"] = os.getloadavg()[0]

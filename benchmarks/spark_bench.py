@@ -54,7 +54,7 @@ def _figures(rows: int, m: dict[str, float]) -> dict[str, Any]:
         "seconds": round(m["seconds"], 2),
         "rows_per_cpu_s": round(rows / cpu) if cpu else 0,
         "cpu_s": round(cpu, 2),
-        **{f"{k}_cpu_s": round(m[k], 2) for k in KINDS if m[k] >= 0.005},
+        **{f"{k}_cpu_s": round(m[k], 2) for k in KINDS if abs(m[k]) >= 0.005},
         "load_1min": round(m["load"], 1),
     }
 
