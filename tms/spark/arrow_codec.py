@@ -107,20 +107,32 @@ def _read_long(data: bytes, pos: int) -> tuple[int, int]:
 
 def _bounds(body: bytes) -> tuple[list[int], list[int], list[int]]:
     """Where each record's id starts, and its payload starts and ends."""
+    try:
+        ids, starts, ends, pos = _scan(body)
+    except IndexError:
+        raise TmsCodecError("malformed Avro ConsumeResponse: truncated") from None
+    if pos != len(body) or (ends and ends[-1] > len(body)):
+        raise TmsCodecError("malformed Avro ConsumeResponse: truncated or trailing bytes")
+    return ids, starts, ends
+
+
+def _scan(body: bytes) -> tuple[list[int], list[int], list[int], int]:
+    # Lengths of one and two bytes (payloads under 8 KiB) are read inline: a call per
+    # message would cost more than the rest. Reading past the end raises IndexError.
     ids: list[int] = []
     starts: list[int] = []
     ends: list[int] = []
     add_id, add_start, add_end = ids.append, starts.append, ends.append
-    pos, size = 0, len(body)
+    pos = 0
     while True:
         count, pos = _read_long(body, pos)
         if count == 0:
-            break
+            return ids, starts, ends, pos
         if count < 0:
             count = -count
             _, pos = _read_long(body, pos)
         for _ in range(count):
-            if pos < size and body[pos] == 2 * _ID:
+            if body[pos] == 2 * _ID:
                 pos += 1
             else:
                 length, pos = _read_long(body, pos)
@@ -128,20 +140,21 @@ def _bounds(body: bytes) -> tuple[list[int], list[int], list[int]]:
                     raise TmsCodecError(f"malformed Avro ConsumeResponse: an id of {length} bytes")
             add_id(pos)
             pos += _ID
-            b = body[pos] if pos < size else 0x80
-            if b < 0x80 and not b & 1:  # a one-byte length: payloads under 64 bytes
+            b = body[pos]
+            if b < 0x80:
+                z = b
                 pos += 1
-                length = b >> 1
+            elif body[pos + 1] < 0x80:
+                z = (b & 0x7F) | body[pos + 1] << 7
+                pos += 2
             else:
-                length, pos = _read_long(body, pos)
-                if length < 0:
-                    raise TmsCodecError("malformed Avro ConsumeResponse: negative payload length")
+                z, pos = _read_long(body, pos)
+                z = z << 1 if z >= 0 else 1
+            if z & 1:
+                raise TmsCodecError("malformed Avro ConsumeResponse: negative payload length")
             add_start(pos)
-            pos += length
+            pos += z >> 1
             add_end(pos)
-    if pos != size:
-        raise TmsCodecError("malformed Avro ConsumeResponse: truncated or trailing bytes")
-    return ids, starts, ends
 
 
 def _id_columns(ids: np.ndarray) -> tuple[pa.Array, pa.Array]:
