@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tms.codec.avro import write_long
+from tms.codec.avro import read_long, write_long
 from tms.errors import TmsCodecError
 
 __all__ = ["READ_SCHEMA", "consume_batch", "messages_batch", "publish_body"]
@@ -90,21 +90,6 @@ def publish_body(write_pointer: int | None, payloads: pa.Array) -> bytes:
     return b"".join((head, _long(n), items, b"\x00"))
 
 
-def _read_long(data: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(data):
-            raise TmsCodecError("malformed Avro ConsumeResponse: truncated")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise TmsCodecError("malformed Avro ConsumeResponse: varint too long")
-
-
 def _bounds(body: bytes) -> tuple[list[int], list[int], list[int]]:
     """Where each record's id starts, and its payload starts and ends."""
     try:
@@ -125,17 +110,17 @@ def _scan(body: bytes) -> tuple[list[int], list[int], list[int], int]:
     add_id, add_start, add_end = ids.append, starts.append, ends.append
     pos = 0
     while True:
-        count, pos = _read_long(body, pos)
+        count, pos = read_long(body, pos)
         if count == 0:
             return ids, starts, ends, pos
         if count < 0:
             count = -count
-            _, pos = _read_long(body, pos)
+            _, pos = read_long(body, pos)
         for _ in range(count):
             if body[pos] == 2 * _ID:
                 pos += 1
             else:
-                length, pos = _read_long(body, pos)
+                length, pos = read_long(body, pos)
                 if length != _ID:
                     raise TmsCodecError(f"malformed Avro ConsumeResponse: an id of {length} bytes")
             add_id(pos)
@@ -148,7 +133,7 @@ def _scan(body: bytes) -> tuple[list[int], list[int], list[int], int]:
                 z = (b & 0x7F) | body[pos + 1] << 7
                 pos += 2
             else:
-                z, pos = _read_long(body, pos)
+                z, pos = read_long(body, pos)
                 z = z << 1 if z >= 0 else 1
             if z & 1:
                 raise TmsCodecError("malformed Avro ConsumeResponse: negative payload length")
