@@ -470,6 +470,7 @@ class MessagingService(QueueMethods, LoopSubmit):
         for writer in writers:
             writer.close()
         self._executor.shutdown(wait=True)
+        self.subscriptions.close()
         if self._feed is not None:
             self._feed.close()
         self._changes.close()
