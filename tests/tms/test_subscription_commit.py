@@ -75,7 +75,7 @@ def setup(tmp_path: Path) -> Iterator[tuple[MessagingService, StalledRecords, _W
     kv = LevelDBStore(tmp_path / "db")
     tables = _WatchedTables(kv)
     records = StalledRecords(kv, tables.writing)
-    svc = MessagingService(tables, subscription_store=records)  # type: ignore[arg-type]
+    svc = MessagingService(tables, subscription_store=records)
     svc.create_topic(T)
     svc.publish(StoreRequest.of(T, ["a", "b", "c", "d"]))
     svc.subscriptions.create(SUB, Preferences(Start.earliest()))
