@@ -12,7 +12,11 @@ import time
 from pathlib import Path
 
 from tests.console.browser import ORDERS, chrome, missing, seeded_stack, sign_in, wait_for
+from tests.integration.test_ha_tms import TmsCluster
+from tms.client import MessagingClient
+from tms.model import TopicId
 from tms.subscription import Preferences, Start, SubscriptionId
+from txms_testing import PostgresCluster, ZooKeeperEnsemble
 
 
 def main(out: Path) -> int:
@@ -68,6 +72,10 @@ def main(out: Path) -> int:
                 )
                 time.sleep(1)
                 panel[0].screenshot(str(out / "console-subscriptions.png"))
+                driver.get(f"{seeded.stack.url}/ui/#/topic/default/jobs")
+                queue = wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "#panel-queue"))
+                time.sleep(1)
+                queue[0].screenshot(str(out / "console-queue.png"))
             with chrome(1440, 800) as driver:
                 sign_in(driver, seeded.stack.url, "reader-token")
                 wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "[data-table=topics]"))
@@ -76,9 +84,41 @@ def main(out: Path) -> int:
         finally:
             stop.set()
             worker.join(10)
+    _instances(out)
     for name in sorted(out.glob("console-*.png")):
         print(name)
     return 0
+
+
+def _instances(out: Path) -> None:
+    """The overview's Instances panel of a cluster: a ZooKeeper ensemble, PostgreSQL and
+    two ``tms serve`` instances, each owning topics."""
+    from selenium.webdriver.common.by import By
+
+    with (
+        tempfile.TemporaryDirectory(prefix="txms-shots-zk-") as root,
+        ZooKeeperEnsemble(root) as zk,
+        PostgresCluster() as pg,
+    ):
+        cluster = TmsCluster(zk, pg.create_database("txms"), "/shots/tms")
+        try:
+            _a, url_a = cluster.serve("tms-1")
+            _b, url_b = cluster.serve("tms-2")
+            with MessagingClient(url_a) as on_a, MessagingClient(url_b) as on_b:
+                for name in ("orders", "payments"):
+                    on_a.create_topic(TopicId("shop", name))
+                on_b.create_topic(TopicId("shop", "invoices"))
+                on_b.publish(TopicId("shop", "orders"), [b"placed"])
+            with chrome(1440, 900) as driver:
+                driver.get(f"{url_b}/ui/#/ns/shop")
+                panel = wait_for(
+                    lambda: driver.find_elements(By.CSS_SELECTOR, "#panel-instances"), 30
+                )
+                time.sleep(1)
+                panel[0].screenshot(str(out / "console-instances.png"))
+        finally:
+            for proc in cluster.procs:
+                proc.stop(10)
 
 
 if __name__ == "__main__":
