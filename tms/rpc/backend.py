@@ -6,10 +6,11 @@ request's topic, its deadline (``time.monotonic()``; None: none) and ``done``, a
 ``done`` exactly once, on the event loop, with the response (a struct or its encoded
 body) or the ``TmsError`` it failed with.
 
-* A write is the typed operation its entry makes of the request (``tms.rpc.writes``),
-  submitted from the loop to the topic's group commit (``MessagingService.submit_async``:
+* A write is the typed operation its entry makes of the request (``tms.rpc.writes``).
+  The writes of one turn of the loop go to each topic's group commit together, in the
+  order they came, as one call without a task (``MessagingService.submit_tickets``):
   what arrives while a batch is being written is the next batch, one synced write for
-  all of it). A write still queued when its deadline passes is dropped unwritten.
+  all of it. A write still queued when its deadline passes is dropped unwritten.
 * Reads run on the worker pool; one that starts after its deadline is dropped. A poll
   with ``wait_ms`` that finds nothing waits for the topic to change (``TopicWaiters``),
   and answers at once when it is held by an uncommitted entry.
@@ -36,7 +37,7 @@ from tms.errors import (
 from tms.fetcher import FetchRequest, fetch_request_of
 from tms.http.waiting import LongPoll, TopicWaiters
 from tms.model import TopicBounds, TopicId
-from tms.operations import Operation
+from tms.operations import Ticket
 from tms.rpc.frames import rpc
 from tms.rpc.ops import Op
 from tms.rpc.subs import SubscriptionOps
@@ -48,6 +49,7 @@ __all__ = ["Backend", "Done"]
 Done = Callable[[Any], None]
 """Called once with the response struct (or its encoded bytes), or the ``TmsError`` the
 operation failed with."""
+_Write = tuple[Ticket[Any], Callable[[Any], Any], Done]
 
 
 def _settle(convert: Callable[[Any], Any], done: Done, future: asyncio.Future[Any]) -> None:
@@ -103,6 +105,7 @@ class Backend(SubscriptionOps):
         self._waiters = TopicWaiters(loop)
         self._polls: set[asyncio.Task[None]] = set()
         self._writes: set[asyncio.Task[None]] = set()  # running: referenced until done
+        self._queued: dict[TopicId, list[_Write]] = {}  # writes of this loop turn
         self._long_poll = LongPoll(
             self._waiters,
             service.guard,
@@ -130,24 +133,33 @@ class Backend(SubscriptionOps):
             getattr(self, op.handler)(req, topic, deadline, done)
             return
         assert op.answer is not None
-        operation = op.write(req, topic)
-        task = self._loop.create_task(self._submit(operation, op.answer, deadline, done))
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        ticket = Ticket(op.write(req, topic), deadline)
+        queued = self._queued.get(topic)
+        if queued is None:
+            if not self._queued:
+                self._loop.call_soon(self._submit_queued)
+            queued = self._queued[topic] = []
+        queued.append((ticket, op.answer, done))
 
-    async def _submit(
-        self,
-        operation: Operation[Any],
-        answer: Callable[[Any], Any],
-        deadline: float | None,
-        done: Done,
-    ) -> None:
-        try:
-            result = await self.svc.submit_async(operation, deadline=deadline)
-            response = answer(result)
-        except TmsError as exc:
-            response = exc
-        done(response)
+    def _submit_queued(self) -> None:
+        """The writes of one loop turn, each topic's in one call to its group commit."""
+        queued, self._queued = self._queued, {}
+        started = time.perf_counter()
+        for topic, writes in queued.items():
+            settled = self.svc.submit_tickets(topic, [w[0] for w in writes], self._loop)
+            settled.add_done_callback(partial(self._answer, writes, started))
+
+    def _answer(self, writes: list[_Write], started: float, settled: asyncio.Future[None]) -> None:
+        failed = None if settled.cancelled() else settled.exception()
+        for ticket, answer, done in writes:
+            if failed is not None:
+                ticket.fail(TmsError(f"the write failed: {failed!r}"))
+            self.svc.finished(ticket, started)
+            try:
+                response = answer(ticket.result())
+            except TmsError as exc:
+                response = exc
+            done(response)
 
     # -- reads ----------------------------------------------------------------------------
 
