@@ -28,13 +28,13 @@ import argparse
 import os
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks import spark_floor
 from benchmarks.common import new_report, write_report
+from benchmarks.cpu_meter import KINDS, CpuMeter
 from tms.client import MessagingClient
 from tms.model import TopicId
 from tms.spark import local_session
@@ -45,89 +45,16 @@ from txn.rpc.client import ThriftTxClient
 RESULTS = Path(__file__).with_name("results")
 PAYLOAD = os.urandom(50) + b"\x00" * 50
 BATCH = 1000
-_TICK = os.sysconf("SC_CLK_TCK")
 
 
-# -- CPU accounting ------------------------------------------------------------------
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def _processes() -> dict[int, list[str]]:
-    out = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (stat := _stat(int(entry.name))) is not None:
-            out[int(entry.name)] = stat
-    return out
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _cpu(stat: list[str]) -> float:
-    return (int(stat[11]) + int(stat[12])) / _TICK  # utime + stime
-
-
-class CpuMeter:
-    """CPU seconds of the server process, and of the processes of one side: this
-    process's descendants (minus the server) and the given sessions (a cluster's), the
-    JVMs among them apart; and the machine's load (it is shared: the figures are only
-    comparable at similar loads)."""
-
-    def __init__(self, server_pid: int, sessions: set[int] | None = None) -> None:
-        self.server_pid = server_pid
-        self.sessions = sessions or set()
-        self._jvms: set[int] = set()
-
-    def sample(self) -> tuple[float, dict[int, float]]:
-        procs = _processes()
-        children: dict[int, list[int]] = {}
-        for pid, stat in procs.items():
-            children.setdefault(int(stat[1]), []).append(pid)
-        side, todo = set(), [os.getpid()]
-        while todo:
-            pid = todo.pop()
-            if pid != self.server_pid and pid not in side:
-                side.add(pid)
-                todo.extend(children.get(pid, []))
-        side |= {pid for pid, stat in procs.items() if int(stat[3]) in self.sessions}
-        server = _cpu(procs[self.server_pid]) if self.server_pid in procs else 0.0
-        self._jvms = {pid for pid in side if pid in procs and _comm(pid) == "java"}
-        return server, {pid: _cpu(procs[pid]) for pid in side if pid in procs}
-
-    @contextmanager
-    def measure(self) -> Iterator[dict[str, float]]:
-        out: dict[str, float] = {}
-        server0, side0 = self.sample()
-        started = time.perf_counter()
-        yield out
-        out["seconds"] = time.perf_counter() - started
-        server1, side1 = self.sample()
-        out["server_cpu_s"] = server1 - server0
-        used = {pid: v - side0.get(pid, 0.0) for pid, v in side1.items()}
-        out["side_cpu_s"] = sum(used.values())
-        out["jvm_cpu_s"] = sum(v for pid, v in used.items() if pid in self._jvms)
-        out["load"] = os.getloadavg()[0]
-
-
-def _figures(rows: int, m: dict[str, float]) -> dict[str, float]:
-    cpu = m["server_cpu_s"] + m["side_cpu_s"]
+def _figures(rows: int, m: dict[str, float]) -> dict[str, Any]:
+    cpu = sum(m[k] for k in KINDS)
     return {
         "rows_per_s": round(rows / m["seconds"]),
         "seconds": round(m["seconds"], 2),
-        "server_cpu_s": round(m["server_cpu_s"], 2),
-        "side_cpu_s": round(m["side_cpu_s"], 2),
-        "of_which_jvm_cpu_s": round(m["jvm_cpu_s"], 2),
         "rows_per_cpu_s": round(rows / cpu) if cpu else 0,
+        "cpu_s": round(cpu, 2),
+        **{f"{k}_cpu_s": round(m[k], 2) for k in KINDS if abs(m[k]) >= 0.005},
         "load_1min": round(m["load"], 1),
     }
 
@@ -196,6 +123,21 @@ def spark_publish(spark: Any, stack: Launched, topic: TopicId, rows: int, parts:
     ).save()
 
 
+def floor_write(spark: Any, rows: int, parts: int) -> None:
+    """The write job's DataFrame into the ``tmsfloor`` source (``spark_floor``)."""
+    from pyspark.sql import functions as sf
+
+    df = spark.range(rows, numPartitions=parts).select(
+        sf.lit(PAYLOAD).cast("binary").alias("payload")
+    )
+    df.write.format("tmsfloor").mode("append").save()
+
+
+def floor_read(spark: Any, rows: int, parts: int) -> None:
+    df = spark.read.format("tmsfloor").options(rows=str(rows), partitions=str(parts)).load()
+    df.write.format("noop").mode("overwrite").save()
+
+
 def spark_read(spark: Any, stack: Launched, topic: TopicId, parts: int) -> None:
     df = spark.read.format("tms").options(**_options(stack, topic, partitions=str(parts))).load()
     df.write.format("noop").mode("overwrite").save()
@@ -230,7 +172,14 @@ def spark_stream(
 
 
 def run_spark(
-    spark: Any, stack: Launched, meter: CpuMeter, label: str, *, rows: int, parts: int
+    spark: Any,
+    stack: Launched,
+    meter: CpuMeter,
+    label: str,
+    *,
+    rows: int,
+    parts: int,
+    phases: list[str],
 ) -> dict[str, Any]:
     def topic(name: str) -> TopicId:
         t = TopicId("bench", f"{label}-{name}")
@@ -238,20 +187,34 @@ def run_spark(
         return t
 
     # Python data source workers start on first use (seconds): warmed up, not timed.
+    spark_floor.register(spark)
     warm, warm_dst = topic("warm"), topic("warm-dst")
     spark_publish(spark, stack, warm, 1000, parts)
     spark_read(spark, stack, warm, parts)
-    spark_stream(spark, stack, warm, warm_dst, parts)
+    # A fresh JVM compiles its hot paths during the first big jobs (1-1.5 CPU-s here):
+    # jobs over as many rows through the floor source, untimed, warm it for all.
+    floor_write(spark, rows, parts)
+    floor_read(spark, rows, parts)
     out: dict[str, Any] = {}
     written = topic("written")
-    with meter.measure() as m:
-        spark_publish(spark, stack, written, rows, parts)
-    out["write"] = _figures(rows, m)
-    print(f"{label}: Spark write   {out['write']}", flush=True)
-    with meter.measure() as m:
-        spark_read(spark, stack, written, parts)
-    out["read"] = _figures(rows, m)
-    print(f"{label}: Spark read    {out['read']}", flush=True)
+    every: dict[str, list[tuple[str, Callable[[], None]]]] = {
+        "write": [("write", lambda: spark_publish(spark, stack, written, rows, parts))],
+        "read": [("read", lambda: spark_read(spark, stack, written, parts))],
+        "floor": [
+            ("floor write", lambda: floor_write(spark, rows, parts)),
+            ("floor read", lambda: floor_read(spark, rows, parts)),
+        ],
+    }
+    jobs = [job for phase in phases for job in every.get(phase, [])]
+    for name, job in jobs:
+        with meter.measure() as m:
+            job()
+        key = name if name not in out else f"{name} (again)"
+        out[key] = _figures(rows, m)
+        print(f"{label}: Spark {key}: {out[key]}", flush=True)
+    if "stream" not in phases:
+        return out
+    spark_stream(spark, stack, warm, warm_dst, parts)
     for name, extra in (("one batch", {}), ("batches", {"maxOffsetsPerTrigger": str(rows // 10)})):
         src, dst = topic(f"src-{len(out)}"), topic(f"dst-{len(out)}")
         client_publish(stack, src, rows, transactional=False)
@@ -298,12 +261,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=None)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--spark", default="local,cluster", help="local, cluster or both")
+    parser.add_argument(
+        "--phases", default="write,read,floor,stream", help="which of write, read, floor, stream"
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path, default=RESULTS / "spark.json")
     args = parser.parse_args(argv)
     rows = args.rows or (100_000 if args.quick else 1_000_000)
     parts = args.partitions
     modes = [m.strip() for m in args.spark.split(",") if m.strip()]
+    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     report: dict[str, Any] = new_report(
         "spark", rows=rows, row_bytes=len(PAYLOAD), partitions=parts, batch=BATCH
     )
@@ -316,7 +283,13 @@ def main(argv: list[str] | None = None) -> int:
                     spark = local_session("txms-bench", master="local[2]")
                     try:
                         report["local[2]"] = run_spark(
-                            spark, stack, CpuMeter(stack.proc.pid), "local", rows=rows, parts=parts
+                            spark,
+                            stack,
+                            CpuMeter(stack.proc.pid),
+                            "local",
+                            rows=rows,
+                            parts=parts,
+                            phases=phases,
                         )
                     finally:
                         spark.stop()
@@ -336,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "cluster",
                                 rows=rows,
                                 parts=parts,
+                                phases=phases,
                             )
                         finally:
                             spark.stop()

@@ -7,9 +7,13 @@ rounds) a fresh ``txn serve --engine E`` with its state on disk driven by 16 Jav
 on the client Apache Thrift generates and by 16 ``ThriftTxClient`` threads, and a fresh
 ``txn serve --engine E --in-memory`` driven by 16 Java threads; with the server's CPU per
 cycle over each measured window. Medians over the rounds, and each durable median as a
-fraction of the bound's median.
+fraction of the bound's median; each round records the machine's load average.
 
-    python -m benchmarks.txn_engines [--rounds N] [--seconds S] [--out FILE]
+With ``--against DIR`` the Python engine's place goes to the native engine of another
+source tree (DIR, with its extension built in place, run through ``PYTHONPATH``): a change
+to the native engine measured against the code before it, alternately.
+
+    python -m benchmarks.txn_engines [--rounds N] [--seconds S] [--against DIR] [--out FILE]
 
 (also run by ``make bench-txn``, as its ``engines`` section)
 """
@@ -17,11 +21,14 @@ fraction of the bound's median.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +57,35 @@ def _thrift_client_cycles(address: tuple[str, int], pid: int, seconds: float) ->
     return {**run, "server_cpu_us_per_cycle": round(cpu / max(1, run["ops"]) * 1e6, 1)}
 
 
+@contextlib.contextmanager
+def _source(tree: Path | None) -> Iterator[None]:
+    """Servers started inside run the ``txn`` of ``tree`` (None: this checkout's)."""
+    if tree is None:
+        yield
+        return
+    # PYTHONSAFEPATH: ``python -m txn`` must not put the working directory (this checkout)
+    # ahead of PYTHONPATH
+    before = {name: os.environ.get(name) for name in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), before["PYTHONPATH"]]))
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
+
+
 def _engine_round(
+    engine: str, root: Path, classes: Path | None, seconds: float, tree: Path | None = None
+) -> dict[str, dict[str, Any]]:
+    with _source(tree):
+        return _engine_points(engine, root, classes, seconds)
+
+
+def _engine_points(
     engine: str, root: Path, classes: Path | None, seconds: float
 ) -> dict[str, dict[str, Any]]:
     from tests.integration.procs import ServerProcess
@@ -78,8 +113,14 @@ def _engine_round(
     return points
 
 
-def compare_engines(root: Path, rounds: int, seconds: float) -> dict[str, Any]:
+def compare_engines(
+    root: Path, rounds: int, seconds: float, against: Path | None = None
+) -> dict[str, Any]:
     """The comparison of the module docstring; sections it cannot run are noted."""
+    variants: dict[str, tuple[str, Path | None]] = {e: (e, None) for e in ENGINES}
+    if against is not None:
+        variants = {"against": ("native", against.resolve()), "native": ("native", None)}
+    names = tuple(variants)
     from tests.interop.__main__ import generate, missing_tools
 
     program = compile_bound(root)
@@ -88,31 +129,34 @@ def compare_engines(root: Path, rounds: int, seconds: float) -> dict[str, Any]:
     if not missing:
         _, classes = generate(root / "java-engines", Path(__file__).parent / "java" / "TxLoad.java")
     section: dict[str, Any] = {"rounds": [], "notes": []}
+    if against is not None:
+        section["against"] = str(against)
     if program is None:
         section["notes"].append("no C compiler: no bound")
     if classes is None:
         section["notes"].append(f"no Java client: needs {missing} (make interop-deps)")
     for r in range(rounds):
-        one: dict[str, Any] = {}
+        one: dict[str, Any] = {"load_average": os.getloadavg()[0]}
         if program is not None:
             one["bound_16"] = _bound(program, root, seconds)
-        order = ENGINES if r % 2 == 0 else tuple(reversed(ENGINES))
-        for engine in order:
+        order = names if r % 2 == 0 else tuple(reversed(names))
+        for name in order:
+            engine, tree = variants[name]
             with tempfile.TemporaryDirectory(dir=root) as tmp:
-                one[engine] = _engine_round(engine, Path(tmp), classes, seconds)
+                one[name] = _engine_round(engine, Path(tmp), classes, seconds, tree)
         section["rounds"].append(one)
         print(f"engines round {r + 1}: {json.dumps(one)}", flush=True)
-    section["medians"] = _medians(section["rounds"])
+    section["medians"] = _medians(section["rounds"], names)
     print(f"engines medians: {json.dumps(section['medians'])}", flush=True)
     return section
 
 
-def _medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+def _medians(rounds: list[dict[str, Any]], names: tuple[str, ...] = ENGINES) -> dict[str, Any]:
     out: dict[str, Any] = {}
     bounds = [r["bound_16"] for r in rounds if "bound_16" in r]
     if bounds:
         out["bound_16"] = statistics.median(bounds)
-    for engine in ENGINES:
+    for engine in names:
         for point in rounds[0].get(engine, {}):
             runs = [r[engine][point] for r in rounds]
             median = statistics.median(run["per_second"] for run in runs)
@@ -132,10 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--against", type=Path, default=None, metavar="DIR")
     parser.add_argument("--out", type=Path, default=RESULTS / "txn-engines.json")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        section = compare_engines(Path(tmp), args.rounds, args.seconds)
+        section = compare_engines(Path(tmp), args.rounds, args.seconds, args.against)
     write_report(args.out, new_report("txn-engines", seconds_per_point=args.seconds, **section))
     return 0
 

@@ -170,9 +170,14 @@ class Cleaner:
         list, an invalid pointer would read as committed)."""
         oldest = 2**63 - 1
         for topic, pointers in self._svc.pending_queue_pointers().items():
+            try:
+                here = self._svc.looks_after(topic)  # else its owner settles them
+            except TmsError as exc:  # not known: leave them (the bound stays below)
+                log.warning("cleanup cannot tell who owns %s: %s", topic, exc)
+                here = False
             for wp in sorted(pointers):
                 finished = wp < snapshot.write_pointer and not snapshot.is_in_progress(wp)
-                if not finished:
+                if not finished or not here:
                     oldest = min(oldest, wp)
                     continue
                 commit = wp not in snapshot.invalids

@@ -242,14 +242,17 @@ class ClusterUnavailableError(TmsTransientError):
 
 class NotOwnerError(TmsTransientError):
     """A write (or topic change) reached an instance that does not own the topic: the
-    owner at ``owner_url`` takes it (the REST layer answers 307 with that ``Location``)."""
+    owner at ``owner_url`` takes it (the REST layer answers 307 with that ``Location``);
+    ``owner_rpc`` is the owner's binary protocol address (``tms://host:port``; "" when
+    it serves none or is not known), which a binary error answer carries."""
 
     status = 307
     code = "not_owner"
 
-    def __init__(self, message: str, owner_url: str = "") -> None:
+    def __init__(self, message: str, owner_url: str = "", owner_rpc: str = "") -> None:
         super().__init__(message)
         self.owner_url = owner_url
+        self.owner_rpc = owner_rpc
 
 
 class RequestTimeoutError(TmsTransientError):

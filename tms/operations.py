@@ -42,6 +42,8 @@ A new kind of write is a class here and a method of ``WriteDispatch``, its rows 
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Generic, Protocol, TypeVar
 
@@ -79,6 +81,8 @@ __all__ = [
     "Ticket",
     "WriteDispatch",
     "WritePosition",
+    "fail_tickets",
+    "settle_tickets",
 ]
 
 R_co = TypeVar("R_co", covariant=True)
@@ -452,3 +456,27 @@ class Ticket(Generic[R_co]):
         if self.error is not None:
             raise self.error
         return self._value
+
+
+def fail_tickets(tickets: Sequence[Ticket[object]], error: TmsError) -> None:
+    for ticket in tickets:
+        ticket.fail(error)
+
+
+def settle_tickets(
+    tickets: Sequence[Ticket[object]],
+    settled: asyncio.Future[None],
+    queued: asyncio.Future[None],
+) -> None:
+    """``queued``'s done callback (a group commit's future for ``tickets``): resolve
+    ``settled`` once each ticket has its outcome; a batch that failed as a whole (a
+    ``TmsError``) fails each ticket, anything else fails ``settled``."""
+    if settled.done():
+        return
+    error = TmsError("the write was cancelled") if queued.cancelled() else queued.exception()
+    if isinstance(error, TmsError):
+        fail_tickets(tickets, error)
+    elif error is not None:
+        settled.set_exception(error)
+        return
+    settled.set_result(None)

@@ -35,6 +35,11 @@ class Ownership(Protocol):
         """Whether ``epoch`` is still this instance's claim of ``topic``."""
         ...
 
+    def held_elsewhere(self, topic: TopicId) -> bool:
+        """Whether another live instance owns ``topic`` now (never claims it): the
+        housekeeping of a topic that is runs there, not here."""
+        ...
+
     def release(self, topic: TopicId, epoch: int) -> None:
         """Give up ``topic`` (its fence ``epoch`` was refused by the store)."""
         ...

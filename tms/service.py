@@ -78,9 +78,17 @@ from tms.model import (
     TopicMetadata,
     validate_namespace,
 )
-from tms.operations import Markers, Operation, Publish, Rollback, Store, Ticket
+from tms.operations import (
+    Markers,
+    Operation,
+    Publish,
+    Rollback,
+    Store,
+    Ticket,
+)
 from tms.ownership import Ownership, fenced, given_up, stale
 from tms.queues import QueueConfig
+from tms.service_loop import LoopSubmit
 from tms.service_queues import QueueMethods
 from tms.stats import TopicStats, topic_stats
 from tms.store.kv import KeyValueStore
@@ -108,7 +116,7 @@ class FetchResult:
     version: int
 
 
-class MessagingService(QueueMethods):
+class MessagingService(QueueMethods, LoopSubmit):
     """See the module docstring."""
 
     def __init__(
@@ -261,25 +269,7 @@ class MessagingService(QueueMethods):
             self._writer(op.topic).submit([ticket])
         except TmsError as exc:
             ticket.fail(exc)
-        self._finished(ticket, started)
-        return ticket.result()
-
-    async def submit_async(self, op: Operation[R], *, deadline: float | None = None) -> R:
-        """``submit`` from an event loop, without blocking it. ``deadline``
-        (``time.monotonic()``): if the operation is still queued then, it is not written
-        and ``RequestTimeoutError`` says so (it may be sent again safely)."""
-        started = time.perf_counter()
-        ticket = Ticket(op, deadline)
-        loop = asyncio.get_running_loop()
-        try:
-            # Behind an opening under way, so calls of one loop keep their order.
-            writer = None if (loop, op.topic) in self._opening else self._open_writer(op.topic)
-            if writer is None:
-                writer = await self._opened(op.topic, loop)
-            await writer.submit_async([ticket], loop)
-        except TmsError as exc:
-            ticket.fail(exc)
-        self._finished(ticket, started)
+        self.finished(ticket, started)
         return ticket.result()
 
     def write(self, operations: Sequence[Operation[object]]) -> list[Ticket[object]]:
@@ -298,7 +288,7 @@ class MessagingService(QueueMethods):
                 for ticket in group:
                     ticket.fail(exc)
         for ticket in tickets:
-            self._finished(ticket, started)
+            self.finished(ticket, started)
         return tickets
 
     def publish(self, request: StoreRequest) -> RollbackDetail | None:
@@ -316,10 +306,6 @@ class MessagingService(QueueMethods):
         """Commit markers for several write pointers at once (see ``MarkersRequest``)."""
         return self.submit(Markers(request))
 
-    def _finished(self, ticket: Ticket[object], started: float) -> None:
-        seconds = None if ticket.error is not None else time.perf_counter() - started
-        self.metrics.operation(ticket.op.kind, seconds)
-
     def _open_writer(self, topic: TopicId) -> TopicWriter | None:
         """The topic's writer if it is at hand (nothing to read from the store)."""
         with self._lock:
@@ -328,19 +314,6 @@ class MessagingService(QueueMethods):
                 return None
             writer = self._writers.get((topic, metadata.generation))
         return writer if writer is not None and not stale(writer, self.ownership) else None
-
-    async def _opened(self, topic: TopicId, loop: asyncio.AbstractEventLoop) -> TopicWriter:
-        """The topic's writer, opened on a thread (it reads the store): one opening for
-        every call of ``loop`` waiting for it, which resume in the order they came."""
-        key = (loop, topic)
-        opening = self._opening.get(key)
-        if opening is None:
-            if self._closed:  # its threads may be gone
-                raise TmsError("the messaging service is closed")
-            opening = loop.run_in_executor(self._executor, self._writer, topic)
-            self._opening[key] = opening
-            opening.add_done_callback(lambda _: self._opening.pop(key, None))
-        return await asyncio.shield(opening)  # one caller going away cancels nothing
 
     def _writer(self, topic: TopicId) -> TopicWriter:
         # The fence first, then what the writer reads: see tms.store.kv (fences).
@@ -501,6 +474,7 @@ class MessagingService(QueueMethods):
         for writer in writers:
             writer.close()
         self._executor.shutdown(wait=True)
+        self.subscriptions.close()
         if self._feed is not None:
             self._feed.close()
         self._changes.close()

@@ -2,7 +2,14 @@
 write is ``submit`` of its operation (``tms.operations``), applied by the queue's topic
 writer; the rest reads the queue tables (``tms.store.queues``). ``move_dead_letters``
 drives the moves to dead-letter queues (``tms.queue_dead``): after each batch that
-made messages MOVING (on one thread of its own), and from ``maintain_queues``."""
+made messages MOVING (on one thread of its own), and from ``maintain_queues``.
+
+With several instances (``ownership``), a queue's writes go to its owner like a topic's
+(``NotOwnerError``: REST answers 307), and its housekeeping — ``maintain_queues``,
+the counts behind the metrics (``queues_stats``), cleanup's settling — runs only where
+it may write: queues owned by another live instance are left to it; a queue nobody owns
+is claimed by the first instance that looks after it (its owner died: its leases and
+pending work are in the store, and the new owner carries on from them)."""
 
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ from tms.operations import (
     Settle,
     Ticket,
 )
+from tms.ownership import Ownership
 from tms.queues import (
     AckOutcome,
     AckRequest,
@@ -53,6 +61,7 @@ class QueueMethods:
 
     _tables: Tables
     _mover: Executor
+    ownership: Ownership | None
 
     if TYPE_CHECKING:  # MessagingService's
 
@@ -128,9 +137,18 @@ class QueueMethods:
             if m.exists and m.properties.get("kind") == QueueConfig.KIND
         ]
 
+    def looks_after(self, topic: TopicId) -> bool:
+        """Whether this instance does ``topic``'s housekeeping: no other live instance
+        owns it (see the module docstring)."""
+        return self.ownership is None or not self.ownership.held_elsewhere(topic)
+
+    def _queues_here(self) -> list[TopicMetadata]:
+        return [m for m in self._queues() if self.looks_after(m.topic)]
+
     def queues_stats(self) -> list[tuple[TopicId, QueueStats]]:
-        """Every queue's ``queue_stats`` (for metrics)."""
-        return [(m.topic, self.queue_stats(m.topic)) for m in self._queues()]
+        """``queue_stats`` of every queue this instance looks after (for metrics: each
+        queue's counts come from its owner)."""
+        return [(m.topic, self.queue_stats(m.topic)) for m in self._queues_here()]
 
     def pending_queue_pointers(self) -> dict[TopicId, set[int]]:
         """Per queue, write pointers of transactions with enqueues or acks pending there
@@ -145,9 +163,9 @@ class QueueMethods:
         return {topic: pointers for topic, pointers in found.items() if pointers}
 
     def maintain_queues(self, *, purge: bool = True) -> int:
-        """Every queue's housekeeping (``Maintain``) and its dead letters moved; how many
-        messages changed."""
-        queues = self._queues()
+        """The housekeeping (``Maintain``) of every queue this instance looks after, and
+        its dead letters moved; how many messages changed."""
+        queues = self._queues_here()
         changed = sum(
             ticket.result()  # type: ignore[misc]
             for ticket in self.write([Maintain(m.topic, purge) for m in queues])

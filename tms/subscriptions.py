@@ -22,7 +22,8 @@ Contract (thread-safe; errors from ``tms.errors``):
   transaction (``tms.positions``): the same checks, against the position that
   transaction sees; ``rollback_in_transaction`` removes it.
 * ``read`` reads from the position (``tms.subread``), optionally committing its start
-  first (a commit riding on a poll).
+  first (a commit riding on a poll: checked first, then written while the read goes
+  on from it; the read returns once the write is durable, and fails if it failed).
 * Topic generations: deleting a topic deletes its subscriptions (``topic_deleted``); a
   record that names an older generation than its topic's (a delete interrupted by a
   crash) is reset to the start of the current generation when it is next read.
@@ -34,6 +35,8 @@ import builtins
 import logging
 import secrets
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from tms.codec import keys
@@ -93,6 +96,8 @@ class Subscriptions:
         self.store = store
         self._bounds = PositionBounds(service, tables)
         self._stamps = stamps
+        # writes a commit riding on a read while the read goes on (``read``)
+        self._writes = ThreadPoolExecutor(2, thread_name_prefix="tms-sub-commit")
 
     # -- records ------------------------------------------------------------------------
 
@@ -272,10 +277,26 @@ class Subscriptions:
         version: int,
         transaction: Transaction | None,
     ) -> Versioned:
+        data = self._checked_move(
+            sub, metadata, record, position, version=version, transaction=transaction
+        )
+        return Versioned(data, self.store.write(sub, data, record.version))
+
+    def _checked_move(
+        self,
+        sub: SubscriptionId,
+        metadata: TopicMetadata,
+        record: Versioned,
+        position: MessageId,
+        *,
+        version: int,
+        transaction: Transaction | None,
+    ) -> SubscriptionData:
+        """The record with its position moved to ``position``, once the move is allowed."""
         self._check_version(sub, record, version)
         current = self.resolved(sub, metadata, record).position
         self._bounds.check_move(metadata, record.data.preferences, current, position, transaction)
-        return self._write_position(sub, metadata, record, position)
+        return SubscriptionData(record.data.preferences, self._state(position, metadata))
 
     def _store_position(
         self, sub: SubscriptionId, metadata: TopicMetadata, record: Versioned, position: MessageId
@@ -347,18 +368,36 @@ class Subscriptions:
         """Read from the position (``tms.subread``); with ``commit_version``, ``commit``
         ``start_from`` with that version first (one step: the read goes on from the
         record it wrote)."""
-        current = None
-        if commit_version is not None:
-            if start_from is None:
-                raise TmsInvalidArgumentError("a commit before a read commits its start: give one")
-            metadata, record = self.record(sub)
-            new = self._commit(
-                sub, metadata, record, start_from, version=commit_version, transaction=transaction
+        if commit_version is None:
+            return read_subscription(
+                self, sub, start_from=start_from, limit=limit, transaction=transaction
             )
-            current = metadata, new
-        return read_subscription(
-            self, sub, start_from=start_from, limit=limit, transaction=transaction, current=current
+        if start_from is None:
+            raise TmsInvalidArgumentError("a commit before a read commits its start: give one")
+        metadata, record = self.record(sub)
+        data = self._checked_move(
+            sub, metadata, record, start_from, version=commit_version, transaction=transaction
         )
+        # The read goes on from the record being written, while it is written: the
+        # answer waits for both, so an answered commit is durable, and a failed write
+        # fails the poll (its messages are not answered).
+        writing = self._writes.submit(self.store.write, sub, data, record.version)
+        try:
+            poll = read_subscription(
+                self,
+                sub,
+                start_from=start_from,
+                limit=limit,
+                transaction=transaction,
+                current=(metadata, Versioned(data, record.version + 1)),
+            )
+        finally:
+            version = writing.result()
+        return poll if poll.version == version else replace(poll, version=version)
+
+    def close(self) -> None:
+        """Finish the writes under way (``MessagingService.close``)."""
+        self._writes.shutdown(wait=True)
 
     # -- topics and metrics ---------------------------------------------------------------
 

@@ -3,6 +3,7 @@
     python -m benchmarks.peers [--quick] [--seconds S] [--systems txms,redis-always,...]
                                [--workloads publish,latency,...] [--out FILE]
                                [--plots DIR | --no-plots] [--markdown FILE]
+                               [--latency-rates 1000,5000,10000] [--latency-seconds S]
     python -m benchmarks.peers --report FILE [--plots DIR] [--markdown FILE]
 
 Systems: ``txms``, ``txms-rpc`` and ``txms-lean`` (one standalone stack), ``redis-always`` and
@@ -27,6 +28,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -228,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, default=None)
     parser.add_argument("--report", type=Path, default=None, help="only report on a results file")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--latency-rates", default=None, help="offered rates of the latency points, e.g. 1000,10000"
+    )
+    parser.add_argument("--latency-seconds", type=float, default=None, help="per latency point")
     args = parser.parse_args(argv)
 
     if args.report is not None:
@@ -235,6 +241,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     workloads = frozenset(Workload(w) for w in args.workloads.split(",") if w)
     settings = settings_for(args.quick, args.seconds, workloads)
+    if args.latency_rates:
+        rates = tuple(int(r) for r in args.latency_rates.split(",") if r)
+        settings = replace(settings, latency_rates=rates, latency_bytes=(100,))
+    if args.latency_seconds:
+        settings = replace(settings, latency_seconds=args.latency_seconds)
     names = [n for n in args.systems.split(",") if n]
     out = args.out or RESULTS / ("peers-quick.json" if args.quick else "peers.json")
     with tempfile.TemporaryDirectory(prefix="txms-peers-", dir=os.environ.get("BENCH_DIR")) as tmp:

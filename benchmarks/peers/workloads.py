@@ -305,17 +305,21 @@ def measure_latency(
                 time.sleep(delay)
 
     async def paced() -> None:
+        # The loop's timers tick by the millisecond, so at a high rate one wake-up sends
+        # every message that is due by then, and every pass yields to the loop: a sender
+        # that fell behind and sent on without yielding would hold its requests in the
+        # client's buffer (and its answers unread) until it caught up.
         sender = await system.async_sender(topic)
-        interval, next_at = 1.0 / rate, time.perf_counter()
+        start, sent = time.perf_counter(), 0
         answers = []
-        for _ in range(count):
-            next_at += interval
-            answers.append(
-                asyncio.ensure_future(sender.send(latency_payload(size, time.time_ns())))
-            )
-            delay = next_at - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
+        while sent < count:
+            due = min(count, int((time.perf_counter() - start) * rate) + 1)
+            while sent < due:
+                answers.append(
+                    asyncio.ensure_future(sender.send(latency_payload(size, time.time_ns())))
+                )
+                sent += 1
+            await asyncio.sleep(max(0.0, start + sent / rate - time.perf_counter()))
         await asyncio.gather(*answers)
         await sender.close()
 

@@ -119,3 +119,15 @@ def test_a_failing_point_is_reported_and_the_run_goes_on(
     assert error["task"] == "publish 100 B x1 p1 http-echo"
     assert "echo is down" in error["error"]
     assert [r.system for r in results.records] == ["plyvel"]
+
+
+def test_the_latency_points_can_be_chosen(tmp_path: Path) -> None:
+    out = tmp_path / "latency.json"
+    args = ["--systems", "plyvel", "--workloads", "latency", "--no-progress", "--no-plots"]
+    latency = ["--latency-rates", "300,700", "--latency-seconds", "0.1"]
+    assert main([*args, *latency, "--out", str(out)]) == 0
+    results = read_results(out)
+    assert sorted((r.params["rate"], r.params["message_bytes"]) for r in results.records) == [
+        (300, 100),
+        (700, 100),
+    ]

@@ -1,6 +1,8 @@
 """The chaos test's parts: the topology (2 elected ``txn serve`` and 3 ``tms serve``
 cluster instances on one ZooKeeper ensemble and PostgreSQL) and the workers that run
-against it while instances are killed, each recording what it was told."""
+against it while instances are killed, each recording what it was told: publishers,
+transactional followers, subscribers (at least once), an exactly-once subscription
+consumer, and a watch on the subscriptions' positions."""
 
 from __future__ import annotations
 
@@ -13,10 +15,15 @@ from dataclasses import dataclass, field
 
 from tms.client import MessagingClient
 from tms.client.aware import TransactionalPublisher
+from tms.client.consumer import SubscriptionConsumer
+from tms.client.subscriber import Subscriber
 from tms.errors import TmsError
+from tms.ids import MessageId
 from tms.model import TopicId
+from tms.subscription import SubscriptionId
 from txms_common.retry import RetryWithBackoff
 from txms_testing import ServiceProcess, ZooKeeperEnsemble, free_port, txn_command
+from txn import TransactionExecutor
 from txn.errors import TxError
 from txn.rpc.client import ThriftTxClient
 
@@ -222,3 +229,74 @@ def consumer(
                 position = message_id
         except (TmsError, TxError):
             time.sleep(0.1)
+
+
+def subscriber(
+    client: MessagingClient,
+    tx_client: ThriftTxClient | None,
+    sub: SubscriptionId,
+    stop: threading.Event,
+    seen: list[bytes],
+) -> None:
+    """At least once: a ``Subscriber`` of ``sub`` (transactional with ``tx_client``),
+    started again from the committed position after any error (what a restarted
+    process does): its messages may come again, never be skipped."""
+    while not stop.is_set():
+        try:
+            with Subscriber(
+                client, sub, tx_client=tx_client, wait_ms=500, commit_interval_s=0.2,
+                tx_refresh_s=0.5, stop=stop.is_set,
+            ) as reader:  # fmt: skip
+                for message in reader:
+                    seen.append(message.payload)
+        except (TmsError, TxError):
+            time.sleep(0.1)
+
+
+def exactly_once(
+    client: MessagingClient,
+    tx_client: ThriftTxClient,
+    sub: SubscriptionId,
+    out: TopicId,
+    stop: threading.Event,
+) -> None:
+    """Exactly once: each transaction reads a batch of ``sub`` (``SubscriptionConsumer``)
+    and publishes ``out-<payload>`` for each message to ``out`` (``TransactionalPublisher``),
+    its new position and outputs committing together or not at all."""
+    consumer = SubscriptionConsumer(client, sub)
+    publisher = TransactionalPublisher(client)
+    executor = TransactionExecutor(tx_client, [consumer, publisher])
+
+    def step() -> int:
+        messages = consumer.poll(20)
+        if messages:
+            publisher.publish(out, [b"out-" + m.payload for m in messages])
+        return len(messages)
+
+    while not stop.is_set():
+        try:
+            if not executor.execute(step):
+                time.sleep(0.05)
+        except (TmsError, TxError):
+            time.sleep(0.1)
+
+
+def position_watch(
+    client: MessagingClient,
+    subs: list[SubscriptionId],
+    stop: threading.Event,
+    backwards: list[str],
+) -> None:
+    """Reads each subscription's committed position over and over; records any that
+    moved backwards (nothing seeks in the chaos test)."""
+    last: dict[SubscriptionId, MessageId] = {}
+    while not stop.is_set():
+        for sub in subs:
+            try:
+                position = client.get_subscription(sub).position
+            except TmsError:
+                continue
+            if sub in last and position < last[sub]:
+                backwards.append(f"{sub}: {last[sub].hex} -> {position.hex}")
+            last[sub] = max(position, last.get(sub, position))
+        time.sleep(0.1)

@@ -8,8 +8,14 @@ Afterwards: every acknowledged message is stored exactly once (and nothing else 
 messages whose publish failed), every committed transaction's messages are visible to a
 transactional reader exactly once, no aborted or invalidated one is visible, no
 transaction is visible in part, and both consumers saw one and the same order (the
-order of a final transactional read). Failover times (from a kill to the next write
-acknowledged) are printed, not asserted. ``TXMS_CHAOS_SEED`` replays a run's choices."""
+order of a final transactional read). Subscribers meanwhile: at-least-once ones of the
+plain and the transactional topic (restarted from their committed position after any
+error) skip no acknowledged or committed message and see no aborted one; an
+exactly-once consumer (read a batch, publish its outputs, commit the position, in one
+transaction) publishes each committed input's output exactly once, in the input's
+order; no subscription's committed position ever moves backwards. Failover times (from
+a kill to the next write acknowledged) are printed, not asserted. ``TXMS_CHAOS_SEED``
+replays a run's choices."""
 
 from __future__ import annotations
 
@@ -29,11 +35,15 @@ from tests.integration.chaos import (
     Record,
     Topology,
     consumer,
+    exactly_once,
     plain_publisher,
+    position_watch,
+    subscriber,
     tx_publisher,
 )
 from tms.client import MessagingClient
 from tms.model import TopicId
+from tms.subscription import Preferences, Start, SubscriptionId
 from txms_testing import ZooKeeperEnsemble
 from txn.rpc.client import ThriftTxClient
 
@@ -41,6 +51,9 @@ RUN_S = 60.0
 KILL_EVERY_S = (2.0, 4.0)
 DOWN_S = 1.0
 PLAIN, TX, STAGED = TopicId("chaos", "plain"), TopicId("chaos", "tx"), TopicId("chaos", "staged")
+OUT = TopicId("chaos", "out")
+ALO_PLAIN, ALO_TX = SubscriptionId(PLAIN, "alo"), SubscriptionId(TX, "alo")
+EO = SubscriptionId(TX, "eo")
 _bases = itertools.count(1)
 
 
@@ -110,13 +123,18 @@ def test_chaos(topology: Topology) -> None:
     rng = random.Random(seed)
     # Given the topics, the publishers and the consumers running
     admin = topology.client()
-    for topic in (PLAIN, TX, STAGED):
+    for topic in (PLAIN, TX, STAGED, OUT):
         admin.create_topic(topic)
+    admin.create_subscription(ALO_PLAIN, Preferences(Start.earliest()))
+    for sub in (ALO_TX, EO):
+        admin.create_subscription(sub, Preferences(Start.earliest(), transactional=True))
     stop, stop_consumers = threading.Event(), threading.Event()
     plain, tx, staged = Record(), Record(), Record()
     seen: dict[str, list[bytes]] = {"tx-1": [], "tx-2": [], "staged-1": [], "staged-2": []}
-    tx_clients = [topology.tx_client() for _ in range(6)]
-    clients = [topology.client(rotate=i % 3) for i in range(6)]
+    tx_clients = [topology.tx_client() for _ in range(8)]
+    clients = [topology.client(rotate=i % 3) for i in range(8)]
+    subscribed: dict[str, list[bytes]] = {"plain": [], "tx": []}
+    backwards: list[str] = []
     workers = [
         threading.Thread(target=plain_publisher, args=(clients[0], PLAIN, stop, plain)),
         threading.Thread(
@@ -144,6 +162,21 @@ def test_chaos(topology: Topology) -> None:
         threading.Thread(
             target=consumer,
             args=(clients[5], tx_clients[5], STAGED, stop_consumers, seen["staged-2"]),
+        ),
+        threading.Thread(
+            target=subscriber,
+            args=(clients[6], None, ALO_PLAIN, stop_consumers, subscribed["plain"]),
+        ),
+        threading.Thread(
+            target=subscriber,
+            args=(clients[7], tx_clients[6], ALO_TX, stop_consumers, subscribed["tx"]),
+        ),
+        threading.Thread(
+            target=exactly_once, args=(clients[6], tx_clients[7], EO, OUT, stop_consumers)
+        ),
+        threading.Thread(
+            target=position_watch,
+            args=(clients[7], [ALO_PLAIN, ALO_TX, EO], stop_consumers, backwards),
         ),
     ]
     for thread in workers + consumers:
@@ -190,21 +223,42 @@ def test_chaos(topology: Topology) -> None:
     }
     check_transactions(final["tx"], tx)
     check_transactions(final["staged"], staged)
-    # every consumer saw the same order: the final read's
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and any(
-        len(seen[name]) < len(final[name.split("-")[0]]) for name in seen
-    ):
-        time.sleep(0.2)
+    # every consumer saw the same order: the final read's (once they caught up)
+    expected_out = [b"out-" + m for m in final["tx"]]
+
+    def behind() -> bool:
+        return (
+            any(len(seen[name]) < len(final[name.split("-")[0]]) for name in seen)
+            or not set(plain.acked) <= set(subscribed["plain"])
+            or not set(final["tx"]) <= set(subscribed["tx"])
+            or len(read_transactionally(admin, reader_tx, OUT)) < len(expected_out)
+        )
+
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and behind():
+        time.sleep(0.5)
     stop_consumers.set()
     for thread in consumers:
         thread.join(60)
     for name, order in seen.items():
         expected = final[name.split("-")[0]]
         assert order[: len(expected)] == expected, f"consumer {name} saw another order"
+    # subscribers: at least once, nothing skipped, nothing aborted; exactly once: once
+    assert set(plain.acked) <= set(subscribed["plain"]), "a subscriber skipped a message"
+    assert set(subscribed["plain"]) <= set(stored)
+    assert set(final["tx"]) == set(subscribed["tx"]), "a subscriber skipped or saw too much"
+    outputs = read_transactionally(admin, reader_tx, OUT)
+    assert all(n == 1 for n in Counter(outputs).values()), "an exactly-once output twice"
+    assert outputs == expected_out, "exactly-once outputs missing or out of order"
+    assert backwards == [], f"positions moved backwards: {backwards}"
     # and, printed: what happened and how long writes stopped after each kill
     _report(kills, plain, tx, staged, final)
     print("consumers saw: " + ", ".join(f"{n} {len(order)}" for n, order in seen.items()))
+    print(
+        f"subscribers saw: plain {len(subscribed['plain'])} for {len(set(plain.acked))} "
+        f"acknowledged, tx {len(subscribed['tx'])} for {len(final['tx'])} committed; "
+        f"exactly-once outputs {len(outputs)}"
+    )
     for c in [*clients, admin]:
         c.close()
     for t in [*tx_clients, reader_tx]:

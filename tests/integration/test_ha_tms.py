@@ -1,7 +1,8 @@
 """Several ``tms serve --zookeeper ... --store postgresql://...`` processes on a 3-node
 ZooKeeper ensemble and PostgreSQL (``tests/engines.py``; skipped without the packages):
-one owner per topic, redirects to it, reads anywhere, and an owner paused with SIGSTOP
-past its session that must not append once another instance took over."""
+one owner per topic, redirects to it, reads anywhere, an owner paused with SIGSTOP
+past its session that must not append once another instance took over, and the
+subscription records in ZooKeeper."""
 
 from __future__ import annotations
 
@@ -21,7 +22,11 @@ import requests
 
 from tms.cli import main as tms_main
 from tms.client import MessagingClient
+from tms.cluster.ownership import connect
+from tms.errors import BadVersionError
+from tms.ids import MessageId
 from tms.model import TopicId
+from tms.subscription import EARLIEST, Preferences, Start, SubscriptionId, after
 from txms_testing import ServiceProcess, ZooKeeperEnsemble
 
 SESSION_S = 2.0
@@ -40,16 +45,21 @@ class TmsCluster:
     base: str
     procs: list[ServiceProcess] = field(default_factory=list)
 
-    def serve(self, name: str) -> tuple[ServiceProcess, str]:
+    def serve(self, name: str, *extra: str) -> tuple[ServiceProcess, str]:
         argv = tms_command(
             "serve", "--port", "0", "--store", self.store_url,
             "--zookeeper", self.zk.connect_string, "--zk-path", self.base,
-            "--name", name, "--session-timeout-s", str(SESSION_S),
+            "--name", name, "--session-timeout-s", str(SESSION_S), *extra,
         )  # fmt: skip
         proc = ServiceProcess(argv, name).start()
         self.procs.append(proc)
         url = proc.wait_for(r"listening on (http://[\d.]+:\d+)", 60).group(1)
         return proc, url
+
+    def serve_rpc(self, name: str) -> tuple[ServiceProcess, str, str]:
+        """An instance serving the binary protocol too: its process, URL and tms:// URL."""
+        proc, url = self.serve(name, "--rpc-port", "0")
+        return proc, url, proc.wait_for(r"binary protocol listening on (tms://\S+)", 60).group(1)
 
 
 @pytest.fixture
@@ -175,3 +185,30 @@ def test_a_paused_owner_never_appends_after_another_instance_took_over(
     )
     assert later.status_code == 307 and later.headers["Location"].startswith(url_b)
     direct.close()
+
+
+def test_subscription_records_are_kept_in_zookeeper_for_every_instance(
+    cluster: TmsCluster,
+) -> None:
+    # Given two instances and a subscription made through a
+    _a, url_a = cluster.serve("a")
+    _b, url_b = cluster.serve("b")
+    topic, sub = TopicId("ns", "orders"), SubscriptionId(TopicId("ns", "orders"), "s")
+    with MessagingClient(url_a) as at_a, MessagingClient(url_b) as at_b:
+        at_a.create_topic(topic)
+        at_a.publish(topic, [b"1", b"2"])
+        made = at_a.create_subscription(sub, Preferences(Start.earliest()))
+        # When b commits a position with the version it read, and a with the older one
+        end = after(MessageId.from_bytes(at_b.poll(topic).messages[-1][0]))
+        moved = at_b.commit_subscription(sub, end, made.version)
+        with pytest.raises(BadVersionError):
+            at_a.commit_subscription(sub, EARLIEST, made.version)
+        # Then both read the record b wrote, which ZooKeeper holds under the cluster's path
+        assert at_a.get_subscription(sub).position == end == at_b.get_subscription(sub).position
+    zk = connect(cluster.zk.connect_string, 10.0)
+    try:
+        _data, stat = zk.get(f"{cluster.base}/subscriptions/ns.orders/s")
+        assert stat.version + 1 == moved.version
+    finally:
+        zk.stop()
+        zk.close()

@@ -151,7 +151,9 @@ def test_the_first_batch_of_a_backlog_is_split_by_its_real_time_range(stack: Sta
     parts = r.partitions(start, end)
     assert len(parts) == 4  # not one range from epoch 0 holding everything
     sizes = [sum(b.num_rows for b in r.read(p)) for p in parts]
-    assert sum(sizes) == 80 and all(sizes)
+    # the first and the last publish fall in different ranges, however unevenly a loaded
+    # machine spaced the ones between
+    assert sum(sizes) == 80 and sizes[0] > 0 and sizes[-1] > 0
 
 
 def test_messages_that_expired_unread_fail_the_query(stack: Stack) -> None:

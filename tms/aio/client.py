@@ -7,7 +7,8 @@ shielding are those of ``tms.client.rpc`` (same rules, same errors). Topic
 administration stays on the REST API: ``create_topic`` and its kind run the blocking
 ``MessagingClient`` calls on a worker thread, at the address the server names in its
 hello answer (or ``http_url``). A subscription's poll and commits travel as binary
-requests, its administration goes to REST (``tms.aio.subs``).
+requests, its administration goes to REST (``tms.aio.subs``). In a cluster a topic's
+requests follow its owner as ``tms.client.rpc``'s do (``tms.client.owners``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tms.client.channel import (
     unavailable,
 )
 from tms.client.http import MarkersOutcome, MessagingClient, PollResult, RollbackToken
+from tms.client.owners import OwnerRoutes
 from tms.client.rpc import client_ssl_context, rest_url
 from tms.errors import ServiceUnavailableError, TmsError
 from tms.ids import MessageId
@@ -87,6 +89,11 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         self._ssl = client_ssl_context(ca_bundle) if tls else None
         self.endpoints = Endpoints(addresses, shield_after=shield_after, shield_s=shield_s)
         self._pool = AsyncChannelPool(self.endpoints, self._connect, connections)
+        self._routes: OwnerRoutes[AsyncChannelPool] = OwnerRoutes(
+            self._pool,
+            lambda endpoints: AsyncChannelPool(endpoints, self._connect, connections),
+            lambda address: Endpoints([address], shield_after=shield_after, shield_s=shield_s),
+        )
         self._http_url = http_url
         self._admin: MessagingClient | None = None
 
@@ -100,6 +107,7 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         )
 
     async def close(self) -> None:
+        self._routes.close()
         self._pool.close()
         if self._admin is not None:
             await asyncio.to_thread(self._admin.close)
@@ -132,20 +140,30 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         retry_lost = op.idempotent if idempotent is None else idempotent
         queue_ms = max(1, int(self._timeout * 500))
         delays = islice(backoff(self._backoff, 4.0), self._retries)
+        hops = 0
         while True:
+            pool = self._routes.pool(topic)
             channel = None
             try:
-                channel = await self._pool.acquire()
+                channel = await pool.acquire()
                 frame = await channel.request(
                     op.code, body, timeout_s=self._timeout + wait_s, queue_timeout_ms=queue_ms
                 )
             except (ChannelError, ServiceUnavailableError) as exc:
                 if channel is not None and channel.dead:
-                    self._pool.discard(channel)
-                    self.endpoints.failed(channel.address)
+                    pool.discard(channel)
+                    pool.endpoints.failed(channel.address)
+                self._routes.lost(topic, pool)
                 delay = next(delays, None)
                 check_retry(op, exc, retry_lost=retry_lost, again=delay is not None)
             else:
+                if frame.flags & FLAG_ERROR:  # not_owner: to the owner (tms.client.owners)
+                    pause = self._routes.redirect(topic, error_of(frame, topic), hops)
+                    if pause is not None:
+                        hops += 1
+                        if pause:
+                            await asyncio.sleep(pause)
+                        continue
                 delay = next(delays, None)
                 answer = answer_of(
                     op, frame, topic=topic, retry_lost=retry_lost, again=delay is not None
@@ -217,7 +235,7 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         again, or that finds no open connection, goes through ``publish``."""
         data = payloads_of(payloads)
         result: asyncio.Future[RollbackToken | None] = asyncio.get_running_loop().create_future()
-        channel = self._pool.ready()
+        channel = self._routes.pool(topic).ready()
         if channel is not None:
             request = publish_request(topic, data, tx_write_pointer, None)
             with contextlib.suppress(ChannelError):
@@ -254,7 +272,9 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
                 return
             error = error_of(frame, topic)
         marker = tx_write_pointer is not None and not data
-        if isinstance(error, ChannelError | TmsError) and may_retry(error, marker):
+        if self._routes.redirect(topic, error, 0) is not None or (
+            isinstance(error, ChannelError | TmsError) and may_retry(error, marker)
+        ):  # publish sends it on
             self._publish_later(result, topic, data, tx_write_pointer)
         elif isinstance(error, ChannelError):
             result.set_exception(unavailable(_PUBLISH.name, error))

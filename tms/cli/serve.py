@@ -18,12 +18,16 @@ import logging
 import os
 import signal
 import tomllib
+import urllib.parse
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tms.errors import TmsInvalidArgumentError
 from txn.rpc.tls import add_client_tls_arguments, client_tls
+
+if TYPE_CHECKING:
+    from tms.rpc.server import RpcServer
 
 __all__ = ["register"]
 
@@ -122,6 +126,18 @@ async def _listen(starting: Awaitable[object], host: str, port: int) -> None:
         raise TmsInvalidArgumentError(f"cannot listen on {host}:{port}: {reason}") from exc
 
 
+def _advertised_rpc(advertise: str | None, rpc: RpcServer | None) -> str:
+    """Where other instances send binary clients: the binary port on ``--advertise``'s
+    host, else where it listens ("" without the binary protocol)."""
+    if rpc is None:
+        return ""
+    if not advertise:
+        return rpc.url
+    host = urllib.parse.urlsplit(advertise).hostname or rpc.address[0]
+    scheme = rpc.url.split("://", 1)[0]
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{rpc.address[1]}"
+
+
 def _serve(args: argparse.Namespace) -> int:
     from tms.cleanup import Cleaner, CleanupLoop  # noqa: PLC0415 - server-only imports
     from tms.cluster.setup import StoreConfig, open_store  # noqa: PLC0415
@@ -177,7 +193,12 @@ def _serve(args: argparse.Namespace) -> int:
     opened = open_store(stores)
     cluster = opened.cluster
     service = MessagingService(
-        opened.store, tms_config, guard=guard, ownership=cluster, feed=opened.feed
+        opened.store,
+        tms_config,
+        guard=guard,
+        ownership=cluster,
+        feed=opened.feed,
+        subscription_store=opened.subscriptions,
     )
     cleanup = None
     if tms_config.cleanup_interval_s > 0:
@@ -206,7 +227,7 @@ def _serve(args: argparse.Namespace) -> int:
                 raise
         stop = _stop_on_signal()  # before the address is out: a caller may signal at once
         if cluster is not None:
-            cluster.start(args.advertise or server.url)
+            cluster.start(args.advertise or server.url, _advertised_rpc(args.advertise, rpc))
         if cleanup is not None:
             cleanup.start()
         print(

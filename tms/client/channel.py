@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tms.errors import (
+    NotOwnerError,
     RequestTimeoutError,
     ServiceUnavailableError,
     TmsError,
@@ -98,12 +99,15 @@ def error_of(frame: Frame, topic: object = None) -> TmsError:
     """The ``tms`` error an ERROR response (or GOAWAY) carries."""
     try:
         error = decode_body(rpc.Error, frame.body)
-        code, message = error.code, error.message
+        code, message, owner = error.code, error.message, error.owner
     except TmsError:
-        code, message = None, "an error the client cannot read"
+        code, message, owner = None, "an error the client cannot read", None
     if not isinstance(code, str) or not isinstance(message, str):
         code, message = None, str(message)
-    return error_for(code, message, status=0, topic=topic)
+    found = error_for(code, message, status=0, topic=topic)
+    if isinstance(found, NotOwnerError) and isinstance(owner, str):
+        found.owner_rpc = owner
+    return found
 
 
 def may_retry(failure: ChannelError | TmsError, retry_lost: bool) -> bool:

@@ -277,18 +277,27 @@ class MessagingClient(Routed, ObserveCalls, SubscriptionCalls):
         """Stage payloads under a write pointer (made visible by a later commit marker);
         ``ttls``: a TTL in seconds (or None) per payload."""
         data = self._payloads(payloads)
-        if ttls is not None:
-            body = jsonc.encode_publish_request(tx_write_pointer, data, ttls)
-            content_type = JSON
-        else:
-            body = avro.encode_publish_request(tx_write_pointer, data)
-            content_type = AVRO
+        if ttls is None:
+            self.store_encoded(topic, avro.encode_publish_request(tx_write_pointer, data))
+            return
         self._request(
             "POST",
             self._url(topic, action="store"),
             topic=topic,
-            body=body,
-            content_type=content_type,
+            body=jsonc.encode_publish_request(tx_write_pointer, data, ttls),
+            content_type=JSON,
+            idempotent=False,
+        )
+
+    def store_encoded(self, topic: TopicId, request: bytes) -> None:
+        """``store`` with the request already encoded: an Avro ``PublishRequest`` that
+        names the write pointer (for callers that encode in bulk, like the Spark source)."""
+        self._request(
+            "POST",
+            self._url(topic, action="store"),
+            topic=topic,
+            body=request,
+            content_type=AVRO,
             idempotent=False,
         )
 
@@ -365,6 +374,28 @@ class MessagingClient(Routed, ObserveCalls, SubscriptionCalls):
     ) -> PollResult:
         """Read up to ``limit`` messages from ``start`` (an id, its bytes or hex, a time in
         ms, or None for the oldest); with ``wait_ms``, wait that long for new ones."""
+        body, held, finished = self.poll_encoded(
+            topic,
+            start=start,
+            inclusive=inclusive,
+            limit=limit,
+            transaction=transaction,
+            wait_ms=wait_ms,
+        )
+        return PollResult(avro.decode_consume_response(body), held, finished)
+
+    def poll_encoded(
+        self,
+        topic: TopicId,
+        *,
+        start: MessageId | bytes | str | int | None = None,
+        inclusive: bool = True,
+        limit: int | None = None,
+        transaction: Transaction | None = None,
+        wait_ms: int = 0,
+    ) -> tuple[bytes, bool, bool]:
+        """``poll``, the messages left encoded: (the Avro ``ConsumeResponse``, held,
+        held_finished), for callers that decode in bulk."""
         spec = ConsumeSpec(
             _start_from(start),
             inclusive,
@@ -380,8 +411,8 @@ class MessagingClient(Routed, ObserveCalls, SubscriptionCalls):
             params={"wait_ms": str(wait_ms)} if wait_ms else None,
             timeout_s=self._timeout + wait_ms / 1000,
         )
-        return PollResult(
-            avro.decode_consume_response(response.content),
+        return (
+            response.content,
             response.headers.get("X-Tms-Held") == "true",
             response.headers.get("X-Tms-Held-Finished") == "true",
         )

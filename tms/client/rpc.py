@@ -18,6 +18,8 @@
   server dropped it unprocessed) is retried whatever the operation. An address whose
   connections keep failing is shielded (``tms.rpc.endpoints``): calls fail fast, or use
   the other addresses, until its shield ends.
+* A cluster (``tms.client.owners``): a write refused ``not_owner`` goes to the owner
+  the error names, whose connections the topic's requests use from then on.
 * Timeouts: a call waits ``timeout_s`` for its answer (a poll ``timeout_s + wait_ms``);
   the server drops a request it could not start within half of ``timeout_s``, so the
   caller hears of it in time to try again.
@@ -40,8 +42,10 @@ from tms.client.channel import (
     ChannelPool,
     answer_of,
     check_retry,
+    error_of,
 )
 from tms.client.http import MarkersOutcome, MessagingClient, PollResult, RollbackToken
+from tms.client.owners import OwnerRoutes
 from tms.client.rpcsubs import RpcSubscriptionCalls
 from tms.client.transport import Reply, Transport
 from tms.errors import ServiceUnavailableError, TmsError
@@ -50,7 +54,7 @@ from tms.model import TopicBounds, TopicId
 from tms.queues import AckOutcome, Enqueued, EnqueueItem, QueueMessage, Receipt
 from tms.rpc import queue_values
 from tms.rpc.endpoints import Endpoints, parse_url
-from tms.rpc.frames import encode_body, rpc
+from tms.rpc.frames import FLAG_ERROR, encode_body, rpc
 from tms.rpc.ops import BY_NAME, Op
 from tms.rpc.values import (
     bounds_of,
@@ -168,6 +172,13 @@ class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
             addresses, shield_after=shield_after, shield_s=shield_s, monotonic=monotonic
         )
         self._pool = ChannelPool(self.endpoints, self._connect, connections)
+        self._routes: OwnerRoutes[ChannelPool] = OwnerRoutes(
+            self._pool,
+            lambda endpoints: ChannelPool(endpoints, self._connect, connections),
+            lambda address: Endpoints(
+                [address], shield_after=shield_after, shield_s=shield_s, monotonic=monotonic
+            ),
+        )
 
     def _connect(self, address: tuple[str, int]) -> Channel:
         return Channel.open(
@@ -180,6 +191,7 @@ class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
         )
 
     def close(self) -> None:
+        self._routes.close()
         self._pool.close()
         super().close()
 
@@ -218,20 +230,30 @@ class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
         retry_lost = op.idempotent if idempotent is None else idempotent
         queue_ms = max(1, int(self._timeout * 500))
         delays = islice(backoff(self._backoff, 4.0), self._retries)
+        hops = 0
         while True:
+            pool = self._routes.pool(topic)
             channel = None
             try:
-                channel = self._pool.acquire()
+                channel = pool.acquire()
                 frame = channel.call(
                     op.code, body, timeout_s=self._timeout + wait_s, queue_timeout_ms=queue_ms
                 )
             except (ChannelError, ServiceUnavailableError) as exc:
                 if channel is not None and channel.dead:
-                    self._pool.discard(channel)
-                    self.endpoints.failed(channel.address)
+                    pool.discard(channel)
+                    pool.endpoints.failed(channel.address)
+                self._routes.lost(topic, pool)
                 delay = next(delays, None)
                 check_retry(op, exc, retry_lost=retry_lost, again=delay is not None)
             else:
+                if frame.flags & FLAG_ERROR:  # not_owner: to the owner (tms.client.owners)
+                    pause = self._routes.redirect(topic, error_of(frame, topic), hops)
+                    if pause is not None:
+                        hops += 1
+                        if pause:
+                            self._sleep(pause)
+                        continue
                 delay = next(delays, None)
                 answer = answer_of(
                     op, frame, topic=topic, retry_lost=retry_lost, again=delay is not None

@@ -4,7 +4,9 @@ in the shared store. This module is the boundary where kazoo's exceptions become
 
 Layout under a base path (default ``/txms/tms``)::
 
-    <base>/instances/<id>        ephemeral: a live instance; data: its URL
+    <base>/instances/<id>        ephemeral: a live instance; data: its URL, or JSON
+                                 {"url": URL, "rpc": "tms://host:port"} when it also
+                                 serves the binary protocol
     <base>/owners/<ns>.<topic>   ephemeral: the topic's owner; data: the owner's id
 
 **Ownership by ephemeral node** (Hedwig's first option, not its CAS one): ZooKeeper is
@@ -28,7 +30,8 @@ kazoo reconnects with a new session the instance node is made again.
 
 Contract: ``fence(topic)`` returns this instance's fence for the topic, claiming it if
 nobody owns it; raises ``NotOwnerError`` (with the owner's URL) when another instance
-does, ``ClusterUnavailableError`` when ZooKeeper cannot be used, and the store's errors
+does (and its binary address, ``owner_rpc``, when it serves one),
+``ClusterUnavailableError`` when ZooKeeper cannot be used, and the store's errors
 when the fence cannot be taken (the claim is then given up). ``owns(topic, epoch)``
 says whether a fence is still this instance's claim. Thread-safe.
 """
@@ -36,6 +39,7 @@ says whether a fence is still this instance's claim. Thread-safe.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -60,15 +64,41 @@ DEFAULT_BASE = "/txms/tms"
 
 @dataclass(frozen=True, slots=True)
 class Instance:
-    """A live instance: its id and the URL it serves."""
+    """A live instance: its id, the URL it serves, and its binary protocol address
+    ("": none)."""
 
     id: str
     url: str
+    rpc: str = ""
+
+    def encode(self) -> bytes:
+        """Its instance node's data (a plain URL without a binary address)."""
+        if not self.rpc:
+            return self.url.encode()
+        return json.dumps({"url": self.url, "rpc": self.rpc}, sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, instance_id: str, data: bytes) -> Instance:
+        text = bytes(data).decode(errors="replace")
+        if text.startswith("{"):
+            try:
+                fields = json.loads(text)
+                return cls(instance_id, str(fields.get("url", "")), str(fields.get("rpc", "")))
+            except (ValueError, AttributeError):
+                return cls(instance_id, "")
+        return cls(instance_id, text)
 
 
 def fence_name(topic: TopicId) -> bytes:
     """The store's fence of a topic (one per topic, across its generations)."""
     return f"topic/{topic.namespace}.{topic.topic}".encode()
+
+
+def _described(instance: Instance) -> dict[str, str]:
+    found = {"id": instance.id, "url": instance.url}
+    if instance.rpc:
+        found["rpc"] = instance.rpc
+    return found
 
 
 def _node(topic: TopicId) -> str:
@@ -132,10 +162,11 @@ class Cluster:
     def owners_path(self) -> str:
         return f"{self.base}/owners"
 
-    def start(self, url: str) -> None:
-        """Register this instance, serving ``url`` (``ClusterUnavailableError`` when it
-        cannot). Topics are claimed only once it is registered."""
-        self.instance = Instance(self.instance.id, url)
+    def start(self, url: str, rpc: str = "") -> None:
+        """Register this instance, serving ``url`` (and the binary protocol at ``rpc``)
+        (``ClusterUnavailableError`` when it cannot). Topics are claimed only once it is
+        registered."""
+        self.instance = Instance(self.instance.id, url, rpc)
         with translated("register the instance"):
             self.client.ensure_path(self.owners_path)
             self._register()
@@ -144,7 +175,7 @@ class Cluster:
 
     def _register(self) -> None:
         path = f"{self.instances_path}/{self.instance.id}"
-        data = self.instance.url.encode()
+        data = self.instance.encode()
         try:
             self.client.create(path, data, ephemeral=True, makepath=True)
         except NodeExistsError:  # our previous session's node, not gone yet
@@ -250,8 +281,15 @@ class Cluster:
                     self.client.delete(path, version=stat.version)
                 self.client.create(path, self.instance.id.encode(), ephemeral=True)
                 return
-        url = self.url_of(owner)
-        raise NotOwnerError(f"{topic} is owned by instance {owner!r}", url)
+        found = self.instance_of(owner)
+        raise NotOwnerError(f"{topic} is owned by instance {owner!r}", found.url, found.rpc)
+
+    def held_elsewhere(self, topic: TopicId) -> bool:
+        """Whether another instance's session holds ``topic``'s owner node (one read;
+        ``ClusterUnavailableError`` when ZooKeeper cannot be read)."""
+        with translated(f"read the owner of {topic}"):
+            stat = self.client.exists(f"{self.owners_path}/{_node(topic)}")
+        return stat is not None and stat.ephemeralOwner != self.client.client_id[0]
 
     def release(self, topic: TopicId, epoch: int) -> None:
         """Give up ``topic`` if ``epoch`` is still the claim (its fence was refused)."""
@@ -271,20 +309,24 @@ class Cluster:
 
     # -- membership ---------------------------------------------------------------------
 
-    def url_of(self, instance_id: str) -> str:
-        """The URL a live instance registered ("" when it is not registered)."""
+    def instance_of(self, instance_id: str) -> Instance:
+        """What a live instance registered (its url "" when it is not registered)."""
         with translated(f"read instance {instance_id}"):
             try:
                 data, _stat = self.client.get(f"{self.instances_path}/{instance_id}")
             except NoNodeError:
-                return ""
-        return bytes(data).decode(errors="replace")
+                return Instance(instance_id, "")
+        return Instance.decode(instance_id, data)
+
+    def url_of(self, instance_id: str) -> str:
+        """The URL a live instance registered ("" when it is not registered)."""
+        return self.instance_of(instance_id).url
 
     def instances(self) -> list[Instance]:
         """The live instances, by id."""
         with translated("list the instances"):
             ids = sorted(self.client.get_children(self.instances_path))
-        found = [Instance(i, self.url_of(i)) for i in ids]
+        found = [self.instance_of(i) for i in ids]
         return [i for i in found if i.url]
 
     def owners(self) -> dict[str, str]:
@@ -302,8 +344,8 @@ class Cluster:
         """This instance, the live instances and the topics' owners (``/v1/cluster``)."""
         return {
             "mode": "cluster",
-            "self": {"id": self.instance.id, "url": self.instance.url},
-            "instances": [{"id": i.id, "url": i.url} for i in self.instances()],
+            "self": _described(self.instance),
+            "instances": [_described(i) for i in self.instances()],
             "owners": self.owners(),
         }
 

@@ -1,5 +1,6 @@
 """What ``tms serve`` runs on: the embedded LevelDB store, or PostgreSQL shared by
-several instances, with the cluster's membership and ownership in ZooKeeper."""
+several instances, with the cluster's membership, topic ownership and subscription
+records in ZooKeeper (``<zk-path>/subscriptions``, ``tms.store.zookeeper``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tms.changes import ChangeFeed
 from tms.cluster.ownership import DEFAULT_BASE, Cluster, connect
 from tms.errors import TmsInvalidArgumentError
 from tms.store.kv import KeyValueStore
+from tms.store.subscriptions import SubscriptionStore
 
 __all__ = ["Opened", "StoreConfig", "open_store"]
 
@@ -51,6 +53,9 @@ class Opened:
     """Membership and ownership (started by the caller once it serves)."""
     feed: ChangeFeed | None = None
     """Changes told between the instances (the service starts it)."""
+    subscriptions: SubscriptionStore | None = None
+    """The subscription records' store (None: the message store's own table, enough
+    for one instance)."""
 
 
 def open_store(config: StoreConfig) -> Opened:
@@ -72,7 +77,12 @@ def open_store(config: StoreConfig) -> Opened:
     except BaseException:
         store.close()
         raise
+    from tms.store.zookeeper import ZkSubscriptionStore  # noqa: PLC0415
+
     cluster = Cluster(
         client, store, name, base=config.zk_path, session_timeout_s=config.session_timeout_s
     )
-    return Opened(store, cluster, feed)
+    # several instances: the records' compare-and-set must hold across them (one
+    # process's lock, as the embedded table store uses, does not)
+    subscriptions = ZkSubscriptionStore(client, f"{config.zk_path.rstrip('/')}/subscriptions")
+    return Opened(store, cluster, feed, subscriptions)

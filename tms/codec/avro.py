@@ -43,6 +43,7 @@ __all__ = [
     "encode_consume_response",
     "encode_publish_request",
     "encode_publish_response",
+    "read_long",
     "write_long",
 ]
 
@@ -312,3 +313,6 @@ def _read_long(data: bytes, pos: int) -> tuple[int, int]:
         if shift > 70:
             raise TmsCodecError("malformed Avro ConsumeResponse: varint too long")
     return (n >> 1) ^ -(n & 1), pos + 1
+
+
+read_long = _read_long  # for the other decoders of these bodies (IndexError when truncated)

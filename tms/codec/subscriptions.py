@@ -7,7 +7,8 @@ JSON (REST bodies and the stored record alike; bytes base64, ids 40 hex digits):
                   "filter": {"payloadPrefixes": ["<base64>", ...]} | null}
     State        {"position": "<hex>", "generation": n, "stamp": n, "updated": ms}
 
-Metadata row of the embedded subscription store (table ``s``)::
+Metadata row of the embedded subscription store (table ``s``); the ZooKeeper store's
+znode data is the JSON alone (``encode_data``), its version the znode's::
 
     key    UTF8(namespace ":" topic ":" name)
     value  int64 version || UTF8(JSON {"preferences": Preferences, "state": State},
@@ -50,9 +51,11 @@ from tms.subscription import (
 
 __all__ = [
     "PositionRow",
+    "decode_data",
     "decode_position_key",
     "decode_position_value",
     "decode_record",
+    "encode_data",
     "encode_position_value",
     "encode_record",
     "position_key",
@@ -172,12 +175,18 @@ def subscription_from_key(key: bytes) -> SubscriptionId:
         raise TmsCodecError(f"not a subscription key: {key!r}") from exc
 
 
-def encode_record(data: SubscriptionData, version: int) -> bytes:
+def encode_data(data: SubscriptionData) -> bytes:
+    """The record's JSON body, without a version (the ZooKeeper store's znode data: the
+    znode's own version is the record's)."""
     body = {
         "preferences": preferences_to_json(data.preferences),
         "state": _state_to_json(data.state),
     }
-    return _VERSION.pack(version) + json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def encode_record(data: SubscriptionData, version: int) -> bytes:
+    return _VERSION.pack(version) + encode_data(data)
 
 
 @lru_cache(maxsize=4096)
@@ -188,10 +197,16 @@ def decode_record(value: bytes) -> Versioned:
     if len(value) < _VERSION.size:
         raise TmsCodecError(f"subscription record of {len(value)} bytes")
     (version,) = _VERSION.unpack_from(value)
+    return Versioned(decode_data(value[_VERSION.size :]), int(version))
+
+
+@lru_cache(maxsize=4096)
+def decode_data(value: bytes) -> SubscriptionData:
+    """The record of ``encode_data``'s bytes (shared between reads, as ``decode_record``)."""
     try:
-        body = json.loads(value[_VERSION.size :])
+        body = json.loads(value)
         state = body["state"]
-        data = SubscriptionData(
+        return SubscriptionData(
             preferences_from_json(body["preferences"]),
             SubscriptionState(
                 MessageId.from_hex(state["position"]),
@@ -200,9 +215,8 @@ def decode_record(value: bytes) -> Versioned:
                 int(state["updated"]),
             ),
         )
-    except (ValueError, UnicodeDecodeError, KeyError, TypeError) as exc:
+    except (ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise TmsCodecError(f"bad subscription record: {exc}") from exc
-    return Versioned(data, int(version))
 
 
 # -- transactional position rows -----------------------------------------------------------

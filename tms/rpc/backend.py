@@ -6,10 +6,11 @@ request's topic, its deadline (``time.monotonic()``; None: none) and ``done``, a
 ``done`` exactly once, on the event loop, with the response (a struct or its encoded
 body) or the ``TmsError`` it failed with.
 
-* A write is the typed operation its entry makes of the request (``tms.rpc.writes``),
-  submitted from the loop to the topic's group commit (``MessagingService.submit_async``:
+* A write is the typed operation its entry makes of the request (``tms.rpc.writes``).
+  The writes of one turn of the loop go to each topic's group commit together, in the
+  order they came, as one call without a task (``MessagingService.submit_tickets``):
   what arrives while a batch is being written is the next batch, one synced write for
-  all of it). A write still queued when its deadline passes is dropped unwritten.
+  all of it. A write still queued when its deadline passes is dropped unwritten.
 * Reads run on the worker pool; one that starts after its deadline is dropped. A poll
   with ``wait_ms`` that finds nothing waits for the topic to change (``TopicWaiters``),
   and answers at once when it is held by an uncommitted entry.
@@ -39,7 +40,7 @@ from tms.errors import (
 from tms.fetcher import FetchRequest, fetch_request_of
 from tms.http.waiting import LongPoll, TopicWaiters, receive_waiting
 from tms.model import TopicBounds, TopicId
-from tms.operations import Operation
+from tms.operations import Receive, Ticket
 from tms.rpc import writes
 from tms.rpc.frames import rpc
 from tms.rpc.ops import Op
@@ -52,6 +53,7 @@ __all__ = ["Backend", "Done"]
 Done = Callable[[Any], None]
 """Called once with the response struct (or its encoded bytes), or the ``TmsError`` the
 operation failed with."""
+_Write = tuple[Ticket[Any], Callable[[Any], Any], Done]
 
 
 def _settle(convert: Callable[[Any], Any], done: Done, future: asyncio.Future[Any]) -> None:
@@ -107,6 +109,7 @@ class Backend(SubscriptionOps):
         self._waiters = TopicWaiters(loop)
         self._polls: set[asyncio.Task[None]] = set()
         self._writes: set[asyncio.Task[None]] = set()  # running: referenced until done
+        self._queued: dict[TopicId, list[_Write]] = {}  # writes of this loop turn
         self._long_poll = LongPoll(
             self._waiters,
             service.guard,
@@ -134,31 +137,49 @@ class Backend(SubscriptionOps):
             getattr(self, op.handler)(req, topic, deadline, done)
             return
         assert op.answer is not None
-        operation = op.write(req, topic)
-        task = self._loop.create_task(self._submit(operation, op.answer, deadline, done))
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        self._write(topic, Ticket(op.write(req, topic), deadline), op.answer, done)
 
-    async def _submit(
-        self,
-        operation: Operation[Any],
-        answer: Callable[[Any], Any],
-        deadline: float | None,
-        done: Done,
+    def _write(
+        self, topic: TopicId, ticket: Ticket[Any], answer: Callable[[Any], Any], done: Done
     ) -> None:
-        try:
-            result = await self.svc.submit_async(operation, deadline=deadline)
-            response = answer(result)
-        except TmsError as exc:
-            response = exc
-        done(response)
+        """Submit ``ticket`` with the other writes of this loop turn."""
+        queued = self._queued.get(topic)
+        if queued is None:
+            if not self._queued:
+                self._loop.call_soon(self._submit_queued)
+            queued = self._queued[topic] = []
+        queued.append((ticket, answer, done))
+
+    def _submit_queued(self) -> None:
+        """The writes of one loop turn, each topic's in one call to its group commit."""
+        queued, self._queued = self._queued, {}
+        started = time.perf_counter()
+        for topic, turn in queued.items():
+            settled = self.svc.submit_tickets(topic, [w[0] for w in turn], self._loop)
+            settled.add_done_callback(partial(self._answer, turn, started))
+
+    def _answer(self, turn: list[_Write], started: float, settled: asyncio.Future[None]) -> None:
+        failed = None if settled.cancelled() else settled.exception()
+        for ticket, answer, done in turn:
+            if failed is not None:
+                ticket.fail(TmsError(f"the write failed: {failed!r}"))
+            self.svc.finished(ticket, started)
+            try:
+                response = answer(ticket.result())
+            except TmsError as exc:
+                response = exc
+            done(response)
 
     def receive(self, req: Any, topic: TopicId, deadline: float | None, done: Done) -> None:
-        """A queue's receive (op 7), waiting up to ``wait_ms`` for a ready message."""
+        """A queue's receive (op 7): a write like the others, or with ``wait_ms`` one
+        that waits for a ready message when it leased nothing."""
         request = writes.receive(req, topic).request
         wait_ms = req.wait_ms or 0
         if not 0 <= wait_ms <= self._max_wait_ms:
             raise TmsInvalidArgumentError(f"wait_ms must be in 0..{self._max_wait_ms}")
+        if not wait_ms:
+            self._write(topic, Ticket(Receive(request), deadline), writes.receive_answer, done)
+            return
         run = receive_waiting(
             self.svc, self._waiters, request, wait_ms, deadline=deadline, monotonic=self._monotonic
         )
@@ -166,7 +187,7 @@ class Backend(SubscriptionOps):
         async def received() -> Any:
             return writes.receive_answer(await run)
 
-        self._task(self._polls if wait_ms else self._writes, received(), done)
+        self._task(self._polls, received(), done)
 
     # -- reads ----------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from tms.errors import (
+    NotOwnerError,
     TmsError,
     TmsInvalidArgumentError,
     UnsupportedOperationError,
@@ -266,7 +267,9 @@ class Connection(asyncio.Protocol):
     # -- writing --------------------------------------------------------------------------
 
     def _send_error(self, op: int, request_id: int, error: BaseException) -> None:
-        if isinstance(error, TmsError):
+        if isinstance(error, NotOwnerError):
+            body = encode_error(error.code, str(error), error.owner_rpc)
+        elif isinstance(error, TmsError):
             body = encode_error(error.code, str(error))
         else:
             body = encode_error("internal_error", f"internal error: {error!r}")

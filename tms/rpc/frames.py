@@ -165,5 +165,6 @@ def decode_body(cls: Any, data: bytes) -> Any:
     return result
 
 
-def encode_error(code: str, message: str) -> bytes:
-    return encode_body(rpc.Error(code=code, message=message))
+def encode_error(code: str, message: str, owner: str | None = None) -> bytes:
+    """An ``Error`` body; ``owner``: a ``not_owner`` error's owner address."""
+    return encode_body(rpc.Error(code=code, message=message, owner=owner or None))

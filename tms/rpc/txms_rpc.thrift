@@ -8,6 +8,7 @@
 struct Error {
   1: string code      // the error code of the REST API ("topic_not_found", ...)
   2: string message
+  3: optional string owner  // not_owner: the owner's binary address (tms://host:port)
 }
 
 // op 0, the first request of every connection

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceReader,
     Filter,
@@ -35,8 +36,10 @@ from pyspark.sql.datasource import (
 )
 
 from tms.client.http import MessagingClient
+from tms.client.rpc import RpcMessagingClient
 from tms.ids import MessageId
-from tms.model import TopicBounds
+from tms.model import TopicBounds, TopicId
+from tms.spark.arrow_codec import consume_batch, messages_batch
 from tms.spark.options import SourceOptions
 from tms.spark.positions import Position, entry, next_entry, plan_ranges
 from txn.codec import decode_transaction, encode_transaction
@@ -54,14 +57,6 @@ __all__ = [
 ]
 
 SCHEMA = "id string, publish_time timestamp, payload binary, topic string"
-_ARROW_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("publish_time", pa.timestamp("us", tz="UTC")),
-        ("payload", pa.binary()),
-        ("topic", pa.string()),
-    ]
-)
 _CHUNK = 10_000
 _EMPTY: Position = (0, 0, 0, 0)
 
@@ -79,43 +74,46 @@ class ReadRange(InputPartition):
 
 
 def read_range(options: SourceOptions, part: ReadRange) -> Iterator[pa.RecordBatch]:
-    """The messages of one range, as record batches of up to 10,000 rows."""
+    """The messages of one range, as record batches of up to 10,000 rows, decoded a
+    column at a time (``arrow_codec.consume_batch``)."""
     if part.start >= part.stop:
         return
     tx = decode_transaction(part.transaction) if part.transaction is not None else None
     topic = options.topic_id(part.topic)
-    stop = MessageId(*part.stop).to_bytes()
+    stop = MessageId(*part.stop).to_bytes().hex()  # ids sort as their hex
     with options.messaging() as client:
         start: bytes = MessageId(*part.start).to_bytes()
         inclusive = True
         while True:
-            result = client.poll(
-                topic, start=start, inclusive=inclusive, limit=_CHUNK, transaction=tx
-            )
-            messages = result.messages
-            done = not messages or result.held
-            if messages and messages[-1][0] >= stop:  # ids sort as bytes
+            batch, held = poll_batch(client, topic, start, inclusive, tx)
+            done = not batch.num_rows or held
+            if batch.num_rows and batch.column(0)[-1].as_py() >= stop:
                 done = True
-                messages = [m for m in messages if m[0] < stop]
-            if messages:
-                yield _batch(messages, part.topic)
+                batch = batch.filter(pc.less(batch.column(0), stop))
+            if batch.num_rows:
+                yield batch
             if done:
                 return
-            start, inclusive = messages[-1][0], False
+            start, inclusive = bytes.fromhex(batch.column(0)[-1].as_py()), False
 
 
-def _batch(messages: Sequence[tuple[bytes, bytes]], topic: str) -> pa.RecordBatch:
-    ids = [m[0].hex() for m in messages]
-    times = [int.from_bytes(m[0][:8], "big") * 1000 for m in messages]
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(ids, pa.string()),
-            pa.array(times, pa.timestamp("us", tz="UTC")),
-            pa.array([m[1] for m in messages], pa.binary()),
-            pa.repeat(pa.scalar(topic, pa.string()), len(messages)),
-        ],
-        schema=_ARROW_SCHEMA,
+def poll_batch(
+    client: MessagingClient,
+    topic: TopicId,
+    start: bytes,
+    inclusive: bool,
+    tx: Transaction | None,
+) -> tuple[pa.RecordBatch, bool]:
+    """Up to 10,000 messages from ``start`` as a record batch of ``SCHEMA``; whether the
+    read was held. Over HTTP the Avro answer is decoded a column at a time; over the
+    binary protocol (``tms://``) its messages come decoded by thriftpy2's C loop."""
+    if isinstance(client, RpcMessagingClient):
+        result = client.poll(topic, start=start, inclusive=inclusive, limit=_CHUNK, transaction=tx)
+        return messages_batch(result.messages, topic.topic), result.held
+    body, held, _ = client.poll_encoded(
+        topic, start=start, inclusive=inclusive, limit=_CHUNK, transaction=tx
     )
+    return consume_batch(body, topic.topic), held
 
 
 def snapshot(options: SourceOptions) -> Transaction | None:

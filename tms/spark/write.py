@@ -35,10 +35,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
+from tms.client.rpc import RpcMessagingClient
 from tms.errors import TmsError, TmsInvalidArgumentError
+from tms.spark.arrow_codec import publish_body
 from tms.spark.lease import Lease, LeaseRegistry
 from tms.spark.options import SourceOptions
 from txn.codec import decode_transaction, encode_transaction
@@ -139,68 +142,81 @@ def stage_batches(
     pointer: Callable[[], int],
 ) -> tuple[int | None, dict[str, int]]:
     """Store the rows under the write pointer ``pointer()`` gives on first use, in
-    requests of ``batchSize`` per topic; (write pointer, rows per topic). Converted a
-    column at a time; rows are looked at one by one only to route them by topic."""
+    requests of ``batchSize`` per topic; (write pointer, rows per topic). Whole columns
+    at a time: rows are routed by topic with Arrow's filters, and payloads without a TTL
+    encoded straight from the Arrow column (``arrow_codec.publish_body``)."""
     wp: int | None = None
     counts: dict[str, int] = {}
-    pending: dict[str, tuple[list[bytes], list[int | None]]] = {}
+    pending: dict[str, list[pa.Table]] = {}
+    size = options.batch_size
     with options.messaging() as client:
 
-        def flush(topic: str, size: int) -> None:
-            kept, kept_ttls = pending[topic]
-            payloads, ttls = kept[:size], kept_ttls[:size]
-            del kept[:size], kept_ttls[:size]
+        def send(topic: str, rows: pa.Table) -> None:
             assert wp is not None
+            payloads = rows.column("payload").combine_chunks()
+            ttls = rows.column("ttl") if "ttl" in rows.column_names else None
+            if ttls is None or ttls.null_count == len(ttls):
+                if isinstance(client, RpcMessagingClient):  # binary protocol: thriftpy2's C
+                    client.store(options.topic_id(topic), payloads.to_pylist(), tx_write_pointer=wp)
+                else:
+                    client.store_encoded(options.topic_id(topic), publish_body(wp, payloads))
+                return
             client.store(
                 options.topic_id(topic),
-                payloads,
+                payloads.to_pylist(),
                 tx_write_pointer=wp,
-                ttls=ttls if any(t is not None for t in ttls) else None,
+                ttls=[int(t) if t else None for t in ttls.to_pylist()],
             )
 
-        def add(topic: Any, payloads: list[bytes], ttls: list[int | None]) -> None:
+        def add(topic: Any, rows: pa.Table) -> None:
             nonlocal wp
             if not topic:
                 raise TmsInvalidArgumentError("a row's topic must not be null or empty")
             if wp is None:
                 wp = pointer()
-            kept, kept_ttls = pending.setdefault(topic, ([], []))
-            kept.extend(payloads)
-            kept_ttls.extend(ttls)
-            counts[topic] = counts.get(topic, 0) + len(payloads)
-            while len(kept) >= options.batch_size:
-                flush(topic, options.batch_size)
+            kept = pending.setdefault(topic, [])
+            kept.append(rows)
+            counts[topic] = counts.get(topic, 0) + rows.num_rows
+            if sum(t.num_rows for t in kept) < size:
+                return
+            whole = pa.concat_tables(kept)
+            sent = 0
+            while whole.num_rows - sent >= size:
+                send(topic, whole.slice(sent, size))
+                sent += size
+            kept[:] = [whole.slice(sent)] if sent < whole.num_rows else []
 
         for batch in batches:
-            if not batch.num_rows:
-                continue
-            column = batch.column(columns.payload)
-            if column.null_count:
-                raise TmsInvalidArgumentError("payload must not be null")
-            if not pa.types.is_binary(column.type):
-                column = column.cast(pa.binary())  # strings: their UTF-8 bytes
-            payloads: list[bytes] = column.to_pylist()
-            ttls: list[int | None] = (
-                [int(t) if t else None for t in batch.column(columns.ttl).to_pylist()]
-                if columns.ttl is not None
-                else [None] * len(payloads)
-            )
-            if columns.topic is None:
-                add(columns.default_topic, payloads, ttls)
-                continue
-            routed: dict[Any, tuple[list[bytes], list[int | None]]] = {}
-            for topic, payload, ttl in zip(
-                batch.column(columns.topic).to_pylist(), payloads, ttls, strict=True
-            ):
-                rows, row_ttls = routed.setdefault(topic, ([], []))
-                rows.append(payload)
-                row_ttls.append(ttl)
-            for topic, (rows, row_ttls) in routed.items():
-                add(topic, rows, row_ttls)
-        for topic, (kept, _) in pending.items():
+            if batch.num_rows:
+                for topic, rows in _routed(batch, columns):
+                    add(topic, rows)
+        for topic, kept in pending.items():
             if kept:
-                flush(topic, len(kept))
+                send(topic, pa.concat_tables(kept))
     return wp, counts
+
+
+def _routed(batch: pa.RecordBatch, columns: Columns) -> Iterator[tuple[Any, pa.Table]]:
+    """The batch's rows per topic, in their order, as tables of ``payload`` (binary)
+    and, when the DataFrame has one, ``ttl``."""
+    column = batch.column(columns.payload)
+    if column.null_count:
+        raise TmsInvalidArgumentError("payload must not be null")
+    if not pa.types.is_binary(column.type):
+        column = column.cast(pa.binary())  # strings: their UTF-8 bytes
+    arrays, names = [column], ["payload"]
+    if columns.ttl is not None:
+        arrays.append(batch.column(columns.ttl))
+        names.append("ttl")
+    rows = pa.Table.from_arrays(arrays, names=names)
+    if columns.topic is None:
+        yield columns.default_topic, rows
+        return
+    topics = batch.column(columns.topic)
+    if topics.null_count:
+        raise TmsInvalidArgumentError("a row's topic must not be null or empty")
+    for topic in pc.unique(topics).to_pylist():
+        yield topic, rows.filter(pc.equal(topics, topic))
 
 
 def stage_attempt(

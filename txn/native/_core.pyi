@@ -91,6 +91,7 @@ class Log:
 class Server:
     connections: int
     stats: tuple[int, int]
+    send_batches: tuple[int, int, int]
     budget: tuple[int, int]
     waiting: int
     def __init__(

@@ -15,7 +15,6 @@ from tms.cluster.ownership import Cluster, connect
 from tms.config import TmsConfig
 from tms.errors import FencedError, NotOwnerError, StorageUnavailableError
 from tms.fetcher import FetchRequest
-from tms.ids import MessageId
 from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
 from tms.store.postgres import PostgresStore
@@ -62,7 +61,7 @@ def publish(node: Node, *payloads: bytes) -> None:
     node.service.publish(StoreRequest(T, list(payloads)))
 
 
-def ids_and_payloads(node: Node) -> list[tuple[MessageId, bytes]]:
+def ids_and_payloads(node: Node) -> list[tuple[bytes, bytes]]:
     return [(m[0], m[1]) for m in node.service.fetch(T, FetchRequest()).messages]
 
 

@@ -18,9 +18,11 @@ from tms.codec.subscription_bodies import (
     decode_write_pointers,
 )
 from tms.codec.subscriptions import (
+    decode_data,
     decode_position_key,
     decode_position_value,
     decode_record,
+    encode_data,
     encode_position_value,
     encode_record,
     position_key,
@@ -62,6 +64,8 @@ def test_golden_record() -> None:
     assert encode_record(record, 3) == struct.pack(">q", 3) + body
     decoded = decode_record(struct.pack(">q", 3) + body)
     assert (decoded.data, decoded.version) == (record, 3)
+    assert encode_data(record) == body  # the ZooKeeper store's znode data
+    assert decode_data(body) == record
 
 
 def test_golden_keys() -> None:
@@ -169,6 +173,12 @@ def test_positions_after_entries_and_messages() -> None:
 def test_bad_records_are_codec_errors(value: bytes) -> None:
     with pytest.raises(TmsCodecError):
         decode_record(value)
+
+
+@pytest.mark.parametrize("value", [b"", b"{", b"[]", b'{"state":{}}', b"\xff"])
+def test_bad_znode_data_are_codec_errors(value: bytes) -> None:
+    with pytest.raises(TmsCodecError):
+        decode_data(value)
 
 
 def test_bad_position_rows_are_codec_errors() -> None:

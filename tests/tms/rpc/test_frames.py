@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tms.errors import TmsCodecError
+from tms.client.channel import error_of
+from tms.errors import NotOwnerError, TmsCodecError
 from tms.rpc.frames import (
     FLAG_ERROR,
     FLAG_TRACED,
@@ -43,6 +44,9 @@ def thrift_string(field: int, text: str) -> bytes:
 
 ERROR_BODY = thrift_string(1, "topic_not_found") + thrift_string(2, "no t") + b"\x00"
 ERROR = encode_error("topic_not_found", "no t")
+NOT_OWNER_BODY = (
+    thrift_string(1, "not_owner") + thrift_string(2, "m") + thrift_string(3, "tms://h:1") + b"\x00"
+)
 
 GOLDEN = [
     (  # a publish request with a queue timeout of 250 ms
@@ -75,6 +79,14 @@ def test_golden_frames(encoded: bytes, expected: bytes) -> None:
     assert encoded == expected
     frames, used = read_frames(expected, MAX)
     assert used == len(expected) and len(frames) == 1
+
+
+def test_golden_not_owner_error_names_the_owner() -> None:
+    assert encode_error("not_owner", "m", "tms://h:1") == NOT_OWNER_BODY
+    assert encode_error("not_owner", "m", "") == encode_error("not_owner", "m")  # no field 3
+    frame = Frame(Kind.RESPONSE, 1, FLAG_ERROR, 9, 0, None, NOT_OWNER_BODY)
+    error = error_of(frame)
+    assert isinstance(error, NotOwnerError) and error.owner_rpc == "tms://h:1"
 
 
 def test_every_frame_kind_has_a_golden_vector() -> None:

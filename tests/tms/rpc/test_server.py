@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.tms.rpc.conftest import NOW, Raw, Served, T, error_of
-from tms.model import StoreRequest
+from tms.model import StoreRequest, TopicId
 from tms.rpc.config import RpcConfig
 from tms.rpc.frames import Kind, decode_body, encode_body, encode_frame, rpc
 
@@ -307,3 +307,29 @@ def test_the_clock_of_the_service_dates_messages(served: Served, raw: Raw) -> No
     raw.request(1, publish(b"x"))
     raw.frame()
     assert served.service.fetch(T).messages[0].publish_ms == NOW
+
+
+def test_writes_arriving_together_are_each_answered_in_order(served: Served, raw: Raw) -> None:
+    # Given a second topic whose writer is not open yet
+    u = TopicId("ns", "u")
+    served.service.create_topic(u)
+    raw.hello()
+    # When publishes to both topics, one to a missing topic and one with a write pointer
+    # the manager never gave arrive in one segment (one turn of the server's loop)
+    requests = [publish(b"t%d" % i) for i in range(20)] + [
+        publish(b"u%d" % i, topic="u") for i in range(20)
+    ]
+    requests.insert(7, publish(b"lost", topic="missing"))
+    requests.insert(30, publish(b"forged", wp=(NOW + 3_600_000) * 10**6))
+    frames = b"".join(
+        encode_frame(Kind.REQUEST, 1, rid, encode_body(body))
+        for rid, body in enumerate(requests, start=100)
+    )
+    raw.send(frames)
+    answers = {f.request_id: f for f in (raw.frame() for _ in requests)}
+    # Then each gets its own answer, and each topic holds its messages in the order sent
+    assert error_of(answers[107])[0] == "topic_not_found"
+    assert error_of(answers[130])[0] == "transaction_not_in_progress"
+    assert all(answers[rid].flags == 0 for rid in answers if rid not in (107, 130))
+    assert [m.payload for m in served.service.fetch(T).messages] == [b"t%d" % i for i in range(20)]
+    assert [m.payload for m in served.service.fetch(u).messages] == [b"u%d" % i for i in range(20)]

@@ -1,10 +1,11 @@
 """The ``SubscriptionStore`` contract (``tms.store.subscriptions``), run on every
-implementation: one parameter of the ``subscription_store`` fixture per engine. An
-engine added later (a coordination service, a shared database) adds its parameter and
-must pass all of this unchanged."""
+implementation: one parameter of the ``subscription_store`` fixture per engine. The
+ZooKeeper one runs against the real 3-node ensemble of ``tests/engines.py``. An engine
+added later (a shared database) adds its parameter and must pass all of this unchanged."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -12,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from tms.cluster.ownership import connect
 from tms.errors import BadVersionError, SubscriptionExistsError, SubscriptionNotFoundError
 from tms.ids import MessageId
 from tms.model import TopicId
 from tms.store.leveldb import LevelDBStore
 from tms.store.memory import MemoryStore
 from tms.store.subscriptions import KvSubscriptionStore, SubscriptionStore
+from tms.store.zookeeper import ZkSubscriptionStore
 from tms.subscription import (
     PayloadFilter,
     Preferences,
@@ -26,8 +29,10 @@ from tms.subscription import (
     SubscriptionId,
     SubscriptionState,
 )
+from txms_testing import ZooKeeperEnsemble
 
 TOPIC = TopicId("ns", "t")
+_zk_bases = itertools.count(1)
 
 
 @dataclass
@@ -37,8 +42,11 @@ class Engine:
     """A store over the same data after the process went away (None: not durable)."""
 
 
-@pytest.fixture(params=["memory", "leveldb"])
+@pytest.fixture(params=["memory", "leveldb", "zookeeper"])
 def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    if request.param == "zookeeper":
+        yield from _zookeeper(request.getfixturevalue("zk_ensemble"))
+        return
     if request.param == "memory":
         kv = MemoryStore()
         yield Engine(KvSubscriptionStore(kv), None)
@@ -53,6 +61,22 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
 
     yield Engine(KvSubscriptionStore(opened[0]), reopen)
     opened[-1].close()
+
+
+def _zookeeper(zk: ZooKeeperEnsemble) -> Iterator[Engine]:
+    """The real 3-node ensemble; a reopen is a new session (another process)."""
+    base = f"/substore{next(_zk_bases)}/subscriptions"
+    clients = [connect(zk.connect_string, 10.0)]
+
+    def reopen() -> SubscriptionStore:
+        clients[-1].stop()
+        clients.append(connect(zk.connect_string, 10.0))
+        return ZkSubscriptionStore(clients[-1], base)
+
+    yield Engine(ZkSubscriptionStore(clients[0], base), reopen)
+    for client in clients:
+        client.stop()
+        client.close()
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ void conn_set_events(Server *s, Conn *c, uint32_t events) {
 /* Reading goes on unless the server stops, an offloaded call runs, the unfinished frame
  * waits for the frame budget, or replies wait for a client that does not read them. */
 static void conn_update_events(Server *s, Conn *c) {
-    int sending = c->out.len > c->out_sent;
+    int sending = conn_sending_out(c);
     uint32_t events = conn_paused_by_server(c) ? 0 : EPOLLIN;
     conn_set_events(s, c, events | (sending ? EPOLLOUT : 0));
 }
@@ -76,11 +76,15 @@ void conn_close(Server *s, Conn *c, const char *reason) {
     }
     budget_give_back(s, c);
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
-    c->fd = -1;
+    if (c->tx) { /* the send thread is using the descriptor: closed when it is done */
+        s->tx_attention = 1;
+    } else {
+        close(c->fd);
+        c->fd = -1;
+        buf_free(&c->out);
+    }
     free_replies(c);
     buf_free(&c->in);
-    buf_free(&c->out);
     client_cache_clear(&c->client);
     server_answered(s, c, 0);
     if (c->prev != NULL) c->prev->next = c->next;
@@ -284,6 +288,12 @@ static void try_send(Server *s, Conn *c) {
 
 void conn_send(Server *s, Conn *c, int64_t synced) {
     if (c->dead) return;
+    if (c->tx) { /* the send thread has out: what is due waits for it (sender.c) */
+        if (c->draining || (c->head != NULL && c->head->ready && c->head->ticket <= synced))
+            s->tx_attention = 1;
+        if (c->head != NULL) server_park(s, c);
+        return;
+    }
     int sent = 0;
     while (c->head != NULL && c->head->ready && c->head->ticket <= synced) {
         Reply *r = c->head;
@@ -302,7 +312,8 @@ void conn_send(Server *s, Conn *c, int64_t synced) {
         free(r);
         sent = 1;
     }
-    if (sent) try_send(s, c);
+    if (sent && s->sender_started && c->out_sent == 0) sender_queue(s, c); /* sent this round */
+    else if (sent) try_send(s, c);
     if (c->dead) return;
     if (c->head != NULL) {
         server_park(s, c);
@@ -316,8 +327,15 @@ void conn_send(Server *s, Conn *c, int64_t synced) {
     conn_update_events(s, c);
 }
 
+/* After the send thread (or the loop, for a small round) had c's out: send what is left,
+ * then whatever became due meanwhile. */
+void conn_sent(Server *s, Conn *c, int64_t synced) {
+    try_send(s, c);
+    if (!c->dead) conn_send(s, c, synced);
+}
+
 void conn_writable(Server *s, Conn *c) {
-    if (c->dead) return;
+    if (c->dead || c->queued || c->tx) return;
     try_send(s, c);
     if (c->dead) return;
     if (c->draining && c->head == NULL && c->out.len == 0) {

@@ -4,7 +4,7 @@
 #include "server.h"
 
 int conn_paused_by_server(const Conn *c) {
-    return c->draining || c->blocked || c->budget_wait || c->out.len > c->out_sent;
+    return c->draining || c->blocked || c->budget_wait || conn_sending_out(c);
 }
 
 int budget_reserve(Server *s, Conn *c, int64_t size) {

@@ -14,7 +14,7 @@
 
 
 /* epoll data of the server's own descriptors (connections carry their Conn *) */
-char SERVER_LISTEN_TAG, SERVER_WAKE_TAG, SERVER_TIMER_TAG, SERVER_LOG_TAG;
+char SERVER_LISTEN_TAG, SERVER_WAKE_TAG, SERVER_TIMER_TAG, SERVER_LOG_TAG, SERVER_SENT_TAG;
 
 double monotonic_now(void) {
     struct timespec t;
@@ -68,8 +68,13 @@ static void disarm_timer(Server *s) {
 
 /* Whether to hold the next flush back (as txn/rpc/server.py's _delaying): while a
  * connection answered less than the delay ago has not called again, and the batch's first
- * look was less than the delay ago. */
+ * look was less than the delay ago; and while a batch of replies is being sent. */
 static int delaying(Server *s) {
+    if (sender_sending(s)) { /* replies are still going out: the delay starts after them */
+        s->batch_since = 0;
+        disarm_timer(s);
+        return 1;
+    }
     double now = monotonic_now(), delay = s->commit_delay_s;
     while (s->answered_head != NULL && now - s->answered_head->answered_at >= delay)
         server_answered(s, s->answered_head, 0); /* quiet for a whole delay */
@@ -210,7 +215,8 @@ static void bury(Server *s, int all) {
     Conn **at = &s->graveyard;
     while (*at != NULL) {
         Conn *c = *at;
-        if (c->waiting && !all) { /* release() drops it from the waiting list first */
+        /* release() drops it from the waiting list first, sender_step from its lists */
+        if ((c->waiting || c->queued || c->tx) && !all) {
             at = &c->next;
             continue;
         }
@@ -225,13 +231,19 @@ PyObject *server_serve(Server *s, PyObject *unused) {
         PyErr_SetString(PyExc_RuntimeError, "the server is serving, or has stopped");
         return NULL;
     }
+    if (sender_start(s) < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return NULL;
+    }
     s->serving = 1;
     struct epoll_event events[256];
     double drain_deadline = 0;
     double period = limits_period(s);
     s->next_sweep = period > 0 ? monotonic_now() + period : 0;
     for (;;) {
-        int timeout_ms = drain_deadline > 0 ? 10 : -1;
+        /* a batch nobody took all of: the loop reads what is there, else sends one */
+        int steal = sender_claimable(s);
+        int timeout_ms = steal ? 0 : drain_deadline > 0 ? 10 : -1;
         if (s->next_sweep > 0) {
             int until = (int)((s->next_sweep - monotonic_now()) * 1000) + 1;
             if (until < 0) until = 0;
@@ -243,6 +255,7 @@ PyObject *server_serve(Server *s, PyObject *unused) {
             PyErr_SetFromErrno(PyExc_OSError);
             break;
         }
+        if (n == 0 && steal) sender_steal(s);
         for (int i = 0; i < n; i++) {
             void *tag = events[i].data.ptr;
             if (tag == &SERVER_LISTEN_TAG) {
@@ -254,6 +267,8 @@ PyObject *server_serve(Server *s, PyObject *unused) {
             } else if (tag == &SERVER_TIMER_TAG) {
                 drain_fd(s->timer_fd);
                 s->timer_armed = 0;
+            } else if (tag == &SERVER_SENT_TAG) {
+                drain_fd(s->sent_fd); /* sender_step below collects the batch */
             } else if (tag == &SERVER_LOG_TAG) {
                 drain_fd(s->log->notify_fd); /* another thread flushed */
             } else {
@@ -264,6 +279,7 @@ PyObject *server_serve(Server *s, PyObject *unused) {
                     conn_readable(s, c);
             }
         }
+        sender_collect(s); /* before the commit delay looks at who was answered when */
         sync_step(s);
         release(s);
         if (s->next_sweep > 0 && monotonic_now() >= s->next_sweep) {
@@ -277,12 +293,14 @@ PyObject *server_serve(Server *s, PyObject *unused) {
             drain_deadline = monotonic_now() + s->drain_timeout_s;
             begin_stop(s);
         }
+        sender_step(s); /* after everything that may queue replies or close connections */
         if (drain_deadline > 0 && (s->nconns == 0 || monotonic_now() >= drain_deadline)) {
             abort_all(s, s->nconns ? "server stopping" : NULL);
             break;
         }
         bury(s, 0);
     }
+    sender_stop(s);
     bury(s, 1);
     s->serving = 0;
     return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);

@@ -40,6 +40,10 @@ typedef struct Conn {
     uint64_t blocked_slot;
     int draining;     /* the server is stopping: no more reading */
     int dead;
+    /* the send thread (sender.c): queued = out waits to be handed to it this round; tx = it
+     * owns out, out_sent and the descriptor's sending until the loop collects the batch */
+    int queued, tx, tx_err;
+    struct Conn *snext;
     ClientCache client;
     /* resource limits (txn/rpc/limits.py) */
     int64_t reserved;    /* frame-budget bytes held for the unfinished (or offloaded) frame */
@@ -97,6 +101,18 @@ typedef struct {
     int serving, initialized;
     Buf scratch;
     int64_t stat_native, stat_generic;
+    /* the send thread (sender.c) */
+    int sender_started, sent_fd;
+    pthread_t sender_thread;
+    pthread_mutex_t smu; /* guards job* (but `job`'s members), want_done, sender_quit */
+    pthread_cond_t scv;
+    Conn *pending;      /* the loop's: queued this round */
+    Conn *job;          /* handed to the thread (job_busy), then done until collected */
+    Conn *job_claim;    /* the batch's first connection nobody took yet */
+    int job_left;       /* connections of the batch not sent yet */
+    int job_busy, job_done, job_unfinished, want_done, sender_quit;
+    int tx_attention;   /* the loop's: a connection in the batch needs it back soon */
+    int64_t stat_batches, stat_batched, stat_unfinished; /* unfinished: guarded by smu */
 } Server;
 
 extern PyTypeObject ServerType;
@@ -128,6 +144,23 @@ void budget_forget(Server *s, Conn *c);
 void limits_sweep(Server *s, double now);
 double limits_period(const Server *s); /* 0: no timeouts */
 int conn_paused_by_server(const Conn *c);
+
+/* sender.c: replies of many connections sent by a second thread while the loop reads */
+int sender_start(Server *s);
+void sender_queue(Server *s, Conn *c);
+/* End of each loop round: collect a finished batch, hand over (or send) what was queued. */
+void sender_step(Server *s);
+/* Collect a finished batch; whether one is still being sent. */
+int sender_collect(Server *s);
+/* Whether a batch is being sent; if so, the loop is told when it ends. */
+int sender_sending(Server *s);
+/* Wait for the thread's batch, collect it and end the thread. */
+void sender_stop(Server *s);
+/* Whether the batch has connections nobody took yet; the loop sends one of them. */
+int sender_claimable(Server *s);
+void sender_steal(Server *s);
+int conn_sending_out(const Conn *c); /* replies left in out for the loop to send */
+void conn_sent(Server *s, Conn *c, int64_t synced);
 
 /* server.c */
 void server_park(Server *s, Conn *c);

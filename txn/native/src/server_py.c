@@ -10,7 +10,7 @@
 
 
 PyObject *server_serve(Server *s, PyObject *unused); /* server.c */
-extern char SERVER_LISTEN_TAG, SERVER_WAKE_TAG, SERVER_TIMER_TAG, SERVER_LOG_TAG;
+extern char SERVER_LISTEN_TAG, SERVER_WAKE_TAG, SERVER_TIMER_TAG, SERVER_LOG_TAG, SERVER_SENT_TAG;
 
 static int watch(Server *s, int fd, void *tag) {
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
@@ -22,7 +22,7 @@ static int watch(Server *s, int fd, void *tag) {
 static int server_init(Server *s, PyObject *args, PyObject *kwargs) {
     int listen_fd;
     PyObject *machine, *log, *config;
-    s->epfd = s->wake_fd = s->timer_fd = s->listen_fd = -1;
+    s->epfd = s->wake_fd = s->timer_fd = s->listen_fd = s->sent_fd = -1;
     if (s->initialized) {
         PyErr_SetString(PyExc_RuntimeError, "Server.__init__ called twice");
         return -1;
@@ -78,12 +78,16 @@ static int server_init(Server *s, PyObject *args, PyObject *kwargs) {
     s->commit_delay_s = (double)values[10] / 1e6;
     s->budget_capacity = values[11];
     pthread_mutex_init(&s->qmu, NULL);
+    pthread_mutex_init(&s->smu, NULL);
+    pthread_cond_init(&s->scv, NULL);
     s->initialized = 1;
     fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
     s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (s->epfd < 0 || s->wake_fd < 0 || s->timer_fd < 0 ||
+    s->sent_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->epfd < 0 || s->wake_fd < 0 || s->timer_fd < 0 || s->sent_fd < 0 ||
+        watch(s, s->sent_fd, &SERVER_SENT_TAG) < 0 ||
         watch(s, listen_fd, &SERVER_LISTEN_TAG) < 0 || watch(s, s->wake_fd, &SERVER_WAKE_TAG) < 0 ||
         watch(s, s->timer_fd, &SERVER_TIMER_TAG) < 0 ||
         (s->log->notify_fd >= 0 && watch(s, s->log->notify_fd, &SERVER_LOG_TAG) < 0)) {
@@ -156,6 +160,13 @@ static PyObject *get_stats(Server *s, void *unused) {
     return Py_BuildValue("LL", (long long)s->stat_native, (long long)s->stat_generic);
 }
 
+static PyObject *get_send_batches(Server *s, void *unused) {
+    pthread_mutex_lock(&s->smu);
+    long long unfinished = (long long)s->stat_unfinished;
+    pthread_mutex_unlock(&s->smu);
+    return Py_BuildValue("LLL", (long long)s->stat_batches, (long long)s->stat_batched, unfinished);
+}
+
 static PyMethodDef methods[] = {
     {"serve", (PyCFunction)server_serve, METH_NOARGS,
      "Run the loop in this thread until stop() and the connections have drained."},
@@ -171,6 +182,9 @@ static PyGetSetDef getset[] = {
     {"waiting", (getter)get_waiting, NULL, "connections with replies parked until durable", NULL},
     {"budget", (getter)get_budget, NULL, "(frame-budget bytes held, connections waiting)", NULL},
     {"stats", (getter)get_stats, NULL, "(calls answered in C, calls sent to Python)", NULL},
+    {"send_batches", (getter)get_send_batches, NULL,
+     "(batches handed to the send thread, connections in them, sends it left unfinished)",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -192,7 +206,7 @@ static void server_dealloc(Server *s) {
         Py_DECREF(c->data);
         free(c);
     }
-    int fds[] = {s->epfd, s->listen_fd, s->wake_fd, s->timer_fd};
+    int fds[] = {s->epfd, s->listen_fd, s->wake_fd, s->timer_fd, s->sent_fd};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (fds[i] >= 0) close(fds[i]);
     Py_XDECREF(s->machine);
@@ -204,7 +218,11 @@ static void server_dealloc(Server *s) {
     Py_XDECREF(s->on_close);
     Py_XDECREF(s->cfg.default_client);
     buf_free(&s->scratch);
-    if (s->initialized) pthread_mutex_destroy(&s->qmu);
+    if (s->initialized) {
+        pthread_mutex_destroy(&s->qmu);
+        pthread_mutex_destroy(&s->smu);
+        pthread_cond_destroy(&s->scv);
+    }
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 

@@ -1,0 +1,134 @@
+"""A commit riding on a subscription's poll: written while the read goes on, answered
+only once durable, and a failed write fails the poll and moves nothing."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tms.errors import BadVersionError, StorageUnavailableError
+from tms.model import StoreRequest, TopicId
+from tms.service import MessagingService
+from tms.store.kv import KeyValueStore
+from tms.store.leveldb import LevelDBStore
+from tms.store.subscriptions import KvSubscriptionStore
+from tms.store.tables import MESSAGE_TABLE
+from tms.subscription import Preferences, Start, SubscriptionData, SubscriptionId
+
+T = TopicId("ns", "t")
+SUB = SubscriptionId(T, "s")
+
+
+class _WatchedTables:
+    """The service's store; once ``armed``, a read of messages (a scan of the message
+    table in chunks: the checks of a commit only look at its last entry) first waits
+    (at most 5 s) for ``writing``, then sets ``read``."""
+
+    def __init__(self, inner: KeyValueStore) -> None:
+        self._inner = inner
+        self.armed = False
+        self.writing = threading.Event()
+        self.read = threading.Event()
+
+    def table(self, name: bytes) -> Any:
+        inner, watched = self._inner.table(name), self
+
+        class Table:
+            def __getattr__(self, attr: str) -> Any:
+                if watched.armed and (name, attr) == (MESSAGE_TABLE, "scan_chunks"):
+                    watched.writing.wait(5)
+                    watched.read.set()
+                return getattr(inner, attr)
+
+        return Table()
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._inner, attr)
+
+
+class StalledRecords(KvSubscriptionStore):
+    """Fault injection: a record's write waits until ``gate`` opens (at most 20 s), or
+    fails with ``fail``; ``writing`` is set while one waits."""
+
+    def __init__(self, kv: KeyValueStore, writing: threading.Event) -> None:
+        super().__init__(kv)
+        self.gate = threading.Event()
+        self.gate.set()
+        self.writing = writing
+        self.fail: Exception | None = None
+
+    def write(self, sub: SubscriptionId, data: SubscriptionData, version: int) -> int:
+        self.writing.set()
+        self.gate.wait(20)
+        if self.fail is not None:
+            raise self.fail
+        return super().write(sub, data, version)
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[tuple[MessagingService, StalledRecords, _WatchedTables]]:
+    kv = LevelDBStore(tmp_path / "db")
+    tables = _WatchedTables(kv)
+    records = StalledRecords(kv, tables.writing)
+    svc = MessagingService(tables, subscription_store=records)
+    svc.create_topic(T)
+    svc.publish(StoreRequest.of(T, ["a", "b", "c", "d"]))
+    svc.subscriptions.create(SUB, Preferences(Start.earliest()))
+    yield svc, records, tables
+    svc.close()
+
+
+def test_the_read_goes_on_while_the_commit_is_written_and_waits_for_it(
+    setup: tuple[MessagingService, StalledRecords, _WatchedTables],
+) -> None:
+    svc, records, tables = setup
+    first = svc.subscriptions.read(SUB, limit=2)
+    # Given the record's write stalled
+    records.gate.clear()
+    tables.armed = True
+    with ThreadPoolExecutor(1) as pool:
+        # When a poll commits the first batch's position riding on the next read
+        polling = pool.submit(
+            svc.subscriptions.read,
+            SUB,
+            start_from=first.position,
+            limit=2,
+            commit_version=first.version,
+        )
+        # Then the messages are read while the commit is being written...
+        assert tables.read.wait(10)
+        # ...and the poll answers only once the commit is durable
+        assert not polling.done()
+        records.gate.set()
+        second = polling.result(30)
+    tables.armed = False
+    assert [m.payload for m in second.messages] == [b"c", b"d"]
+    stored = svc.subscriptions.get(SUB)
+    assert (stored.position, stored.version) == (first.position, second.version)
+    assert second.version == first.version + 1
+
+
+def test_a_failed_commit_fails_the_poll_and_moves_nothing(
+    setup: tuple[MessagingService, StalledRecords, _WatchedTables],
+) -> None:
+    svc, records, _tables = setup
+    first = svc.subscriptions.read(SUB, limit=2)
+    records.fail = StorageUnavailableError("the disk is gone")
+    with pytest.raises(StorageUnavailableError):
+        svc.subscriptions.read(
+            SUB, start_from=first.position, limit=2, commit_version=first.version
+        )
+    records.fail = None
+    stored = svc.subscriptions.get(SUB)
+    assert (stored.position, stored.version) == (svc.subscriptions.get(SUB).position, first.version)
+    assert stored.position != first.position
+    with pytest.raises(BadVersionError):  # a stale version is refused before anything is written
+        svc.subscriptions.read(
+            SUB, start_from=first.position, limit=2, commit_version=first.version + 5
+        )
+    assert svc.subscriptions.get(SUB).version == first.version

@@ -1,0 +1,206 @@
+"""The native server's send thread (txn/native/src/sender.c): when a sync releases the
+replies of many connections, a second thread sends them while the loop reads on. Real
+servers on loopback port 0, raw sockets as clients: every reply arrives, in request order,
+through a full socket, and with connections closing while their replies are in flight."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from tests.integration.test_thrift_wire import message, read_frame
+from tests.txn.harness import SYSTEM_CONFIG
+from tests.txn.rpc.test_server_sync import eventually
+from txn import native
+from txn.config import ServerConfig
+from txn.engine import resolve
+from txn.manager import TransactionManager
+from txn.persist.memory import MemoryStorage
+from txn.persist.store import TransactionStateStore
+from txn.rpc.server import ServerThread, new_server
+
+pytestmark = pytest.mark.skipif(not native.AVAILABLE, reason="the native engine is not built")
+
+
+class GatedStorage(MemoryStorage):
+    """Fault injection: while ``gate`` is clear, a log sync waits for it, so the loop stops
+    in its flush and the calls sent meanwhile all go into the next one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.holding = threading.Event()
+
+    def create_log(self, timestamp_ms: int) -> object:  # type: ignore[override]
+        log = super().create_log(timestamp_ms)
+        storage = self
+
+        class GatedLog:
+            def write(self, data: bytes) -> None:
+                log.write(data)
+
+            def sync(self) -> None:
+                if not storage.gate.is_set():
+                    storage.holding.set()
+                    storage.gate.wait(30)
+                log.sync()
+
+            def close(self) -> None:
+                log.close()
+
+            def fileno(self) -> None:  # no descriptor: the log writes through this object
+                return None
+
+        return GatedLog()
+
+
+@contextmanager
+def native_server(
+    storage: MemoryStorage | None = None,
+) -> Iterator[tuple[tuple[str, int], object, TransactionManager]]:
+    storage = storage if storage is not None else MemoryStorage()
+    manager = TransactionManager(
+        SYSTEM_CONFIG, TransactionStateStore(storage), engine=resolve("native")
+    )
+    manager.start()
+    server = new_server(manager, ServerConfig(port=0, commit_delay_us=0))
+    thread = ServerThread(server)
+    address = thread.start()
+    try:
+        yield address, server.core, manager  # type: ignore[attr-defined]
+    finally:
+        thread.stop()
+        manager.stop()
+
+
+def start_calls(n: int) -> bytes:
+    """n framed ``startShort`` calls, seqids 0..n-1."""
+    return b"".join(message("startShort", seqid, b"\x00") for seqid in range(n))
+
+
+def write_pointer(reply: bytes) -> tuple[int, int]:
+    """(seqid, write pointer) of a ``startShort`` success: the TTransaction's first field."""
+    size = struct.unpack(">i", reply[4:8])[0]
+    seqid = struct.unpack(">i", reply[8 + size : 12 + size])[0]
+    body = reply[12 + size :]
+    assert body[:3] == b"\x0c\x00\x00", body[:16]  # result field 0: the transaction
+    assert body[3:6] == b"\x0a\x00\x01", body[:16]  # its field 1: writePointer (i64)
+    return seqid, struct.unpack(">q", body[6:14])[0]
+
+
+def read_all(sock: socket.socket, n: int) -> list[tuple[int, int]]:
+    return [write_pointer(read_frame(sock)) for _ in range(n)]
+
+
+@contextmanager
+def one_flush(storage: GatedStorage, address: tuple[str, int]) -> Iterator[None]:
+    """What is sent inside the block is answered by one flush: the loop is held in a flush
+    (of another connection's call) until the block ends."""
+    storage.gate.clear()
+    storage.holding.clear()
+    with socket.create_connection(address, timeout=20) as trigger:
+        trigger.sendall(start_calls(1))
+        assert storage.holding.wait(20)
+        try:
+            yield
+        finally:
+            storage.gate.set()
+        check(read_all(trigger, 1), 1)
+
+
+def check(got: list[tuple[int, int]], n: int) -> None:
+    assert [seqid for seqid, _ in got] == list(range(n))  # request order
+    pointers = [wp for _, wp in got]
+    assert pointers == sorted(pointers) and len(set(pointers)) == n
+
+
+def test_the_replies_of_many_connections_arrive_complete_and_in_order() -> None:
+    storage = GatedStorage()
+    with native_server(storage) as (address, core, _):
+        n, calls = 16, 300
+        socks = [socket.create_connection(address, timeout=20) for _ in range(n)]
+        try:
+            # When 16 connections each pipeline 300 calls, synced together
+            with one_flush(storage, address):
+                for sock in socks:
+                    sock.sendall(start_calls(calls))
+            got = [read_all(sock, calls) for sock in socks]
+        finally:
+            for sock in socks:
+                sock.close()
+        # Then each got every answer, in its own order, and no write pointer twice
+        for one in got:
+            check(one, calls)
+        assert len({wp for one in got for _, wp in one}) == n * calls
+        # and syncs that released several connections handed them to the send thread
+        batches, connections, _ = core.send_batches  # type: ignore[attr-defined]
+        assert batches > 0 and connections >= 4 * batches
+
+
+def test_a_client_that_does_not_read_gets_everything_once_it_reads() -> None:
+    storage = GatedStorage()
+    with native_server(storage) as (address, core, _):
+        n, calls = 6, 2000
+        socks = []
+        for _ in range(n):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+            sock.settimeout(20)
+            sock.connect(address)
+            socks.append(sock)
+        try:
+            # When clients with small receive buffers send many calls, synced together, and
+            # read nothing yet
+            with one_flush(storage, address):
+                for sock in socks:
+                    sock.sendall(start_calls(calls))
+            # the sends to them stop short: the send batch leaves the rest to the loop
+            assert eventually(lambda: core.send_batches[2] > 0)  # type: ignore[attr-defined]
+            time.sleep(0.2)
+            # Then, once they read, every answer comes, in order (with a larger window now:
+            # small ones make the reading slow)
+            for sock in socks:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, 1 << 20)
+            got = [read_all(sock, calls) for sock in socks]
+        finally:
+            for sock in socks:
+                sock.close()
+        for one in got:
+            check(one, calls)
+
+
+def test_connections_closing_while_their_replies_are_sent_leave_the_others_whole() -> None:
+    with native_server() as (address, core, manager):
+        for _ in range(5):
+            keep = [socket.create_connection(address, timeout=20) for _ in range(4)]
+            drop = [socket.create_connection(address, timeout=20) for _ in range(8)]
+            try:
+                # When half the connections reset right after sending their calls
+                for sock in drop + keep:
+                    sock.sendall(start_calls(200))
+                for sock in drop:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    sock.close()
+                # and new connections come and go meanwhile (descriptors get reused)
+                for _ in range(8):
+                    socket.create_connection(address, timeout=20).close()
+                # Then the others get all their answers, in order
+                for sock in keep:
+                    check(read_all(sock, 200), 200)
+            finally:
+                for sock in keep:
+                    sock.close()
+        # and the server closes every one of them and serves on
+        assert eventually(lambda: core.connections == 0)  # type: ignore[attr-defined]
+        with socket.create_connection(address, timeout=20) as sock:
+            sock.sendall(start_calls(3))
+            check(read_all(sock, 3), 3)
+        assert manager.log.failure is None
