@@ -11,17 +11,14 @@ import itertools
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import pytest
 
 from tests.fakes import FakeClock
-from tms.cluster.ownership import Cluster, connect
+from tests.tms.cluster.nodes import Node, start_node, stop_nodes
 from tms.config import TmsConfig
 from tms.model import TopicId
 from tms.queues import AckOutcome, EnqueueItem, EnqueueRequest, NackRequest, ReceiveRequest
-from tms.service import MessagingService
-from tms.store.postgres import PostgresStore
 from tms.store.postgres.notify import PgChangeFeed
 from txms_testing import ZooKeeperEnsemble
 
@@ -29,12 +26,6 @@ Q = TopicId("ns", "jobs")
 DLQ = TopicId("ns", "jobs_dead")
 NOW = 1_700_000_000_000
 _bases = itertools.count(1)
-
-
-@dataclass
-class Node:
-    service: MessagingService
-    cluster: Cluster
 
 
 NodeFactory = Callable[[str, bool], Node]
@@ -46,24 +37,22 @@ def make_node(zk_ensemble: ZooKeeperEnsemble, pg_url: str) -> Iterator[NodeFacto
     made: list[Node] = []
 
     def node(name: str, feed: bool) -> Node:
-        store = PostgresStore(pg_url, name=name)
-        cluster = Cluster(connect(zk_ensemble.connect_string, 10.0), store, name, base=base)
-        cluster.start(f"http://{name}.invalid:1")
-        service = MessagingService(
-            store,
-            TmsConfig(tx_max_lifetime_s=10**10),
-            clock=FakeClock(NOW),
-            ownership=cluster,
-            feed=PgChangeFeed(pg_url, name=f"tms-{name}") if feed else None,
-            rng=random.Random(7),
+        made.append(
+            start_node(
+                zk_ensemble,
+                pg_url,
+                name,
+                base,
+                config=TmsConfig(tx_max_lifetime_s=10**10),
+                clock=FakeClock(NOW),
+                feed=PgChangeFeed(pg_url, name=f"tms-{name}") if feed else None,
+                rng=random.Random(7),
+            )
         )
-        made.append(Node(service, cluster))
         return made[-1]
 
     yield node
-    for n in made:
-        n.cluster.close()
-        n.service.close()
+    stop_nodes(made)
 
 
 def two_owners(make_node: NodeFactory, feed: bool) -> tuple[Node, Node]:

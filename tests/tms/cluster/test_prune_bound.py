@@ -17,17 +17,17 @@ from dataclasses import dataclass
 import pytest
 
 from tests.fakes import FakeClock
+from tests.tms.cluster.nodes import start_node, stop_nodes
+from tests.tms.helpers import pruning_manager
 from tms.cleanup import Cleaner
-from tms.cluster.ownership import Cluster, connect
 from tms.config import TmsConfig
 from tms.fetcher import FetchRequest
 from tms.guard import TransactionStateGuard
 from tms.model import StoreRequest, TopicId
 from tms.queues import EnqueueItem, EnqueueRequest, ReceiveRequest
 from tms.service import MessagingService
-from tms.store.postgres import PostgresStore
 from txms_testing import ZooKeeperEnsemble
-from txn import InProcessTxClient, TransactionManager, TxConfig
+from txn import InProcessTxClient, TransactionManager
 from txn.inmemory import manager_pruner
 from txn.prune import TransactionPruner
 
@@ -54,39 +54,23 @@ class Deployment:
 def deployment(zk_ensemble: ZooKeeperEnsemble, pg_url: str) -> Iterator[Deployment]:
     base = f"/prunebound{next(_bases)}/tms"
     clock = FakeClock(NOW)
-    manager = TransactionManager(
-        TxConfig(
-            cleanup_interval_s=0,
-            snapshot_interval_s=0,
-            max_lifetime_s=60,
-            prune_grace_s=10,
-            prune_participants=("tms",),
-        ),
-        clock=clock,
-    )
-    manager.start()
+    manager = pruning_manager(clock)
     pruner = manager_pruner(manager)
     tx = InProcessTxClient(manager, pruner=pruner)
-    clusters: list[Cluster] = []
-    services: list[MessagingService] = []
-    for name in ("a", "b"):
-        store = PostgresStore(pg_url, name=name)
-        cluster = Cluster(connect(zk_ensemble.connect_string, 10.0), store, name, base=base)
-        cluster.start(f"http://{name}.invalid:1")
-        clusters.append(cluster)
-        services.append(
-            MessagingService(
-                store,
-                TmsConfig(tx_max_lifetime_s=60),
-                clock=clock,
-                guard=TransactionStateGuard(tx, max_age_s=0),
-                ownership=cluster,
-            )
+    nodes = [
+        start_node(
+            zk_ensemble,
+            pg_url,
+            name,
+            base,
+            config=TmsConfig(tx_max_lifetime_s=60),
+            clock=clock,
+            guard=TransactionStateGuard(tx, max_age_s=0),
         )
-    yield Deployment(services[0], services[1], tx, pruner, manager, clock)
-    for cluster, service in zip(clusters, services, strict=True):
-        cluster.close()
-        service.close()
+        for name in ("a", "b")
+    ]
+    yield Deployment(nodes[0].service, nodes[1].service, tx, pruner, manager, clock)
+    stop_nodes(nodes)
     manager.stop()
 
 
