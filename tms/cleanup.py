@@ -17,7 +17,7 @@ One run (``Cleaner.run_once``), for every topic row, deleted ones included:
    positions whose subscription is gone or whose stamp is no longer its state's
    (superseded by a seek or commit).
 
-4. **Queues**: each queue's housekeeping (``MessagingService.maintain_queues``: expired
+5. **Queues**: each queue's housekeeping (``MessagingService.maintain_queues``: expired
    leases, due messages, acked and dead messages past ``purge_after_s``); with a
    transaction client, queue work pending under finished transactions is settled
    (invalid: dropped; otherwise committed), and the prune bound stays below the oldest
@@ -35,7 +35,10 @@ same transactions. It hands ``B`` to the transaction manager's pruning (``txn.pr
 which truncates only below the bound of *every* participant: ``Cleaner`` is a
 ``txn.prune.PrunePlugin`` (in the same process), and with a ``participant`` name it
 reports ``B`` to a transaction server in another process after each run
-(``report_prune_upper_bound``).
+(``report_prune_upper_bound``). The instances of a cluster all report under one name:
+each run covers the whole shared store (every topic's entries; pending queue work of
+queues owned elsewhere holds ``B`` below it), so each report alone is a safe bound
+(docs/operations.md, "The prune bound of a cluster").
 """
 
 from __future__ import annotations

@@ -22,8 +22,9 @@ kind                  carries                          result
 ``Maintain``          a queue topic                    how many messages it changed
 ``DeadLetterIn``      a queue, the source queue's      how many copies it added
                       prefix, its dead messages
-``DeadLetterDone``    a queue, ids of its moved dead   how many it removed
-                      messages
+``DeadLetterDone``    a queue, its dead-letter         how many it removed (or made
+                      queue's prefix, ids of its       DEAD: no dead-letter queue)
+                      dead messages
 ====================  ===============================  ===============================
 
 The last eight are the operations of queue topics (``tms.queues``); the writer applies
@@ -413,9 +414,12 @@ class DeadLetterIn:
 
 @dataclass(frozen=True, slots=True)
 class DeadLetterDone:
-    """Remove dead messages of ``topic`` copied to its dead-letter queue (step 3)."""
+    """Remove dead messages of ``topic`` whose copies the dead-letter queue with prefix
+    ``target`` holds; ``target`` None: their dead-letter queue is gone, they become DEAD
+    here (step 3)."""
 
     topic: TopicId
+    target: bytes | None
     ids: tuple[bytes, ...]
     kind: ClassVar[str] = "dead_letter_done"
 

@@ -35,6 +35,11 @@ class Ownership(Protocol):
         """Whether ``epoch`` is still this instance's claim of ``topic``."""
         ...
 
+    def claimed(self, topic: TopicId) -> bool:
+        """Whether this instance holds a claim of ``topic`` now (what it knows; no
+        question asked of anyone)."""
+        ...
+
     def held_elsewhere(self, topic: TopicId) -> bool:
         """Whether another live instance owns ``topic`` now (never claims it): the
         housekeeping of a topic that is runs there, not here."""

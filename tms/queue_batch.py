@@ -206,8 +206,11 @@ class QueueBatch(DeadLetters):
         the back-off from when it failed), or dead after its last attempt."""
         max_attempts = self._config.max_attempts
         if max_attempts and row.attempts >= max_attempts:
-            moving = self._config.dead_letter_queue is not None
+            dlq = self._config.dead_letter_queue
+            moving = dlq is not None
             self.dead_lettered += moving
+            if dlq is not None:  # where it goes, whatever the property says later
+                self._q.put_destination(self._batch, self._prefix, row.id, dlq)
             return dataclasses.replace(
                 row,
                 state=QueueState.MOVING if moving else QueueState.DEAD,

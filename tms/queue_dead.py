@@ -8,23 +8,32 @@ queue has its own writer and fence (one writer per topic), so the move cannot be
 write; it is three, each atomic and synced, in an order that loses nothing and never
 leaves a message deliverable in both queues:
 
-1. the source's batch makes the message MOVING (``tms.queue_batch``);
+1. the source's batch makes the message MOVING (``tms.queue_batch``) and writes beside
+   it a *destination* row naming the dead-letter queue of that moment: the move ends
+   there whatever the property says later (removed or changed meanwhile);
 2. the target's batch adds a copy (``dead_letter_in``): READY now, a new id of the
    target's, its payload, key, priority, enqueue time and attempts kept, and an
    *origin* row (source prefix and id → new id) so that the same move again adds
    nothing;
-3. the source's batch removes the MOVING message (``dead_letter_done``).
+3. the source's batch removes the MOVING message, and only once the target's origin row
+   for it is in the store (``dead_letter_done``): nothing is removed on anyone's word.
+   If the target is gone (deleted, or no longer a queue), the message becomes DEAD in
+   the source instead, and stays there as dead messages do.
 
 A crash between two steps leaves the message MOVING in the source; the move is run
 again (``MessagingService.move_dead_letters``: after the batch that made it, and by
 cleanup), and step 2 finds its origin row. Between steps 2 and 3 the copy in the target
-is the only one that can be delivered. The key goes along to the target's key table if
-the target has no message with that key; otherwise the copy keeps it in its row but the
-key stays the other message's.
+is the only one that can be delivered. Each step is written by its own queue's writer,
+so with several instances (``tms.ownership``) step 2 is the target owner's and step 3
+the source owner's; the service runs each step where it may and tells the other owner
+(``tms.service_queues``). The key goes along to the target's key table if the target
+has no message with that key; otherwise the copy keeps it in its row but the key stays
+the other message's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from tms.codec.queue import QueueRow
@@ -83,12 +92,22 @@ class DeadLetters:
             added += 1
         return added
 
-    def dead_letter_done(self, ids: Sequence[bytes]) -> int:
-        """Step 3: remove the MOVING messages ``ids`` (copied by now); how many."""
-        removed = 0
+    def dead_letter_done(self, target: bytes | None, ids: Sequence[bytes]) -> int:
+        """Step 3: remove those of the MOVING messages ``ids`` whose copy the dead-letter
+        queue with prefix ``target`` holds (its origin row says so: nothing is removed on
+        anyone's word); with ``target`` None (their dead-letter queue is gone) make them
+        DEAD here instead. How many changed."""
+        changed = 0
         for message_id in ids:
             row = self._get(message_id)
-            if row is not None and row.state is QueueState.MOVING:
+            if row is None or row.state is not QueueState.MOVING:
+                continue
+            if target is None:
+                self._put(row, dataclasses.replace(row, state=QueueState.DEAD))
+            elif self._q.id_of_origin(target, self._prefix + message_id) is not None:
                 self._delete(row)
-                removed += 1
-        return removed
+            else:
+                continue  # not copied (yet): it stays MOVING
+            self._q.delete_destination(self._batch, self._prefix, message_id)
+            changed += 1
+        return changed

@@ -164,7 +164,7 @@ class MessagingService(QueueMethods, LoopSubmit):
         ``subscription_store`` (default: this store, ``KvSubscriptionStore``)."""
         self.metrics.watch_subscription_lags(self.subscriptions.all_lags)
         if feed is not None:
-            feed.start(self._changes.bump, self._changes.bump_all)
+            feed.start(self._announced, self._changes.bump_all)
 
     def now_ms(self) -> int:
         """The service's clock."""

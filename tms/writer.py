@@ -478,4 +478,4 @@ class _Batch:
         return self._queue_batch().dead_letter_in(op.origin, op.messages)
 
     def dead_letter_done(self, op: DeadLetterDone) -> int:
-        return self._queue_batch().dead_letter_done(op.ids)
+        return self._queue_batch().dead_letter_done(op.target, op.ids)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from tms.model import Message
+from txms_common.clock import Clock
+from txn.config import TxConfig
+from txn.manager import TransactionManager
 from txn.transaction import NO_TX_IN_PROGRESS, Transaction
 
 
@@ -33,3 +36,20 @@ class IncrementalClock:
     def now_ms(self) -> int:
         self.now += 1
         return self.now
+
+
+def pruning_manager(clock: Clock) -> TransactionManager:
+    """A started manager on ``clock`` with a 60 s lifetime, 10 s of pruning grace, and
+    one pruning participant in another process, ``tms`` (what cleanup reports as)."""
+    manager = TransactionManager(
+        TxConfig(
+            cleanup_interval_s=0,
+            snapshot_interval_s=0,
+            max_lifetime_s=60,
+            prune_grace_s=10,
+            prune_participants=("tms",),
+        ),
+        clock=clock,
+    )
+    manager.start()
+    return manager

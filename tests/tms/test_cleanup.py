@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fakes import FakeClock
-from tests.tms.helpers import payloads
+from tests.tms.helpers import payloads, pruning_manager
 from tms.cleanup import Cleaner
 from tms.codec import keys
 from tms.config import TmsConfig
@@ -109,17 +109,7 @@ def test_deleted_topic_data_is_removed(svc: MessagingService) -> None:
 
 @pytest.fixture
 def manager(clock: FakeClock) -> Iterator[TransactionManager]:
-    m = TransactionManager(
-        TxConfig(
-            cleanup_interval_s=0,
-            snapshot_interval_s=0,
-            max_lifetime_s=60,
-            prune_grace_s=10,
-            prune_participants=("tms",),
-        ),
-        clock=clock,
-    )
-    m.start()
+    m = pruning_manager(clock)
     yield m
     m.stop()
 

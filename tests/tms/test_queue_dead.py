@@ -29,6 +29,8 @@ from tms.queues import (
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
 from tms.store.leveldb import LevelDBStore
+from tms.store.queues import QueueTables
+from tms.store.tables import TableBatch
 
 Q = TopicId("ns", "jobs")
 DLQ = TopicId("ns", "jobs-dead")
@@ -130,7 +132,7 @@ def test_a_move_interrupted_between_its_steps_adds_no_second_copy(
     [m] = receive(svc)
     svc.nack(NackRequest(Q, [m.receipt], 0))
     prefix = keys.topic_prefix(Q, svc.get_topic(Q).generation)
-    [row] = svc._tables.queues.moving(prefix, 10)
+    [(_key, row, _dest)] = svc._tables.queues.moving(prefix, 10)
     assert svc.submit(DeadLetterIn(DLQ, prefix, (row.message(),))) == 1  # step 2 only
     svc.close()
     # When the service restarts and the move runs again (as cleanup runs it)
@@ -204,3 +206,83 @@ def test_the_dead_letter_queue_must_be_another_queue(
     new = TopicId("ns", "new")
     with pytest.raises(TmsInvalidArgumentError, match=message):
         svc.create_topic(new, {**props, "dead_letter_queue": "new"} if own else props)
+
+
+def stuck_on_its_way(kv: KeyValueStore, clock: FakeClock) -> MessagingService:
+    """A service whose queue Q has one message MOVING to DLQ (its mover stopped)."""
+    svc = open_service(kv, clock)
+    svc.create_topic(DLQ, {"kind": "queue", "max_attempts": "0"})
+    svc.create_topic(Q, {"kind": "queue", "max_attempts": "1", "dead_letter_queue": DLQ.topic})
+    svc._mover.shutdown(wait=True)
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"dying")]))
+    [m] = receive(svc)
+    svc.nack(NackRequest(Q, [m.receipt], 0))
+    assert [r["state"] for r in svc.inspect(Q)["messages"]] == ["moving"]
+    return svc
+
+
+def test_removing_the_property_finishes_the_moves_under_way(
+    kv: KeyValueStore, clock: FakeClock
+) -> None:
+    svc = stuck_on_its_way(kv, clock)
+    try:
+        # When the dead-letter queue is unset while a message is on its way there
+        svc.update_topic(Q, {"kind": "queue", "max_attempts": "1"})
+        # Then the move still ends where it was going
+        assert svc.move_dead_letters(Q) == 1
+        assert svc.inspect(Q)["messages"] == []
+        assert [m.payload for m in receive(svc, DLQ)] == [b"dying"]
+        # and later dead messages stay dead in the queue
+        svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"later")]))
+        [m] = receive(svc)
+        svc.nack(NackRequest(Q, [m.receipt], 0))
+        assert [r["state"] for r in svc.inspect(Q)["messages"]] == ["dead"]
+    finally:
+        svc.close()
+
+
+def test_a_new_dead_letter_queue_gets_no_second_copy_of_a_move_half_done(
+    kv: KeyValueStore, clock: FakeClock
+) -> None:
+    # Given a message copied to DLQ (step 2) but not yet removed from Q
+    svc = stuck_on_its_way(kv, clock)
+    try:
+        prefix = keys.topic_prefix(Q, svc.get_topic(Q).generation)
+        [row] = svc._tables.queues.scan_rows(prefix)
+        assert svc.submit(DeadLetterIn(DLQ, prefix, (row.message(),))) == 1
+        # When Q's dead-letter queue is changed to another queue
+        other = TopicId("ns", "other")
+        svc.create_topic(other, {"kind": "queue"})
+        svc.update_topic(Q, {"kind": "queue", "max_attempts": "1", "dead_letter_queue": "other"})
+        # Then the move finishes: one copy, in DLQ, none in the new one
+        assert svc.move_dead_letters(Q) == 1
+        assert svc.inspect(Q)["messages"] == []
+        assert [m.payload for m in receive(svc, DLQ)] == [b"dying"]
+        assert receive(svc, other) == []
+    finally:
+        svc.close()
+
+
+def test_a_move_whose_dead_letter_queue_was_deleted_leaves_the_message_dead(
+    kv: KeyValueStore, clock: FakeClock
+) -> None:
+    svc = stuck_on_its_way(kv, clock)
+    try:
+        svc.update_topic(Q, {"kind": "queue", "max_attempts": "1"})
+        svc.delete_topic(DLQ)
+        assert svc.move_dead_letters(Q) == 1
+        assert [r["state"] for r in svc.inspect(Q)["messages"]] == ["dead"]
+        assert svc.queue_stats(Q).dead == 1
+        assert svc.move_dead_letters(Q) == 0
+    finally:
+        svc.close()
+
+
+def test_a_destination_row_is_the_queue_name_beside_the_message() -> None:
+    batch = TableBatch()
+    QueueTables.put_destination(batch, b"P", b"0123456789", "jobs-dead")
+    QueueTables.delete_destination(batch, b"P", b"0123456789")
+    assert batch.ops == [
+        (b"qk", b"P\x010123456789", b"jobs-dead"),
+        (b"qk", b"P\x010123456789", None),
+    ]

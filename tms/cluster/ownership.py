@@ -284,6 +284,13 @@ class Cluster:
         found = self.instance_of(owner)
         raise NotOwnerError(f"{topic} is owned by instance {owner!r}", found.url, found.rpc)
 
+    def claimed(self, topic: TopicId) -> bool:
+        """Whether this instance holds a claim of ``topic`` (in memory: no ZooKeeper
+        read)."""
+        with self._lock:
+            held = topic in self._owned
+        return held and self._session_usable()
+
     def held_elsewhere(self, topic: TopicId) -> bool:
         """Whether another instance's session holds ``topic``'s owner node (one read;
         ``ClusterUnavailableError`` when ZooKeeper cannot be read)."""

@@ -19,6 +19,9 @@
     origin row       := topic prefix || 0x00 || origin -> id(10)    (in the key table;
                         origin: the source queue's prefix and id of a dead letter moved
                         here, so a move repeated after a crash is not a second copy)
+    destination row  := topic prefix || 0x01 || id(10) -> ASCII(queue name)  (in the key
+                        table, beside a MOVING message: the dead-letter queue it goes to,
+                        named when it died; removed with the message)
     counter row      := topic prefix -> six int64 counts, by state (``QueueState`` order;
                         MOVING counted as DEAD)
 

@@ -61,6 +61,13 @@ class QueueTables:
         """The id a dead letter from ``origin`` (source prefix and id) got here."""
         return self.keys.get(prefix + b"\x00" + origin)
 
+    def destination(self, prefix: bytes, message_id: bytes) -> str | None:
+        """The dead-letter queue (a topic name of the namespace) a MOVING message was
+        sent to when it died; None for a message made MOVING before destinations were
+        kept (it goes where the queue's property says now)."""
+        name = self.keys.get(prefix + b"\x01" + message_id)
+        return name.decode("ascii") if name is not None else None
+
     def counters(self, prefix: bytes) -> tuple[int, ...]:
         """Messages per ``QueueState`` (as of the last write)."""
         return qc.decode_counters(self.counter_rows.get(prefix))
@@ -152,16 +159,31 @@ class QueueTables:
     def put_origin(batch: TableBatch, prefix: bytes, origin: bytes, message_id: bytes) -> None:
         batch.ops.append((KEY_TABLE, prefix + b"\x00" + origin, message_id))
 
-    def moving(self, prefix: bytes, limit: int) -> list[QueueRow]:
-        """Up to ``limit`` MOVING messages (dead letters on their way), oldest first."""
-        rows = []
-        for key in self.entries(prefix, b"m"):
-            row = self.get(prefix, qc.index_entry_id(key))
+    @staticmethod
+    def put_destination(batch: TableBatch, prefix: bytes, message_id: bytes, name: str) -> None:
+        batch.ops.append((KEY_TABLE, prefix + b"\x01" + message_id, name.encode("ascii")))
+
+    @staticmethod
+    def delete_destination(batch: TableBatch, prefix: bytes, message_id: bytes) -> None:
+        batch.ops.append((KEY_TABLE, prefix + b"\x01" + message_id, None))
+
+    def moving(
+        self, prefix: bytes, limit: int, after: bytes = b""
+    ) -> list[tuple[bytes, QueueRow, str | None]]:
+        """Up to ``limit`` MOVING messages (dead letters on their way), oldest first, from
+        after the index entry ``after`` (b"": the first): each with its index entry (to
+        go on from) and its ``destination``."""
+        base = prefix + b"m"
+        start = after + b"\x00" if after else base
+        found = []
+        for key in self.index_keys(start, keys.stop_key_for_prefix(base)):
+            message_id = qc.index_entry_id(key)
+            row = self.get(prefix, message_id)
             if row is not None:
-                rows.append(row)
-                if len(rows) >= limit:
+                found.append((key, row, self.destination(prefix, message_id)))
+                if len(found) >= limit:
                     break
-        return rows
+        return found
 
     @staticmethod
     def put_counters(batch: TableBatch, prefix: bytes, counts: tuple[int, ...]) -> None:
