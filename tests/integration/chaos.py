@@ -11,6 +11,7 @@ import itertools
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tms.client import MessagingClient
@@ -101,6 +102,22 @@ class Topology:
     def client(self, rotate: int = 0) -> MessagingClient:
         urls = self.urls[rotate:] + self.urls[:rotate]
         return MessagingClient(urls, timeout_s=10, retries=6, backoff_s=0.05)
+
+
+@contextlib.contextmanager
+def running(zk: ZooKeeperEnsemble, store_url: str, base: str) -> Iterator[Topology]:
+    """The topology started under ``base``; afterwards its services killed and the shared
+    ensemble left whole (a node a test killed is restarted)."""
+    top = Topology(zk, store_url, base)
+    try:
+        top.start()
+        yield top
+    finally:
+        top.stop()
+        for node in zk.nodes:
+            if not node.running:
+                zk.restart(node)
+        zk.wait_for_quorum(60)
 
 
 @dataclass

@@ -38,6 +38,7 @@ from tests.integration.chaos import (
     exactly_once,
     plain_publisher,
     position_watch,
+    running,
     subscriber,
     tx_publisher,
 )
@@ -59,16 +60,8 @@ _bases = itertools.count(1)
 
 @pytest.fixture
 def topology(zk_ensemble: ZooKeeperEnsemble, pg_url: str) -> Iterator[Topology]:
-    top = Topology(zk_ensemble, pg_url, f"/chaos{next(_bases)}")
-    try:
-        top.start()
+    with running(zk_ensemble, pg_url, f"/chaos{next(_bases)}") as top:
         yield top
-    finally:
-        top.stop()
-        for node in zk_ensemble.nodes:  # the ensemble is shared: leave it whole
-            if not node.running:
-                zk_ensemble.restart(node)
-        zk_ensemble.wait_for_quorum(60)
 
 
 def read_transactionally(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.chaos import Topology
+from tests.integration.chaos import Topology, running
 from tms.model import TopicId
 from txms_testing import ZooKeeperEnsemble
 
@@ -23,12 +23,8 @@ _bases = itertools.count(1)
 
 @pytest.fixture
 def topology(zk_ensemble: ZooKeeperEnsemble, pg_url: str) -> Iterator[Topology]:
-    top = Topology(zk_ensemble, pg_url, f"/sparkha{next(_bases)}")
-    try:
-        top.start()
+    with running(zk_ensemble, pg_url, f"/sparkha{next(_bases)}") as top:
         yield top
-    finally:
-        top.stop()
 
 
 def write(spark: Any, options: dict[str, str], first: int, count: int) -> None:
