@@ -32,7 +32,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tms.errors import TmsInvalidArgumentError
+from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.fetcher import FetchRequest
 from tms.ids import MessageId
 from tms.model import Message, TopicMetadata
@@ -143,8 +143,12 @@ class FinishedView(Transaction):
 
 def finished_view(subs: Subscriptions, tx: Transaction, asks: Collection[int]) -> Transaction:
     """``tx`` updated with what the manager says now of ``asks`` (module docstring);
-    ``tx`` itself when the service knows no transaction manager."""
-    state = subs.svc.guard.state(sorted(asks))
+    ``tx`` itself when the service knows no transaction manager or cannot ask it (the
+    poll then answers held, as without ``reread``)."""
+    try:
+        state = subs.svc.guard.state(sorted(asks))
+    except TmsError:
+        return tx
     if state is None:
         return tx
     committed = frozenset(
