@@ -62,6 +62,19 @@ def _holder(stack: Stack, payloads: list[bytes]) -> tuple[TransactionContext, An
     return ctx, publisher
 
 
+def _held_poll(stack: Stack, client: MessagingClient, reader: Any) -> Background:
+    """After a plain message, a poll with ``reread`` from the stored position, waiting."""
+    stack.service.publish(StoreRequest.of(T, [b"plain after"]))
+    start = stack.messaging.get_subscription(S).position
+    poll = Background(
+        lambda: client.poll_subscription(
+            S, start=start, transaction=reader, wait_ms=30_000, reread=True
+        )
+    )
+    assert poll.waiting()
+    return poll
+
+
 def _commit(stack: Stack, ctx: TransactionContext, publisher: Any) -> None:
     stack.tx.can_commit_or_throw(ctx.current_transaction, [])  # type: ignore[arg-type]
     stack.tx.commit_or_throw(ctx.current_transaction)  # type: ignore[arg-type]
@@ -78,14 +91,7 @@ def test_the_holders_messages_come_in_the_first_answer_after_it_commits(
     reader = None if holder_first else stack.tx.start_short()
     ctx, publisher = _holder(stack, [b"one", b"two"])
     reader = reader or stack.tx.start_short()
-    stack.service.publish(StoreRequest.of(T, [b"plain after"]))
-    start = stack.messaging.get_subscription(S).position
-    poll = Background(
-        lambda: client.poll_subscription(
-            S, start=start, transaction=reader, wait_ms=30_000, reread=True
-        )
-    )
-    assert poll.waiting()
+    poll = _held_poll(stack, client, reader)
     # When it commits (and says so)
     _commit(stack, ctx, publisher)
     # Then the one answer carries its messages, and what follows them
@@ -106,14 +112,7 @@ def test_an_invalidated_holders_messages_never_appear(
     # (its entries stay in the topic until cleanup)
     ctx, _publisher = _holder(stack, [b"never"])
     reader = stack.tx.start_short()
-    stack.service.publish(StoreRequest.of(T, [b"plain after"]))
-    start = stack.messaging.get_subscription(S).position
-    poll = Background(
-        lambda: client.poll_subscription(
-            S, start=start, transaction=reader, wait_ms=30_000, reread=True
-        )
-    )
-    assert poll.waiting()
+    poll = _held_poll(stack, client, reader)
     # When it is invalidated, and the service is told it finished
     current = ctx.current_transaction
     assert current is not None

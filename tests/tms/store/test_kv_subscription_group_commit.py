@@ -101,21 +101,31 @@ def _run(calls: list[Any]) -> tuple[list[threading.Thread], dict[int, Any]]:
     return threads, results
 
 
+def _held_write(
+    db: Path, names: list[str], fail: Exception | None = None
+) -> tuple[LevelDBStore, GatedKv, KvSubscriptionStore, list[threading.Thread], dict[int, Any]]:
+    """A store with records ``names`` (version 1), and a write of the first one under
+    way, held at the medium (then failing with ``fail``)."""
+    kv = LevelDBStore(db)
+    gated = GatedKv(kv)
+    store = KvSubscriptionStore(gated)
+    for name in names:
+        store.create(sub(name), data(0))
+    gated.gate.clear()
+    gated.entered.clear()
+    gated.fail = fail
+    first, first_result = _run([lambda: store.write(sub(names[0]), data(1), 1)])
+    assert gated.entered.wait(10)
+    return kv, gated, store, first, first_result
+
+
 def test_changes_arriving_during_a_write_share_the_next_one_and_are_all_durable(
     db: Path,
 ) -> None:
-    kv = LevelDBStore(db)
-    gated = GatedKv(kv)
-    store = KvSubscriptionStore(gated)  # type: ignore[arg-type]
-    names = [f"s{i}" for i in range(8)]
-    for name in names:
-        store.create(sub(name), data(0))
-    writes_before = gated.writes
     # Given a write under way (held at the medium)
-    gated.gate.clear()
-    gated.entered.clear()
-    first, first_result = _run([lambda: store.write(sub("s0"), data(1), 1)])
-    assert gated.entered.wait(10)
+    names = [f"s{i}" for i in range(8)]
+    kv, gated, store, first, first_result = _held_write(db, names)
+    writes_before = gated.writes - 1
     # When 7 more subscriptions commit, one of them twice (the second from the version
     # the first gives), while it is written
     calls: list[Any] = [(lambda n=name: store.write(sub(n), data(2), 1)) for name in names[1:]]
@@ -146,16 +156,9 @@ def test_changes_arriving_during_a_write_share_the_next_one_and_are_all_durable(
 def test_a_failed_write_fails_every_change_that_shared_it_and_writes_none_of_them(
     db: Path,
 ) -> None:
-    kv = LevelDBStore(db)
-    gated = GatedKv(kv)
-    store = KvSubscriptionStore(gated)  # type: ignore[arg-type]
-    store.create(sub("a"), data(0))
-    store.create(sub("b"), data(0))
-    gated.gate.clear()
-    gated.entered.clear()
-    gated.fail = StorageUnavailableError("disk full")
-    threads, results = _run([lambda: store.write(sub("a"), data(1), 1)])
-    assert gated.entered.wait(10)
+    kv, gated, store, threads, results = _held_write(
+        db, ["a", "b"], StorageUnavailableError("disk full")
+    )
     # a change checked against the one under way, and one on another record
     more, more_results = _run(
         [lambda: store.write(sub("a"), data(2), 2), lambda: store.write(sub("b"), data(2), 1)]
