@@ -8,9 +8,8 @@ the same checks and errors; the administration of subscriptions stays on REST.
   (``tms.http.waiting.LongPoll``: woken by the topic's changes and by the transaction it
   is held behind finishing; with ``reread``, reading what finished and answering it:
   ``tms.http.subscriptions.long_poll_subscription``). Its answer is at most
-  ``max_poll_bytes``: a read cut short
-  answers the position after the last message it kept, which is what a read with that
-  smaller limit answers.
+  ``max_poll_bytes``: a read cut short answers the position after the last message it
+  kept, which is what a read with that smaller limit answers.
 * ``sub_commit`` moves the stored position (``Subscriptions.commit``) on the pool.
 * ``sub_position`` checks the move on the pool (``Subscriptions.prepare_position``) and
   submits the ``WritePosition`` to the topic's group commit, as the REST route does.
