@@ -13,14 +13,26 @@ returned when the read stopped at ``limit``; otherwise after everything it passe
 (rejected, rolled-back, invalid and expired entries included), or at the entry of a
 transaction the reader cannot see (``held``, with its write pointer). So a position
 taken from a read is never past what its reader could read.
+
+``read_after_finish`` reads for a reader whose transaction ``tx`` is older than what
+has finished since (a poll that was held behind a transaction, woken when it finished):
+with a view (``FinishedView``) that is ``tx``, plus what the transaction manager says
+now of the pointers asked about — ``tx``'s in-progress ones and ``finished`` (those
+reported finished): each committed one becomes visible, each invalid one excluded, the
+others stay as ``tx`` sees them. A pointer nobody asked about stays unseen (it may be
+invalid: the manager's state names only the invalid pointers it is asked about), so a
+read held at one that has finished asks again with it too, at most ``ASK_ROUNDS``
+times. The position of such a read is then past entries ``tx`` cannot see: the reader
+must read on, and commit, with a transaction started after it was answered.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tms.errors import TmsInvalidArgumentError
+from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.fetcher import FetchRequest
 from tms.ids import MessageId
 from tms.model import Message, TopicMetadata
@@ -30,11 +42,21 @@ from txn.transaction import Transaction
 if TYPE_CHECKING:
     from tms.subscriptions import Subscriptions
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "MAX_SCAN", "SubscriptionPoll", "read_subscription"]
+__all__ = [
+    "ASK_ROUNDS",
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "MAX_SCAN",
+    "FinishedView",
+    "SubscriptionPoll",
+    "read_after_finish",
+    "read_subscription",
+]
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 10_000
 MAX_SCAN = 100_000
+ASK_ROUNDS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +127,66 @@ def read_subscription(
     return SubscriptionPoll(
         messages, start, position, record.version, fetcher.held, fetcher.held_pointer
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishedView(Transaction):
+    """A reader's transaction that also sees ``committed`` (pointers the manager said
+    committed since it started); ``invalids`` include those it said are invalid. It
+    writes nothing; only reads use it."""
+
+    committed: frozenset[int] = frozenset()
+
+    def is_visible(self, version: int) -> bool:
+        return version in self.committed or Transaction.is_visible(self, version)
+
+
+def finished_view(subs: Subscriptions, tx: Transaction, asks: Collection[int]) -> Transaction:
+    """``tx`` updated with what the manager says now of ``asks`` (module docstring);
+    ``tx`` itself when the service knows no transaction manager or cannot ask it (the
+    poll then answers held, as without ``reread``)."""
+    try:
+        state = subs.svc.guard.state(sorted(asks))
+    except TmsError:
+        return tx
+    if state is None:
+        return tx
+    committed = frozenset(
+        p
+        for p in asks
+        if p <= state.write_pointer and p not in state.in_progress and p not in state.invalid
+    )
+    return FinishedView(
+        transaction_id=tx.transaction_id,
+        read_pointer=tx.read_pointer,
+        invalids=tuple(sorted(set(tx.invalids) | (state.invalid & set(asks)))),
+        in_progress=tx.in_progress,
+        first_short_in_progress=tx.first_short_in_progress,
+        type=tx.type,
+        write_pointer=tx.write_pointer,
+        checkpoint_write_pointers=tx.checkpoint_write_pointers,
+        visibility_level=tx.visibility_level,
+        committed=committed,
+    )
+
+
+def read_after_finish(
+    subs: Subscriptions,
+    sub: SubscriptionId,
+    *,
+    start_from: MessageId | None,
+    limit: int,
+    transaction: Transaction,
+    finished: Collection[int],
+) -> SubscriptionPoll:
+    """Read as ``read_subscription`` does, with ``transaction`` brought up to date with
+    what has finished (module docstring)."""
+    asks = set(transaction.in_progress) | set(finished)
+    for _ in range(ASK_ROUNDS):
+        view = finished_view(subs, transaction, asks)
+        poll = read_subscription(subs, sub, start_from=start_from, limit=limit, transaction=view)
+        held = poll.held_pointer
+        if view is transaction or not poll.held or held is None or held in asks:
+            break
+        asks.add(held)  # not asked about: it may have finished too
+    return poll

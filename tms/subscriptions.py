@@ -23,7 +23,9 @@ Contract (thread-safe; errors from ``tms.errors``):
   transaction sees; ``rollback_in_transaction`` removes it.
 * ``read`` reads from the position (``tms.subread``), optionally committing its start
   first (a commit riding on a poll: checked first, then written while the read goes
-  on from it; the read returns once the write is durable, and fails if it failed).
+  on from it; the read returns once the write is durable, and fails if it failed), or
+  with its transaction brought up to date with ``finished`` transactions
+  (``read_after_finish``).
 * Topic generations: deleting a topic deletes its subscriptions (``topic_deleted``); a
   record that names an older generation than its topic's (a delete interrupted by a
   crash) is reset to the start of the current generation when it is next read.
@@ -34,7 +36,7 @@ from __future__ import annotations
 import builtins
 import logging
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, cast
@@ -53,7 +55,7 @@ from tms.positions import Resolved, doomed_rows, fresh_view, resolve, superseded
 from tms.store.subscriptions import SubscriptionStore
 from tms.store.tables import TableBatch, Tables
 from tms.subbounds import PositionBounds
-from tms.subread import DEFAULT_LIMIT, SubscriptionPoll, read_subscription
+from tms.subread import DEFAULT_LIMIT, SubscriptionPoll, read_after_finish, read_subscription
 from tms.subscription import (
     EARLIEST,
     Lag,
@@ -364,10 +366,22 @@ class Subscriptions:
         limit: int = DEFAULT_LIMIT,
         transaction: Transaction | None = None,
         commit_version: int | None = None,
+        finished: Collection[int] = (),
     ) -> SubscriptionPoll:
         """Read from the position (``tms.subread``); with ``commit_version``, ``commit``
         ``start_from`` with that version first (one step: the read goes on from the
-        record it wrote)."""
+        record it wrote); with ``finished`` (and a transaction), ``read_after_finish``."""
+        if finished and transaction is not None:
+            if commit_version is not None:
+                raise TmsInvalidArgumentError("a read after a finish commits nothing")
+            return read_after_finish(
+                self,
+                sub,
+                start_from=start_from,
+                limit=limit,
+                transaction=transaction,
+                finished=finished,
+            )
         if commit_version is None:
             return read_subscription(
                 self, sub, start_from=start_from, limit=limit, transaction=transaction

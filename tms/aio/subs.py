@@ -65,9 +65,10 @@ class AsyncSubscriptionCalls(AsyncCalls):
         transaction: Transaction | None = None,
         wait_ms: int = 0,
         commit_version: int | None = None,
+        reread: bool = False,
     ) -> SubscriptionBatch:
         """See ``MessagingClient.poll_subscription``."""
-        request = sub_poll_request(sub, start, limit, transaction, wait_ms, commit_version)
+        request = sub_poll_request(sub, start, limit, transaction, wait_ms, commit_version, reread)
         response = await self._call(
             SUB_POLL,
             request,

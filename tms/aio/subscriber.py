@@ -17,7 +17,9 @@ never skipped. When a commit finds the subscription changed (``BadVersionError``
 seek, or another consumer), it reads it again and goes on from its stored position.
 A transactional subscription is read with short transactions of ``tx_server``, each
 used for at most ``tx_refresh_s`` and replaced at once when a read is held behind one
-that finished.
+that finished. Its polls ask the service to ``reread``: a poll held behind a
+transaction in progress answers that transaction's messages as soon as it commits, in
+the same request; the transaction is then replaced before the next poll or commit.
 """
 
 from __future__ import annotations
@@ -150,6 +152,7 @@ class Subscriber(Clients):
                     transaction=self._tx,
                     wait_ms=self._wait_ms,
                     commit_version=self._version if due else None,
+                    reread=self._tx is not None,
                 )
             except ServiceUnavailableError:
                 await asyncio.sleep(delay)
@@ -162,6 +165,8 @@ class Subscriber(Clients):
                 self._committed, self._committed_at = self._done, time.monotonic()
             self._version = batch.version
             self._batch_end = batch.position
+            if batch.fresh:  # read past what self._tx sees: read on, commit with a newer one
+                self._tx_started = -float("inf")
             if batch.held:
                 self._tx_started = -float("inf")  # read on with a newer transaction
                 if not batch.messages and batch.held_finished:
@@ -194,6 +199,7 @@ class Subscriber(Clients):
             self._done = max(self._done, after(through.id))
         if self._done == self._committed:
             return
+        await self._refresh_tx()  # a newer one when the last read went past what it sees
         try:
             info = await self.client.commit_subscription(
                 self.subscription, self._done, self._version, transaction=self._tx

@@ -54,6 +54,7 @@ def sub_poll_request(  # noqa: PLR0917 - MessagingClient.poll_subscription's, in
     transaction: Transaction | None,
     wait_ms: int,
     commit_version: int | None,
+    reread: bool = False,
 ) -> Any:
     return rpc.SubPollRequest(
         ns=sub.topic.namespace,
@@ -64,6 +65,7 @@ def sub_poll_request(  # noqa: PLR0917 - MessagingClient.poll_subscription's, in
         transaction=_tx(transaction),
         wait_ms=wait_ms or None,
         commit_version=commit_version,
+        reread=reread or None,
     )
 
 
@@ -85,6 +87,7 @@ def batch_of(response: Any) -> SubscriptionBatch:
         response.version,
         bool(response.held),
         bool(response.held_finished),
+        bool(response.fresh),
     )
 
 
@@ -145,10 +148,10 @@ class RpcSubscriptionCalls:
         transaction: Transaction | None = None,
         wait_ms: int = 0,
         commit_version: int | None = None,
+        reread: bool = False,
     ) -> SubscriptionBatch:
-        """Read from ``start`` (None: the subscription's position as ``transaction``
-        sees it); with ``commit_version``, commit ``start`` with that version first."""
-        request = sub_poll_request(sub, start, limit, transaction, wait_ms, commit_version)
+        """See ``MessagingClient.poll_subscription``."""
+        request = sub_poll_request(sub, start, limit, transaction, wait_ms, commit_version, reread)
         response = self._call(
             SUB_POLL,
             request,

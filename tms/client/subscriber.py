@@ -17,7 +17,10 @@ last commit are delivered again — at least once, never skipped.
 
 A transactional subscription is read with transactions from ``tx_client`` (each used
 for at most ``tx_refresh_s``, replaced at once when a read is held behind one that
-finished; aborted when replaced: they write nothing). When a commit finds the
+finished; aborted when replaced: they write nothing). Its polls ask the service to
+``reread``: a poll held behind a transaction in progress answers that transaction's
+messages as soon as it commits, in the same request; the transaction is then replaced
+before the next poll or commit (the answer went past what it sees). When a commit finds the
 subscription changed (``BadVersionError``: a seek, or another consumer), the subscriber
 reads it again and goes on from its stored position.
 """
@@ -84,6 +87,7 @@ class Subscriber:
         self._tx: Transaction | None = None
         self._tx_started = 0.0
         self._read_with: Transaction | None = None  # the transaction of the last read
+        self._fresh = False  # the last read saw more than _read_with: commit with a newer
 
     @property
     def position(self) -> MessageId:
@@ -117,6 +121,7 @@ class Subscriber:
                     transaction=self._tx,
                     wait_ms=self._wait_ms,
                     commit_version=self._version if due else None,
+                    reread=self._tx is not None,
                 )
             except ServiceUnavailableError:
                 self._sleep(delay)
@@ -126,7 +131,9 @@ class Subscriber:
                 self._reload()
                 continue
             delay = 0.01
-            self._read_with = self._tx
+            self._read_with, self._fresh = self._tx, batch.fresh
+            if batch.fresh:
+                self._tx_started = -float("inf")  # read on with a newer transaction
             if due:
                 self._committed, self._committed_at = self._done, self._monotonic()
             self._version = batch.version
@@ -174,6 +181,10 @@ class Subscriber:
             self._done = max(self._done, after(through.id))
         if self._done == self._committed:
             return
+        if self._fresh:  # the position is past what _read_with sees: use a newer one
+            self._tx_started = -float("inf")
+            self._refresh_tx()
+            self._read_with, self._fresh = self._tx, False
         try:
             info = self.client.commit_subscription(
                 self.subscription, self._done, self._version, transaction=self._read_with

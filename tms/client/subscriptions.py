@@ -86,7 +86,9 @@ class SubscriptionBatch:
     where the next read starts
     (commit it once the messages are processed) with ``version``; ``held``: it stopped
     at a transaction the reader cannot see yet (``held_finished``: which has finished
-    since: read on with a new transaction)."""
+    since: read on with a new transaction); ``fresh``: read (``reread``) with what
+    finished since the reader's transaction started — read on, and commit, with a
+    transaction started after this answer."""
 
     messages: list[Message]
     start: MessageId
@@ -94,6 +96,7 @@ class SubscriptionBatch:
     version: int
     held: bool
     held_finished: bool
+    fresh: bool = False
 
 
 def _path(sub: SubscriptionId, action: str = "") -> str:
@@ -206,15 +209,21 @@ class SubscriptionCalls:
         transaction: Transaction | None = None,
         wait_ms: int = 0,
         commit_version: int | None = None,
+        reread: bool = False,
     ) -> SubscriptionBatch:
         """Read from ``start`` (None: the subscription's position as ``transaction``
-        sees it); with ``commit_version``, commit ``start`` with that version first."""
+        sees it); with ``commit_version``, commit ``start`` with that version first;
+        ``reread`` (a reader outside a transaction of its own): when the transaction the
+        poll is held behind finishes, the service reads again and answers the messages
+        (``SubscriptionBatch.fresh``)."""
         spec = ConsumeSpec(start.to_bytes() if start else None, True, limit, _tx(transaction))
         params = {}
         if wait_ms:
             params["wait_ms"] = str(wait_ms)
         if commit_version is not None:
             params["commit"] = str(commit_version)
+        if reread:
+            params["reread"] = "true"
         reply = self._request(
             "POST",
             _path(sub, "poll"),
@@ -233,6 +242,7 @@ class SubscriptionCalls:
             int(headers["X-Tms-Version"]),
             headers.get("X-Tms-Held") == "true",
             headers.get("X-Tms-Held-Finished") == "true",
+            headers.get("X-Tms-Fresh") == "true",
         )
 
     def transactions_finished(

@@ -168,6 +168,7 @@ SUBSCRIPTION_SCHEMAS: dict[str, Any] = {
             },
             "held": {"type": "boolean"},
             "heldFinished": {"type": "boolean"},
+            "fresh": {"type": "boolean"},
             "position": _ID,
             "version": _INT64,
         },
@@ -247,6 +248,16 @@ SUBSCRIPTION_PATHS: dict[str, Any] = {
                     "schema": _INT64,
                     "description": "commit startFrom with this version before reading",
                 },
+                {
+                    "name": "reread",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "boolean"},
+                    "description": (
+                        "when the transaction the poll is held behind finishes, read what "
+                        "finished and answer it (X-Tms-Fresh)"
+                    ),
+                },
             ],
             "requestBody": {
                 "required": True,
@@ -259,7 +270,7 @@ SUBSCRIPTION_PATHS: dict[str, Any] = {
                 "200": {
                     "description": (
                         "Messages. Headers X-Tms-Start, X-Tms-Position (the next read's start), "
-                        "X-Tms-Version, X-Tms-Held, X-Tms-Held-Finished"
+                        "X-Tms-Version, X-Tms-Held, X-Tms-Held-Finished, X-Tms-Fresh"
                     ),
                     "content": {
                         "application/json": {"schema": _ref("SubscriptionPollResponse")},

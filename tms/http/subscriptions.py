@@ -10,6 +10,11 @@ processed) and ``X-Tms-Version``
 (the record's version, to send with that commit); JSON answers say both in the body
 too. ``?commit=VERSION`` commits the poll's ``startFrom`` (required then) with that
 version before reading: an at-least-once consumer's commit and next read in one request.
+``?reread=true`` (for a reader that is not inside a transaction of its own): when the
+transaction the poll is held behind finishes, read again with what has finished and
+answer the messages (``long_poll_subscription``); such an answer says ``X-Tms-Fresh:
+true`` (JSON ``"fresh": true``): read on, and commit, with a transaction started after
+it.
 
 ``SubscriptionApi`` is a part of ``tms.http.app.Api``; its routes and their access are
 declared in ``tms.http.routes``.
@@ -18,9 +23,10 @@ declared in ``tms.http.routes``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
@@ -48,7 +54,10 @@ from txn.codec import decode_transaction
 from txn.errors import CodecError as TxCodecError
 from txn.transaction import Transaction
 
-__all__ = ["SubscriptionApi", "transaction_from"]
+if TYPE_CHECKING:
+    from tms.subscriptions import Subscriptions
+
+__all__ = ["SubscriptionApi", "long_poll_subscription", "transaction_from"]
 
 T = TypeVar("T")
 AVRO = "avro/binary"
@@ -63,6 +72,57 @@ def transaction_from(data: bytes | None) -> Transaction | None:
         return decode_transaction(data)
     except TxCodecError as exc:
         raise TmsCodecError(f"the transaction does not decode: {exc}") from exc
+
+
+async def long_poll_subscription(
+    long_poll: LongPoll,
+    subs: Subscriptions,
+    sub: SubscriptionId,
+    on_pool: Callable[[Callable[[], SubscriptionPoll]], Awaitable[SubscriptionPoll]],
+    *,
+    start: MessageId | None,
+    limit: int,
+    transaction: Transaction | None,
+    wait_ms: int,
+    commit_version: int | None,
+    reread: bool,
+) -> tuple[SubscriptionPoll, bool, bool]:
+    """A subscription poll's reads (REST and binary alike), each run by ``on_pool``:
+    the first commits ``start`` with ``commit_version``; with ``reread``, once the
+    transaction it is held behind finished, the next ones read with what finished
+    (``Subscriptions.read``'s ``finished``: the pointers this poll saw finish and those
+    reported finished recently). Returns the last read, whether the transaction it is
+    held behind finished, and whether it was read with what finished (``fresh``)."""
+    commit = [commit_version]  # the first read commits, the long poll's next ones not
+    finished: set[int] = set()
+    fresh = [False]
+
+    async def read() -> SubscriptionPoll:
+        (version, commit[0]), fresh[0] = (commit[0], None), bool(finished)
+        return await on_pool(
+            partial(
+                subs.read,
+                sub,
+                start_from=start,
+                limit=limit,
+                transaction=transaction,
+                commit_version=version,
+                finished=frozenset(finished),
+            )
+        )
+
+    def outcome(poll: SubscriptionPoll) -> tuple[bool, int | None]:
+        return bool(poll.messages), poll.held_pointer if poll.held else None
+
+    def on_finished(write_pointer: int) -> bool:
+        if not reread or transaction is None or write_pointer in finished:
+            return False  # (seen finished already: the manager does not say so: answer)
+        finished.add(write_pointer)
+        finished.update(long_poll.recent(sub.topic, transaction.read_pointer))
+        return True
+
+    poll, done = await long_poll.run(sub.topic, wait_ms, read, outcome, on_finished)
+    return poll, done, fresh[0]
 
 
 def _subscription(request: web.Request) -> SubscriptionId:
@@ -205,24 +265,24 @@ class SubscriptionApi:
         tx = transaction_from(spec.transaction)
         wait_ms = self._wait_ms(request)
         commit_version = _query_int(request, "commit")
-        subs = self.svc.subscriptions
+        reread = request.query.get("reread", "false")
+        if reread not in ("true", "false"):
+            raise TmsInvalidArgumentError(f"reread must be true or false, got {reread!r}")
         if commit_version is not None and start is None:
             raise TmsInvalidArgumentError("?commit commits startFrom: give one")
         assert self.long_poll is not None
-        commit = [commit_version]  # the first read commits, the long poll's next ones not
-
-        async def read() -> SubscriptionPoll:
-            version, commit[0] = commit[0], None
-            return await self._sub_call(
-                lambda: subs.read(
-                    sub, start_from=start, limit=limit, transaction=tx, commit_version=version
-                )
-            )
-
-        def outcome(poll: SubscriptionPoll) -> tuple[bool, int | None]:
-            return bool(poll.messages), poll.held_pointer if poll.held else None
-
-        poll, finished = await self.long_poll.run(sub.topic, wait_ms, read, outcome)
+        poll, finished, fresh = await long_poll_subscription(
+            self.long_poll,
+            self.svc.subscriptions,
+            sub,
+            self._sub_call,
+            start=start,
+            limit=limit,
+            transaction=tx,
+            wait_ms=wait_ms,
+            commit_version=commit_version,
+            reread=reread == "true",
+        )
         headers = {
             "X-Tms-Start": poll.start.hex,
             "X-Tms-Position": poll.position.hex,
@@ -232,6 +292,8 @@ class SubscriptionApi:
             headers["X-Tms-Held"] = "true"
             if finished:
                 headers["X-Tms-Held-Finished"] = "true"
+        if fresh:
+            headers["X-Tms-Fresh"] = "true"
         if fmt == AVRO:
             body = b"".join(avro.encode_consume_blocks(poll.messages, self.config.chunk_bytes))
             body += avro.ARRAY_END
@@ -240,6 +302,7 @@ class SubscriptionApi:
                 b'{"messages":['
                 + jsonc.encode_messages(poll.messages, first=True)
                 + f'],"held":{str(poll.held).lower()},"heldFinished":{str(finished).lower()},'
+                f'"fresh":{str(fresh).lower()},'
                 f'"position":"{poll.position.hex}","version":{poll.version}}}'.encode()
             )
         return web.Response(body=body, content_type=fmt, headers=headers)

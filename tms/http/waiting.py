@@ -11,7 +11,10 @@ A poll with ``wait_ms`` that found nothing waits for one of:
   post-commit step (``MessagingService.transactions_finished``: the ``finished`` route),
   or, failing that, by asking the transaction manager every ``held_recheck_ms`` while
   the poll waits (``WritePointerGuard.state``). Without a transaction manager it
-  answers held (not finished) after that interval.
+  answers held (not finished) after that interval. A poll that asked to
+  (``on_finished``, a subscription poll outside a transaction of its own) reads again
+  instead, with a view brought up to date (``tms.subread.read_after_finish``), and
+  answers the messages at once: no second request.
 
 Pointers reported finished are remembered per topic (the newest ``RECENT``), so a
 report that arrives between a poll's read and its registering is not lost.
@@ -88,6 +91,20 @@ class TopicWaiters:
                     woken += 1
         return woken
 
+    def recent(self, topic: TopicId, above: int, most: int = 256) -> list[int]:
+        """The newest pointers above ``above`` reported finished for ``topic`` (at most
+        ``most``)."""
+        recent = self._recent.get(topic)
+        if recent is None:
+            return []
+        found = []
+        for wp in reversed(recent[0]):
+            if wp > above:
+                found.append(wp)
+                if len(found) >= most:
+                    break
+        return found
+
     def register(self, topic: TopicId) -> asyncio.Future[None]:
         future: asyncio.Future[None] = self._loop.create_future()
         self._waiting.setdefault(topic, set()).add(future)
@@ -138,16 +155,23 @@ class LongPoll:
         self._recheck_s = recheck_s
         self._monotonic = monotonic
 
+    def recent(self, topic: TopicId, above: int) -> list[int]:
+        """``TopicWaiters.recent`` (on the loop's thread)."""
+        return self._waiters.recent(topic, above)
+
     async def run(
         self,
         topic: TopicId,
         wait_ms: int,
         read: Callable[[], Awaitable[R]],
         outcome: Callable[[R], tuple[bool, int | None]],
+        on_finished: Callable[[int], bool] | None = None,
     ) -> tuple[R, bool]:
         """Call ``read`` until it found something or ``wait_ms`` passed; ``outcome``
         says of a read (found something, the write pointer it is held behind). Returns
-        the last read and whether the transaction it is held behind has finished."""
+        the last read and whether the transaction it is held behind has finished. When
+        that transaction finishes, ``on_finished`` (given its pointer; on the loop's
+        thread) may say True: then ``read`` is called again (it reads what finished)."""
         deadline = self._monotonic() + wait_ms / 1000
         check_at: list[float] = []  # when to ask the manager next (set at the first hold)
         while True:
@@ -169,6 +193,8 @@ class LongPoll:
                 if not check_at:
                     check_at.append(self._monotonic() + self._recheck_s)
                 state = await self._wait_held(topic, held, waiter, deadline, check_at)
+                if state == "finished" and on_finished is not None and on_finished(held):
+                    continue
                 if state != "changed":
                     return result, state == "finished"
             finally:

@@ -6,9 +6,10 @@ the same checks and errors; the administration of subscriptions stays on REST.
 * ``sub_poll`` reads on the worker pool (``Subscriptions.read``, a commit of ``start``
   riding on it with ``commit_version``) and long-polls as the REST route does
   (``tms.http.waiting.LongPoll``: woken by the topic's changes and by the transaction it
-  is held behind finishing). Its answer is at most ``max_poll_bytes``: a read cut short
-  answers the position after the last message it kept, which is what a read with that
-  smaller limit answers.
+  is held behind finishing; with ``reread``, reading what finished and answering it:
+  ``tms.http.subscriptions.long_poll_subscription``). Its answer is at most
+  ``max_poll_bytes``: a read cut short answers the position after the last message it
+  kept, which is what a read with that smaller limit answers.
 * ``sub_commit`` moves the stored position (``Subscriptions.commit``) on the pool.
 * ``sub_position`` checks the move on the pool (``Subscriptions.prepare_position``) and
   submits the ``WritePosition`` to the topic's group commit, as the REST route does.
@@ -20,12 +21,11 @@ import asyncio
 import json
 from collections.abc import Callable
 from concurrent.futures import Executor
-from functools import partial
 from typing import Any, TypeVar
 
 from tms.codec.subscriptions import preferences_to_json
 from tms.errors import TmsError, TmsInvalidArgumentError, TmsTransientError
-from tms.http.subscriptions import transaction_from
+from tms.http.subscriptions import long_poll_subscription, transaction_from
 from tms.http.waiting import LongPoll
 from tms.ids import MESSAGE_ID_SIZE, MessageId
 from tms.model import TopicId
@@ -54,7 +54,9 @@ def _subscription(req: Any, topic: TopicId) -> SubscriptionId:
     return SubscriptionId(topic, req.name)  # validates the name
 
 
-def poll_response(poll: SubscriptionPoll, finished: bool, max_bytes: int) -> Any:
+def poll_response(
+    poll: SubscriptionPoll, finished: bool, max_bytes: int, fresh: bool = False
+) -> Any:
     """The ``SubPollResponse`` of a read: at most ``max_bytes`` of messages (at least
     one), and then the position after the last one kept."""
     ids: list[bytes] = []
@@ -76,6 +78,7 @@ def poll_response(poll: SubscriptionPoll, finished: bool, max_bytes: int) -> Any
         start=poll.start.to_bytes(),
         position=position.to_bytes(),
         version=poll.version,
+        fresh=fresh or None,
     )
 
 
@@ -137,30 +140,26 @@ class SubscriptionOps:
             raise TmsInvalidArgumentError(f"wait_ms must be in 0..{self._max_wait_ms}")
         if req.commit_version is not None and start is None:
             raise TmsInvalidArgumentError("a commit before a read commits its start: give one")
-        commit = [req.commit_version]  # the first read commits, the long poll's next ones not
         first = [deadline]  # the first read is dropped past the deadline, not the next ones
-        read_sub = self.svc.subscriptions.read
 
-        async def read() -> SubscriptionPoll:
-            (version, commit[0]), (late, first[0]) = (commit[0], None), (first[0], None)
-            return await self._on_pool(
-                late,
-                partial(
-                    read_sub,
-                    sub,
-                    start_from=start,
-                    limit=limit,
-                    transaction=tx,
-                    commit_version=version,
-                ),
-            )
-
-        def outcome(poll: SubscriptionPoll) -> tuple[bool, int | None]:
-            return bool(poll.messages), poll.held_pointer if poll.held else None
+        async def on_pool(read: Callable[[], SubscriptionPoll]) -> SubscriptionPoll:
+            late, first[0] = first[0], None
+            return await self._on_pool(late, read)
 
         async def run() -> Any:
-            poll, finished = await self._long_poll.run(topic, wait_ms, read, outcome)
-            return poll_response(poll, finished, self._max_poll_bytes)
+            poll, finished, fresh = await long_poll_subscription(
+                self._long_poll,
+                self.svc.subscriptions,
+                sub,
+                on_pool,
+                start=start,
+                limit=limit,
+                transaction=tx,
+                wait_ms=wait_ms,
+                commit_version=req.commit_version,
+                reread=bool(req.reread),
+            )
+            return poll_response(poll, finished, self._max_poll_bytes, fresh)
 
         self._task(self._polls, run(), done)
 

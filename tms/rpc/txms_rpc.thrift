@@ -148,6 +148,7 @@ struct SubPollRequest {
   6: optional binary transaction      // Tephra's TransactionCodec bytes
   7: optional i32 wait_ms             // long-poll
   8: optional i64 commit_version      // commit `start` with this version before reading
+  9: optional bool reread             // when what holds it finishes, read what finished
 }
 
 struct SubPollResponse {
@@ -158,6 +159,8 @@ struct SubPollResponse {
   5: binary start                     // where it read from
   6: binary position                  // where the next read starts: commit it
   7: i64 version                      // the subscription's version, to commit with
+  8: optional bool fresh              // read with what finished (reread): read on and
+                                      // commit with a transaction started after it
 }
 
 // op 10 subscription commit: move the position forward (not transactionally)

@@ -12,7 +12,9 @@ implementation (one fixture parameter each).
 
 from __future__ import annotations
 
+import sys
 import threading
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from tms.codec.subscriptions import (
@@ -22,7 +24,12 @@ from tms.codec.subscriptions import (
     subscription_key,
     topic_subscriptions_prefix,
 )
-from tms.errors import BadVersionError, SubscriptionExistsError, SubscriptionNotFoundError
+from tms.errors import (
+    BadVersionError,
+    StorageUnavailableError,
+    SubscriptionExistsError,
+    SubscriptionNotFoundError,
+)
 from tms.model import TopicId
 from tms.store.kv import KeyValueStore
 from tms.subscription import SubscriptionData, SubscriptionId, Versioned
@@ -92,15 +99,45 @@ def _bad_version(sub: SubscriptionId, expected: int, actual: int) -> BadVersionE
     )
 
 
+@dataclass(slots=True)
+class _Batch:
+    """Changes that share one synced write: key -> (version, encoded record), or
+    (0, None) to delete; ``epoch``: the store's when the oldest change was checked."""
+
+    epoch: int
+    changes: dict[bytes, tuple[int, bytes | None]] = field(default_factory=dict)
+    done: bool = False
+    error: Exception | None = None
+
+
 class KvSubscriptionStore:
     """See ``SubscriptionStore``. One record per row of table ``s`` of a
-    ``KeyValueStore`` (``tms.codec.subscriptions``); compare-and-set under a lock (one
-    process owns the embedded store), each change one synced write that is refused if
-    the store recovered from a failure since the record was read (``epoch``)."""
+    ``KeyValueStore`` (``tms.codec.subscriptions``).
+
+    **Group commit.** A change is checked (compare-and-set) under a lock against the
+    record as the changes already accepted leave it — the batch being gathered, then the
+    batch being written, then the table — and joins the batch being gathered. One caller
+    at a time writes a batch, in one synced write: changes that arrive while a write is
+    under way share the next one. Each call returns only once its batch is durable, and
+    raises what the write raised if it failed. A batch carries the ``epoch`` read when it
+    was started, so once the store recovered from a failed write, a batch gathered
+    before (whose changes may have been checked against the failed one) is refused, not
+    written. Reads see the table: every change that returned, none whose write may still
+    fail. ``syncs`` and ``changes`` count the writes done and the changes they carried."""
 
     def __init__(self, kv: KeyValueStore) -> None:
         self._table = kv.table(SUBSCRIPTION_TABLE)
-        self._lock = threading.Lock()
+        self._cond = threading.Condition(threading.Lock())
+        self._gathering: _Batch | None = None
+        self._writing: _Batch | None = None
+        self.syncs = 0
+        self.changes = 0
+
+    @property
+    def gathered(self) -> int:
+        """How many changes wait for the next write."""
+        with self._cond:
+            return len(self._gathering.changes) if self._gathering is not None else 0
 
     def read(self, sub: SubscriptionId) -> Versioned | None:
         value = self._table.get(subscription_key(sub))
@@ -108,37 +145,89 @@ class KvSubscriptionStore:
 
     def create(self, sub: SubscriptionId, data: SubscriptionData) -> int:
         key = subscription_key(sub)
-        with self._lock:
+        with self._cond:
             epoch = self._table.epoch
-            if self._table.get(key) is not None:
+            if self._version(key) is not None:
                 raise SubscriptionExistsError(sub)
-            self._table.write([(key, encode_record(data, 1))], epoch=epoch)
+            batch = self._join(epoch, key, 1, encode_record(data, 1))
+        self._wait(batch)
         return 1
 
     def write(self, sub: SubscriptionId, data: SubscriptionData, version: int) -> int:
         key = subscription_key(sub)
-        with self._lock:
+        with self._cond:
             epoch = self._table.epoch
-            current = self._current(sub, key, version)
-            new_version = current + 1
-            self._table.write([(key, encode_record(data, new_version))], epoch=epoch)
+            new_version = self._current(sub, key, version) + 1
+            batch = self._join(epoch, key, new_version, encode_record(data, new_version))
+        self._wait(batch)
         return new_version
 
     def delete(self, sub: SubscriptionId, version: int) -> None:
         key = subscription_key(sub)
-        with self._lock:
+        with self._cond:
             epoch = self._table.epoch
             self._current(sub, key, version)
-            self._table.write(deletes=[key], epoch=epoch)
+            batch = self._join(epoch, key, 0, None)
+        self._wait(batch)
+
+    def _version(self, key: bytes) -> int | None:
+        """The record's version once the accepted changes are written (None: none)."""
+        for batch in (self._gathering, self._writing):
+            if batch is not None and key in batch.changes:
+                version, value = batch.changes[key]
+                return version if value is not None else None
+        value = self._table.get(key)
+        return decode_record(value).version if value is not None else None
 
     def _current(self, sub: SubscriptionId, key: bytes, version: int) -> int:
-        value = self._table.get(key)
-        if value is None:
+        current = self._version(key)
+        if current is None:
             raise SubscriptionNotFoundError(sub)
-        current = decode_record(value).version
         if current != version:
             raise _bad_version(sub, version, current)
         return current
+
+    def _join(self, epoch: int, key: bytes, version: int, value: bytes | None) -> _Batch:
+        """Add a change checked at ``epoch`` to the batch being gathered (under the
+        lock); the batch keeps the oldest epoch of its checks."""
+        if self._gathering is None:
+            self._gathering = _Batch(epoch)
+        batch = self._gathering
+        batch.epoch = min(batch.epoch, epoch)
+        batch.changes[key] = (version, value)
+        return batch
+
+    def _wait(self, batch: _Batch) -> None:
+        """Return once ``batch`` is durable (writing it when no one else is writing);
+        raise what its write raised."""
+        with self._cond:
+            while not batch.done and self._writing is not None:
+                self._cond.wait()
+            leader = not batch.done
+            if leader:  # no write under way and no one took it: it is the one gathering
+                self._writing, self._gathering = batch, None
+        if leader:
+            self._flush(batch)
+        if batch.error is not None:
+            raise batch.error
+
+    def _flush(self, batch: _Batch) -> None:
+        puts = [(k, v) for k, (_, v) in batch.changes.items() if v is not None]
+        deletes = [k for k, (_, v) in batch.changes.items() if v is None]
+        try:
+            self._table.write(puts, deletes, epoch=batch.epoch)
+        except Exception as exc:  # every caller of the batch raises it
+            batch.error = exc
+        finally:
+            with self._cond:
+                if batch.error is None and sys.exc_info()[0] is not None:
+                    batch.error = StorageUnavailableError("the write was interrupted")
+                batch.done = True
+                self._writing = None
+                if batch.error is None:
+                    self.syncs += 1
+                    self.changes += len(batch.changes)
+                self._cond.notify_all()
 
     def list(self, topic: TopicId) -> list[tuple[str, Versioned]]:
         prefix = topic_subscriptions_prefix(topic)
