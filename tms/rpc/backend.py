@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -50,9 +51,11 @@ from tms.service import MessagingService
 
 __all__ = ["Backend", "Done"]
 
+log = logging.getLogger(__name__)
+
 Done = Callable[[Any], None]
 """Called once with the response struct (or its encoded bytes), or the ``TmsError`` the
-operation failed with."""
+operation failed with (any other exception: a bug, answered as an internal error)."""
 _Write = tuple[Ticket[Any], Callable[[Any], Any], Done]
 
 
@@ -159,16 +162,24 @@ class Backend(SubscriptionOps):
             settled.add_done_callback(partial(self._answer, turn, started))
 
     def _answer(self, turn: list[_Write], started: float, settled: asyncio.Future[None]) -> None:
-        failed = None if settled.cancelled() else settled.exception()
+        """Answer each write of ``turn``, each on its own: one whose answer cannot be
+        made (a bug) is answered as an internal error and the others still are."""
+        if settled.cancelled():
+            failed: BaseException | None = TmsError("the write was cancelled")
+        else:
+            failed = settled.exception()
         for ticket, answer, done in turn:
-            if failed is not None:
-                ticket.fail(TmsError(f"the write failed: {failed!r}"))
-            self.svc.finished(ticket, started)
             try:
+                if failed is not None:
+                    ticket.fail(TmsError(f"the write failed: {failed!r}"))
+                self.svc.finished(ticket, started)
                 response = answer(ticket.result())
-            except TmsError as exc:
+            except Exception as exc:  # a TmsError; anything else is answered as an internal error
                 response = exc
-            done(response)
+            try:
+                done(response)
+            except Exception:  # answering one must not keep the others unanswered
+                log.exception("answering a %s write failed", ticket.op.kind)
 
     def receive(self, req: Any, topic: TopicId, deadline: float | None, done: Done) -> None:
         """A queue's receive (op 7): a write like the others, or with ``wait_ms`` one
@@ -223,12 +234,13 @@ class Backend(SubscriptionOps):
         done: Done,
     ) -> None:
         try:
-            done(await self._polled(topic, request, wait_ms, deadline))
-        except TmsError as exc:
-            done(exc)
+            response = await self._polled(topic, request, wait_ms, deadline)
         except asyncio.CancelledError:
             done(TmsTransientError("the server is stopping"))
             raise
+        except Exception as exc:  # a TmsError; anything else is answered as an internal error
+            response = exc
+        done(response)
 
     async def _polled(
         self, topic: TopicId, request: FetchRequest, wait_ms: int, deadline: float | None
