@@ -1,5 +1,6 @@
 """Writes from an event loop: the ``MessagingService`` methods that queue operations
-to a topic's group commit without blocking the loop (``submit_async``, and
+to a topic's group commit without blocking the loop (``submit_async``;
+``submit_shielded`` for one whose caller must learn its outcome even if cancelled;
 ``submit_tickets`` for several at once without a task), a base class of it."""
 
 from __future__ import annotations
@@ -71,6 +72,27 @@ class LoopSubmit:
         await self.submit_tickets(op.topic, [ticket], asyncio.get_running_loop())
         self.finished(ticket, started)
         return ticket.result()
+
+    async def submit_shielded(
+        self, op: Operation[R], *, deadline: float | None = None
+    ) -> tuple[R, bool]:
+        """``submit_async`` for an operation whose outcome must reach its caller (a
+        receive's leases): once queued it is written whatever happens to the caller, so a
+        cancellation meanwhile does not end the wait for its outcome. Returns the result
+        and whether the caller was cancelled meanwhile (it should then answer with the
+        result, and go no further)."""
+        started = time.perf_counter()
+        ticket = Ticket(op, deadline)
+        settled = self.submit_tickets(op.topic, [ticket], asyncio.get_running_loop())
+        cancelled = False
+        while not settled.done():
+            try:
+                await asyncio.shield(settled)
+            except asyncio.CancelledError:
+                cancelled = True
+        settled.result()  # its exception, if it failed as a whole
+        self.finished(ticket, started)
+        return ticket.result(), cancelled
 
     def submit_tickets(
         self, topic: TopicId, tickets: list[Ticket[Any]], loop: asyncio.AbstractEventLoop

@@ -16,7 +16,8 @@ body) or the ``TmsError`` it failed with.
   and answers at once when it is held by an uncommitted entry.
 * A queue's receive is a write too (the lease is durable before it is answered); with
   ``wait_ms`` one that leased nothing waits as the REST route's does
-  (``tms.http.waiting.receive_waiting``).
+  (``tms.http.waiting.receive_waiting``). ``close`` cuts such a wait short, never a
+  receive being written: that one answers what it leased.
 * The subscription operations are ``tms.rpc.subs.SubscriptionOps``'s.
 """
 
@@ -124,7 +125,8 @@ class Backend(SubscriptionOps):
         service.add_finish_listener(self._waiters.finish_listener)
 
     def close(self) -> None:
-        """Stop listening to the service; cancel the polls still waiting."""
+        """Stop listening to the service; cancel the polls still waiting (a waiting
+        receive whose write is under way answers what it leased)."""
         self.svc.remove_listener(self._waiters.listener)
         self.svc.remove_finish_listener(self._waiters.finish_listener)
         for task in list(self._polls):
