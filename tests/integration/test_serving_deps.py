@@ -29,6 +29,7 @@ EXTRA_MODULES = {
     "selenium": ["selenium"],
     "pyspark": ["pyspark", "py4j"],
     "pyarrow": ["pyarrow"],
+    "numpy": ["numpy"],
     "redis[hiredis]": ["redis", "hiredis"],
     "psycopg[binary]": ["psycopg"],
     "matplotlib": ["matplotlib"],
