@@ -46,8 +46,8 @@ class DeadLetters:
     _next_id: Callable[[], bytes]
     _keys: dict[str, bytes | None]
     _origins: set[bytes]
-    _journal: Journal
     """Origins copied in this batch (not in the store yet)."""
+    _journal: Journal
 
     def _get(self, message_id: bytes) -> QueueRow | None:
         raise NotImplementedError  # QueueBatch's
