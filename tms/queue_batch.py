@@ -11,8 +11,10 @@ until the write): every operation reads a message through ``_get``, so later ope
 of the batch see earlier ones. Index scans read the store, skip entries whose message
 changed in this batch, and add the messages that became ready in it.
 
-Each operation checks everything first and only then changes anything, so an operation
-that fails (raises) leaves nothing behind in the batch.
+Each operation checks everything first and only then changes anything, but a read of
+the store (or the transaction manager) can still fail part way through one: the writer
+brackets each with ``save`` and, if it fails, ``restore`` (every change of this state
+since ``save`` undone) and drops its rows, so the batch goes on from what it writes.
 
 Index scans start at the writer's *floors* (``IndexFloors``): per index kind, a key
 below which the store holds no live entry. A queue's index is a moving window — entries
@@ -36,13 +38,15 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
+from itertools import islice
 
 from tms.codec import keys
 from tms.codec import queue as qc
 from tms.codec.queue import QueueRow
 from tms.errors import TmsInvalidArgumentError, TransactionNotInProgressError
 from tms.guard import WritePointerGuard
+from tms.journal import Journal
 from tms.queue_dead import DeadLetters
 from tms.queues import (
     AckOutcome,
@@ -61,7 +65,7 @@ from tms.queues import (
 from tms.store.queues import QueueTables
 from tms.store.tables import TableBatch
 
-__all__ = ["IndexFloors", "QueueBatch"]
+__all__ = ["IndexFloors", "QueueBatch", "Saved"]
 
 IndexFloors = dict[bytes, bytes]
 """Index kind -> a key below which the store holds no live entry of that kind (see the
@@ -70,6 +74,17 @@ module docstring); one per queue writer, lost (and learnt again) when it is repl
 _HOUSEKEEPING_ROWS = 5_000
 _FOREVER = 2**62
 _AFTER_ALL = b"\xff" * 64  # above every index key
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Saved:
+    """A ``QueueBatch``'s counts and flags before an operation (``QueueBatch.save``)."""
+
+    counts: tuple[int, ...] | None
+    became_ready: bool
+    changed: int
+    dead_lettered: int
+    housekept: bool
 
 
 class QueueBatch(DeadLetters):
@@ -109,6 +124,26 @@ class QueueBatch(DeadLetters):
         self.dead_lettered = 0
         """Messages that became MOVING (to be moved to the dead-letter queue)."""
         self._housekept = False
+        self._journal = Journal()  # the changes since save()
+
+    # -- one operation at a time --------------------------------------------------------
+
+    def save(self) -> Saved:
+        """Before an operation: what ``restore`` goes back to if it fails."""
+        self._journal.clear()
+        counts = tuple(self._counts) if self._counts is not None else None
+        return Saved(counts, self.became_ready, self.changed, self.dead_lettered, self._housekept)
+
+    def restore(self, saved: Saved) -> None:
+        """Undo every change since ``save`` (the operation failed; its rows are dropped
+        by the writer). The writer's index floors are left as they are: a floor only goes
+        down for an entry put (still below every live one) or to a key the store holds."""
+        self._journal.undo()
+        self._counts = list(saved.counts) if saved.counts is not None else None
+        self.became_ready = saved.became_ready
+        self.changed = saved.changed
+        self.dead_lettered = saved.dead_lettered
+        self._housekept = saved.housekept
 
     # -- rows ---------------------------------------------------------------------------
 
@@ -130,18 +165,18 @@ class QueueBatch(DeadLetters):
         self.changed += 1
         index = self._q.put_row(self._batch, self._prefix, old, new)
         self._lower_floor(index[len(self._prefix) : len(self._prefix) + 1], index)
-        self._rows[new.id] = new
+        self._journal.put(self._rows, new.id, new)
         if new.state is QueueState.READY:
-            self._fresh_ready[new.id] = new
+            self._journal.put(self._fresh_ready, new.id, new)
             self.became_ready = True
         else:
-            self._fresh_ready.pop(new.id, None)
+            self._journal.drop(self._fresh_ready, new.id)
 
     def _lower_floor(self, kind: bytes, index: bytes) -> None:
         """An entry of ``kind`` put in this batch: no floor above it, now or after a
         later scan of the store (which does not show it yet)."""
         if index < self._put_min.get(kind, _AFTER_ALL):
-            self._put_min[kind] = index
+            self._journal.put(self._put_min, kind, index)
         floor = self._floors.get(kind)
         if floor is not None and index < floor:
             self._floors[kind] = index
@@ -181,10 +216,10 @@ class QueueBatch(DeadLetters):
         # key's own message takes it along.
         owns_key = row.key is not None and self._id_of_key(row.key) == row.id
         self._q.delete_row(self._batch, self._prefix, row, key=owns_key)
-        self._rows[row.id] = None
-        self._fresh_ready.pop(row.id, None)
+        self._journal.put(self._rows, row.id, None)
+        self._journal.drop(self._fresh_ready, row.id)
         if owns_key and row.key is not None:
-            self._keys[row.key] = None
+            self._journal.put(self._keys, row.key, None)
 
     def _id_of_key(self, key: str) -> bytes | None:
         if key in self._keys:
@@ -255,7 +290,7 @@ class QueueBatch(DeadLetters):
                 row = self._waiting(row, row.due_ms)
             self._put(None, row)
             if item.key is not None:
-                self._keys[item.key] = message_id
+                self._journal.put(self._keys, item.key, message_id)
                 self._q.put_key(self._batch, self._prefix, item.key, message_id)
             results.append(Enqueued(message_id))
         return tuple(results)
@@ -291,7 +326,7 @@ class QueueBatch(DeadLetters):
         times = [
             qc.index_entry_time(key)
             for kind in (b"s", b"l")
-            for key in _first(self._entries(kind))
+            for key in islice(self._entries(kind), 1)
             if qc.index_entry_id(key) not in self._rows
         ]
         for row in self._rows.values():
@@ -408,7 +443,7 @@ class QueueBatch(DeadLetters):
         pointers = {
             qc.index_entry_time(key)
             for kind in (b"p", b"w")
-            for key in _limit(self._entries(kind), _HOUSEKEEPING_ROWS)
+            for key in islice(self._entries(kind), _HOUSEKEEPING_ROWS)
         }
         for wp, committed in self._guard.outcomes(pointers).items():
             self._settle(wp, committed)
@@ -424,7 +459,7 @@ class QueueBatch(DeadLetters):
         """Up to ``_HOUSEKEEPING_ROWS`` rows of an index kind below ``stop`` not yet
         changed in this batch."""
         rows = []
-        for key in _limit(self._entries(kind, stop=stop), _HOUSEKEEPING_ROWS):
+        for key in islice(self._entries(kind, stop=stop), _HOUSEKEEPING_ROWS):
             message_id = qc.index_entry_id(key)
             if message_id in self._rows:
                 continue
@@ -453,21 +488,6 @@ def _ack_outcome(row: QueueRow | None, attempt: int, wp: int) -> AckOutcome:
     # Leased by this attempt, or its lease ran out and nobody else has it yet (the work
     # was done: the ack is taken, as Vitess takes acks by id).
     return AckOutcome.PENDING if wp else AckOutcome.ACKED
-
-
-def _first(keys: Iterable[bytes]) -> list[bytes]:
-    for key in keys:
-        return [key]
-    return []
-
-
-def _limit(keys: Iterable[bytes], n: int) -> list[bytes]:
-    out = []
-    for key in keys:
-        out.append(key)
-        if len(out) >= n:
-            break
-    return out
 
 
 def check_queue(config: QueueConfig | None, topic: object) -> QueueConfig:

@@ -37,6 +37,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from tms.codec.queue import QueueRow
+from tms.journal import Journal
 from tms.queues import QueueMessage, QueueState
 from tms.store.queues import QueueTables
 from tms.store.tables import TableBatch
@@ -55,6 +56,7 @@ class DeadLetters:
     _keys: dict[str, bytes | None]
     _origins: set[bytes]
     """Origins copied in this batch (not in the store yet)."""
+    _journal: Journal
 
     def _get(self, message_id: bytes) -> QueueRow | None:
         raise NotImplementedError  # QueueBatch's
@@ -77,7 +79,7 @@ class DeadLetters:
             source = origin + message.id
             if source in seen or self._q.id_of_origin(self._prefix, source) is not None:
                 continue
-            seen.add(source)
+            self._journal.add(seen, source)
             new_id = self._next_id()
             key = message.key
             row = QueueRow(
@@ -86,7 +88,7 @@ class DeadLetters:
             )  # fmt: skip
             self._put(None, row)
             if key is not None and self._id_of_key(key) is None:
-                self._keys[key] = new_id
+                self._journal.put(self._keys, key, new_id)
                 self._q.put_key(self._batch, self._prefix, key, new_id)
             self._q.put_origin(self._batch, self._prefix, source, new_id)
             added += 1

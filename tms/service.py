@@ -48,7 +48,6 @@ Contract (every method thread-safe unless marked; errors from ``tms.errors``):
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import random
 import threading
@@ -146,9 +145,7 @@ class MessagingService(QueueMethods, LoopSubmit):
         self._epoch = self._tables.epoch
         self._writers: dict[tuple[TopicId, int], TopicWriter] = {}
         self._changes = TopicChanges()
-        self._opening: dict[
-            tuple[asyncio.AbstractEventLoop, TopicId], asyncio.Future[TopicWriter]
-        ] = {}
+        self._opening = {}  # writers being opened for event loops (LoopSubmit)
         # Leads write batches for event-loop callers, a batch at a time (as many topics
         # as have one under way at once; threads start only as needed), and opens their
         # writers.

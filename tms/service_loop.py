@@ -1,5 +1,6 @@
 """Writes from an event loop: the ``MessagingService`` methods that queue operations
-to a topic's group commit without blocking the loop (``submit_async``, and
+to a topic's group commit without blocking the loop (``submit_async``;
+``submit_shielded`` for one whose caller must learn its outcome even if cancelled;
 ``submit_tickets`` for several at once without a task), a base class of it."""
 
 from __future__ import annotations
@@ -21,11 +22,38 @@ __all__ = ["LoopSubmit"]
 R = TypeVar("R")
 
 
+class _Opening:
+    """A topic's writer being opened for one loop, and the calls waiting for it (their
+    tickets and futures), in the order they were made."""
+
+    __slots__ = ("waiting",)
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[list[Ticket[Any]], asyncio.Future[None]]] = []
+
+
+def _submit(
+    writer: TopicWriter,
+    tickets: list[Ticket[Any]],
+    settled: asyncio.Future[None],
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """One call to ``writer``'s group commit; ``settled`` resolves once each ticket has
+    its outcome."""
+    try:
+        queued = writer.submit_async(tickets, loop)
+    except TmsError as exc:
+        fail_tickets(tickets, exc)
+        settled.set_result(None)
+    else:
+        queued.add_done_callback(functools.partial(settle_tickets, tickets, settled))
+
+
 class LoopSubmit:
     """See the module docstring (and ``MessagingService``)."""
 
     metrics: TmsMetrics
-    _opening: dict[tuple[asyncio.AbstractEventLoop, TopicId], asyncio.Future[TopicWriter]]
+    _opening: dict[tuple[asyncio.AbstractEventLoop, TopicId], _Opening]
     _executor: Executor
     _closed: bool
 
@@ -45,49 +73,93 @@ class LoopSubmit:
         self.finished(ticket, started)
         return ticket.result()
 
+    async def submit_shielded(
+        self, op: Operation[R], *, deadline: float | None = None
+    ) -> tuple[R, bool]:
+        """``submit_async`` for an operation whose outcome must reach its caller (a
+        receive's leases): once queued it is written whatever happens to the caller, so a
+        cancellation meanwhile does not end the wait for its outcome. Returns the result
+        and whether the caller was cancelled meanwhile (it should then answer with the
+        result, and go no further)."""
+        started = time.perf_counter()
+        ticket = Ticket(op, deadline)
+        settled = self.submit_tickets(op.topic, [ticket], asyncio.get_running_loop())
+        cancelled = False
+        while not settled.done():
+            try:
+                await asyncio.shield(settled)
+            except asyncio.CancelledError:
+                cancelled = True
+        settled.result()  # its exception, if it failed as a whole
+        self.finished(ticket, started)
+        return ticket.result(), cancelled
+
     def submit_tickets(
         self, topic: TopicId, tickets: list[Ticket[Any]], loop: asyncio.AbstractEventLoop
     ) -> asyncio.Future[None]:
         """Queue tickets of ``topic``'s operations as one call to its group commit from
-        ``loop``'s thread (no task when its writer is open); the future resolves once each
-        has its result or error. One loop's calls are written in the order they were
-        made. Call ``finished`` for each ticket."""
-        # Behind an opening under way, so calls of one loop keep their order.
-        writer = None if (loop, topic) in self._opening else self._open_writer(topic)
-        if writer is None:
-            return loop.create_task(self._submit_opening(topic, tickets, loop))
+        ``loop``'s thread (no task); the future resolves once each has its result or
+        error. One loop's calls are written in the order they were made, also while the
+        topic's writer is being opened. Call ``finished`` for each ticket."""
         settled: asyncio.Future[None] = loop.create_future()
-        try:
-            queued = writer.submit_async(tickets, loop)
-        except TmsError as exc:
-            fail_tickets(tickets, exc)
-            settled.set_result(None)
+        opening = self._opening.get((loop, topic))
+        if opening is not None:  # behind the calls already waiting for the writer
+            opening.waiting.append((tickets, settled))
+            return settled
+        writer = self._open_writer(topic)
+        if writer is None:
+            self._open(topic, loop).waiting.append((tickets, settled))
         else:
-            queued.add_done_callback(functools.partial(settle_tickets, tickets, settled))
+            _submit(writer, tickets, settled, loop)
         return settled
 
-    async def _submit_opening(
-        self, topic: TopicId, tickets: list[Ticket[Any]], loop: asyncio.AbstractEventLoop
-    ) -> None:
+    def _open(self, topic: TopicId, loop: asyncio.AbstractEventLoop) -> _Opening:
+        """Start opening the topic's writer on a thread (it reads the store)."""
+        future: asyncio.Future[TopicWriter] = loop.create_future()
         try:
-            await (await self._opened(topic, loop)).submit_async(tickets, loop)
-        except TmsError as exc:
-            fail_tickets(tickets, exc)
+            if self._closed:  # its threads may be gone
+                raise RuntimeError
+            future = loop.run_in_executor(self._executor, self._writer, topic)
+        except RuntimeError:  # closed, or its executor shut down
+            future.set_exception(TmsError("the messaging service is closed"))
+        key, opening = (loop, topic), _Opening()
+        self._opening[key] = opening
+        future.add_done_callback(functools.partial(self._opened, key, opening, loop))
+        return opening
+
+    def _opened(
+        self,
+        key: tuple[asyncio.AbstractEventLoop, TopicId],
+        opening: _Opening,
+        loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[TopicWriter],
+    ) -> None:
+        """Submit every call that waited for the writer, in the order they came, then let
+        later calls go to the writer directly: all in this one callback, so no call of
+        the loop can pass one that waited."""
+        try:
+            error: BaseException | None
+            if future.cancelled():
+                error = TmsError("opening the writer was cancelled")
+            else:
+                error = future.exception()
+            for tickets, settled in opening.waiting:
+                if settled.done():  # cancelled by its caller: nothing of it was queued
+                    continue
+                if isinstance(error, TmsError):
+                    fail_tickets(tickets, error)
+                    settled.set_result(None)
+                elif error is not None:
+                    settled.set_exception(error)
+                else:
+                    try:
+                        _submit(future.result(), tickets, settled, loop)
+                    except Exception as exc:  # a bug: this call's future says so
+                        settled.set_exception(exc)
+        finally:
+            del self._opening[key]
 
     def finished(self, ticket: Ticket[object], started: float) -> None:
         """Count a settled ticket's operation (``started``: ``time.perf_counter()``)."""
         seconds = None if ticket.error is not None else time.perf_counter() - started
         self.metrics.operation(ticket.op.kind, seconds)
-
-    async def _opened(self, topic: TopicId, loop: asyncio.AbstractEventLoop) -> TopicWriter:
-        """The topic's writer, opened on a thread (it reads the store): one opening for
-        every call of ``loop`` waiting for it, which resume in the order they came."""
-        key = (loop, topic)
-        opening = self._opening.get(key)
-        if opening is None:
-            if self._closed:  # its threads may be gone
-                raise TmsError("the messaging service is closed")
-            opening = loop.run_in_executor(self._executor, self._writer, topic)
-            self._opening[key] = opening
-            opening.add_done_callback(lambda _: self._opening.pop(key, None))
-        return await asyncio.shield(opening)  # one caller going away cancels nothing

@@ -303,11 +303,16 @@ class _Batch:
         """Apply one admitted operation; if it fails, it adds nothing."""
         mark = len(self.rows.ops)
         counts = self._messages, self._payload_bytes, self._rolled_back, self._published
+        queue = self._queue
+        saved = queue.save() if queue is not None else None
         try:
             ticket.apply(self)
         except TmsError as exc:
             del self.rows.ops[mark:]
             self._messages, self._payload_bytes, self._rolled_back, self._published = counts
+            if queue is not None and saved is not None:
+                queue.restore(saved)  # what a queue operation changed before it failed
+            self._queue = queue  # one made by this operation is dropped whole
             ticket.fail(exc)
         else:
             self.applied.append(ticket)

@@ -9,13 +9,14 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
 from tms.errors import RequestTimeoutError, TmsError, TmsInvalidArgumentError, TopicNotFoundError
 from tms.fetcher import FetchRequest
 from tms.model import RollbackDetail, StoreRequest, TopicId
-from tms.operations import Publish, Store
+from tms.operations import Publish, Store, Ticket
 from tms.service import MessagingService
 from tms.store.kv import Fence, WriteOp
 from tms.store.memory import MemoryStore
@@ -25,13 +26,29 @@ WAIT_S = 30.0
 
 
 class GatedStore(MemoryStore):
-    """A memory store whose writes can be held (fault injection: a slow disk)."""
+    """A memory store whose writes can be held, and its reads (fault injection: a slow
+    disk); ``waiting`` and ``reading`` tell that one was."""
 
     def __init__(self) -> None:
         super().__init__()
         self.open = threading.Event()
         self.open.set()
         self.waiting = threading.Event()
+        self.reads = threading.Event()
+        self.reads.set()
+        self.reading = threading.Event()
+
+    def table(self, name: bytes) -> Any:
+        inner, store = super().table(name), self
+
+        class Table:
+            def __getattr__(self, attr: str) -> Any:
+                if not store.reads.is_set():
+                    store.reading.set()
+                    assert store.reads.wait(WAIT_S)
+                return getattr(inner, attr)
+
+        return Table()
 
     def write(
         self,
@@ -133,6 +150,45 @@ def test_operations_submitted_during_a_write_are_the_next_batch(
         b"f",
     ]
     assert [m.payload for m in svc.fetch(other, FetchRequest()).messages] == [b"z"]
+
+
+def test_calls_made_while_the_writer_opens_are_written_in_call_order(
+    svc: MessagingService, store: GatedStore
+) -> None:
+    u = TopicId("ns", "u")
+    svc.create_topic(u)  # its writer is opened by the first write
+    calls: list[asyncio.Future[None]] = []
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        ended = loop.create_future()
+
+        def call() -> None:
+            ticket = Ticket(Publish(StoreRequest.of(u, [str(len(calls))])))
+            calls.append(svc.submit_tickets(u, [ticket], loop))
+
+        def turn() -> None:
+            # A connection pipelining one publish per turn of the loop, before, while
+            # and after the writer opens, until the first call was written
+            call()
+            if len(calls) >= 3 and store.reading.is_set():
+                store.reads.set()
+            if calls[0].done() or len(calls) > 100_000:
+                ended.set_result(None)
+            else:
+                loop.call_soon(turn)
+
+        # Given the writer's opening held at its first read of the store
+        store.reads.clear()
+        turn()
+        await ended
+        await asyncio.gather(*calls)
+
+    asyncio.run(scenario())
+    # Then the calls were written in the order they were made
+    written = [int(m.payload) for m in svc.fetch(u, FetchRequest(limit=10**6)).messages]
+    assert written == list(range(len(calls)))
+    assert len(calls) > 3
 
 
 def test_results_are_typed_per_operation(svc: MessagingService) -> None:

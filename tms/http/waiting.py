@@ -259,18 +259,24 @@ async def receive_waiting(
     """Receive (``Receive`` submitted to the queue's group commit); when it leased
     nothing, wait up to ``wait_ms`` as the module docstring says and receive again.
     ``deadline`` (monotonic) drops the first receive if it is still queued then; the
-    later ones have been served once, so waiting is not queueing."""
+    later ones have been served once, so waiting is not queueing. Cancelled while a
+    receive is written, it returns what that receive leased, if anything (else it is
+    cancelled): only waiting is cut short, never a lease its caller does not learn of."""
     topic = request.topic
     until = monotonic() + wait_ms / 1000
     while True:
         # Registered before the receive, so a message made ready after it wakes us.
         waiter = waiters.register(topic) if wait_ms else None
         try:
-            result = await svc.submit_async(Receive(request), deadline=deadline)
+            # A receive is a write: once submitted it leases, cancelled or not, so the
+            # caller gets what it leased; a cancellation ends only the waiting.
+            result, cancelled = await svc.submit_shielded(Receive(request), deadline=deadline)
             deadline = None
             remaining = until - monotonic()
             if result.messages or waiter is None or remaining <= 0:
                 return result
+            if cancelled:
+                raise asyncio.CancelledError
             if result.next_due_ms is not None:
                 due_in = (result.next_due_ms - svc.now_ms()) / 1000
                 remaining = min(remaining, max(due_in, 0.001))

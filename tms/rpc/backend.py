@@ -16,7 +16,8 @@ body) or the ``TmsError`` it failed with.
   and answers at once when it is held by an uncommitted entry.
 * A queue's receive is a write too (the lease is durable before it is answered); with
   ``wait_ms`` one that leased nothing waits as the REST route's does
-  (``tms.http.waiting.receive_waiting``).
+  (``tms.http.waiting.receive_waiting``). ``close`` cuts such a wait short, never a
+  receive being written: that one answers what it leased.
 * The subscription operations are ``tms.rpc.subs.SubscriptionOps``'s.
 """
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -50,9 +52,11 @@ from tms.service import MessagingService
 
 __all__ = ["Backend", "Done"]
 
+log = logging.getLogger(__name__)
+
 Done = Callable[[Any], None]
 """Called once with the response struct (or its encoded bytes), or the ``TmsError`` the
-operation failed with."""
+operation failed with (any other exception: a bug, answered as an internal error)."""
 _Write = tuple[Ticket[Any], Callable[[Any], Any], Done]
 
 
@@ -121,7 +125,8 @@ class Backend(SubscriptionOps):
         service.add_finish_listener(self._waiters.finish_listener)
 
     def close(self) -> None:
-        """Stop listening to the service; cancel the polls still waiting."""
+        """Stop listening to the service; cancel the polls still waiting (a waiting
+        receive whose write is under way answers what it leased)."""
         self.svc.remove_listener(self._waiters.listener)
         self.svc.remove_finish_listener(self._waiters.finish_listener)
         for task in list(self._polls):
@@ -159,16 +164,24 @@ class Backend(SubscriptionOps):
             settled.add_done_callback(partial(self._answer, turn, started))
 
     def _answer(self, turn: list[_Write], started: float, settled: asyncio.Future[None]) -> None:
-        failed = None if settled.cancelled() else settled.exception()
+        """Answer each write of ``turn``, each on its own: one whose answer cannot be
+        made (a bug) is answered as an internal error and the others still are."""
+        if settled.cancelled():
+            failed: BaseException | None = TmsError("the write was cancelled")
+        else:
+            failed = settled.exception()
         for ticket, answer, done in turn:
-            if failed is not None:
-                ticket.fail(TmsError(f"the write failed: {failed!r}"))
-            self.svc.finished(ticket, started)
             try:
+                if failed is not None:
+                    ticket.fail(TmsError(f"the write failed: {failed!r}"))
+                self.svc.finished(ticket, started)
                 response = answer(ticket.result())
-            except TmsError as exc:
+            except Exception as exc:  # a TmsError; anything else is answered as an internal error
                 response = exc
-            done(response)
+            try:
+                done(response)
+            except Exception:  # answering one must not keep the others unanswered
+                log.exception("answering a %s write failed", ticket.op.kind)
 
     def receive(self, req: Any, topic: TopicId, deadline: float | None, done: Done) -> None:
         """A queue's receive (op 7): a write like the others, or with ``wait_ms`` one
@@ -223,12 +236,13 @@ class Backend(SubscriptionOps):
         done: Done,
     ) -> None:
         try:
-            done(await self._polled(topic, request, wait_ms, deadline))
-        except TmsError as exc:
-            done(exc)
+            response = await self._polled(topic, request, wait_ms, deadline)
         except asyncio.CancelledError:
             done(TmsTransientError("the server is stopping"))
             raise
+        except Exception as exc:  # a TmsError; anything else is answered as an internal error
+            response = exc
+        done(response)
 
     async def _polled(
         self, topic: TopicId, request: FetchRequest, wait_ms: int, deadline: float | None

@@ -24,7 +24,7 @@ from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 from tms.codec.subscriptions import preferences_to_json
-from tms.errors import TmsError, TmsInvalidArgumentError, TmsTransientError
+from tms.errors import TmsInvalidArgumentError, TmsTransientError
 from tms.http.subscriptions import long_poll_subscription, transaction_from
 from tms.http.waiting import LongPoll
 from tms.ids import MESSAGE_ID_SIZE, MessageId
@@ -112,12 +112,13 @@ class SubscriptionOps:
     def _task(self, tasks: set[asyncio.Task[None]], run: Any, done: Done) -> None:
         async def answer() -> None:
             try:
-                done(await run)
-            except TmsError as exc:
-                done(exc)
+                response = await run
             except asyncio.CancelledError:
                 done(TmsTransientError("the server is stopping"))
                 raise
+            except Exception as exc:  # a TmsError; anything else is an internal error
+                response = exc
+            done(response)
 
         task = self._loop.create_task(answer())
         tasks.add(task)

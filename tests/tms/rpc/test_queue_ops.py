@@ -3,6 +3,7 @@ outcomes and errors as over REST, through ``MessagingClient("tms://...")``."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -17,9 +18,9 @@ from tms.client.queue import Queue
 from tms.client.rpc import RpcMessagingClient
 from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.model import TopicId
-from tms.queues import AckOutcome, EnqueueItem, QueueMessage, Receipt
+from tms.queues import AckOutcome, EnqueueItem, EnqueueRequest, QueueMessage, Receipt
 from tms.rpc.config import RpcConfig
-from tms.rpc.frames import rpc
+from tms.rpc.frames import FLAG_ERROR, decode_body, rpc
 from tms.rpc.ops import BY_NAME
 
 Q = TopicId("ns", "jobs")
@@ -174,3 +175,68 @@ def test_a_wait_past_the_servers_limit_is_refused(raw: Raw, served: Served) -> N
     code, message = error_of(raw.frame())
     assert code == "invalid_argument" and "wait_ms" in message
     assert served.service.queue_stats(Q).leased == 0
+
+
+def _refused(address: tuple[str, int]) -> bool:
+    """The server no longer accepts connections (waiting at most 10 s for it)."""
+    for _ in range(1000):
+        try:
+            socket.create_connection(address, timeout=1).close()
+        except OSError:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_stopping_does_not_cut_short_a_receive_being_written(make_rpc: Any) -> None:
+    served = make_rpc(RpcConfig(port=0))
+    served.service.create_topic(Q, {"kind": "queue", "lease_s": "60"})
+    served.service.enqueue(EnqueueRequest(Q, [EnqueueItem(b"m")]))
+    raw = Raw(served.address)
+    stopping = threading.Thread(target=served.thread.stop)
+    try:
+        raw.hello()
+        # Given a receive that may wait, its lease being written on a disk that stalls
+        served.store.gate.clear()
+        rid = raw.request(7, rpc.ReceiveRequest(ns="ns", topic="jobs", max=1, wait_ms=30_000))
+        assert served.store.waiting.wait(10)
+        # When the server stops meanwhile (it cancels what waits, then closes nothing
+        # until the requests under way are answered)
+        stopping.start()
+        assert _refused(served.address)
+        served.store.gate.set()
+        # Then the receive answers with the message it leased, not with an error
+        frame = raw.frame()
+        assert frame.request_id == rid and not frame.flags & FLAG_ERROR, frame
+        assert decode_body(rpc.ReceiveResponse, frame.body).payloads == [b"m"]
+    finally:
+        served.store.gate.set()
+        raw.close()
+        if stopping.is_alive():
+            stopping.join(60)
+    assert served.service.queue_stats(Q).leased == 1
+
+
+def test_stopping_cuts_short_a_receive_that_waits(make_rpc: Any) -> None:
+    served = make_rpc(RpcConfig(port=0))
+    served.service.create_topic(Q, {"kind": "queue"})
+    raw = Raw(served.address)
+    try:
+        raw.hello()
+        # Given a receive waiting on an empty queue (it was served once: now it waits)
+        rid = raw.request(7, rpc.ReceiveRequest(ns="ns", topic="jobs", max=1, wait_ms=30_000))
+        served_once = {"op": "receive", "outcome": "ok"}
+        for _ in range(1000):
+            if served.service.metrics.value("tms_requests_total", served_once):
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail("the receive was not served")
+        # When the server stops, Then it is answered at once: the server is stopping
+        started = time.monotonic()
+        served.thread.stop()
+        frame = raw.frame()
+        assert frame.request_id == rid and error_of(frame)[0] == "unavailable"
+        assert time.monotonic() - started < 10
+    finally:
+        raw.close()

@@ -1,0 +1,125 @@
+"""A queue operation that fails part way through a batch (a read of the store fails)
+leaves nothing of itself behind: the operations after it in the same batch start from
+what is written, and the stored counters equal a recount of the queue's messages."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.fakes import FakeClock
+from tms.codec import keys
+from tms.errors import StorageUnavailableError
+from tms.model import TopicId
+from tms.operations import Enqueue, Receive, Ticket
+from tms.queues import EnqueueItem, EnqueueRequest, QueueState, ReceiveRequest, ReceiveResult
+from tms.service import MessagingService
+from tms.store.kv import KeyValueStore
+from tms.store.queues import INDEX_TABLE, QueueTables
+
+Q = TopicId("ns", "jobs")
+PROPS = {"kind": "queue", "lease_s": "10", "max_attempts": "3", "backoff_s": "2"}
+
+
+class FailingReads:
+    """A real store whose next scan of the queue index from a key under ``fail_under``
+    fails (fault injection: a read error of the disk), once."""
+
+    def __init__(self, inner: KeyValueStore) -> None:
+        self.inner = inner
+        self.fail_under: bytes | None = None
+
+    def table(self, name: bytes) -> Any:
+        inner, store = self.inner.table(name), self
+
+        class Table:
+            def scan(self, start: bytes = b"", *args: Any, **kwargs: Any) -> Any:
+                under = store.fail_under
+                if name == INDEX_TABLE and under is not None and start.startswith(under):
+                    store.fail_under = None
+                    raise StorageUnavailableError("injected: the read failed")
+                return inner.scan(start, *args, **kwargs)
+
+            def __getattr__(self, attr: str) -> Any:
+                return getattr(inner, attr)
+
+        return Table()
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.inner, attr)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(1_700_000_000_000)
+
+
+@pytest.fixture
+def store(kv: KeyValueStore) -> FailingReads:
+    return FailingReads(kv)
+
+
+@pytest.fixture
+def svc(store: FailingReads, clock: FakeClock) -> Iterator[MessagingService]:
+    service = MessagingService(store, clock=clock, rng=random.Random(7))  # type: ignore[arg-type]
+    service.create_topic(Q, PROPS)
+    yield service
+    service.close()
+
+
+def one_batch(svc: MessagingService, *tickets: Ticket[Any]) -> None:
+    """The tickets written as one batch of the queue's writer."""
+
+    async def scenario() -> None:
+        await svc.submit_tickets(Q, list(tickets), asyncio.get_running_loop())
+
+    asyncio.run(scenario())
+
+
+def stored_and_recounted(svc: MessagingService, kv: KeyValueStore) -> tuple[Any, Any]:
+    queues = QueueTables(kv)
+    prefix = keys.topic_prefix(Q, svc.get_topic(Q).generation)
+    stored = queues.counters(prefix)
+    recount = [0] * len(stored)
+    for row in queues.scan_rows(prefix):
+        recount[row.state.counted_as] += 1
+    return stored, tuple(recount)
+
+
+@pytest.mark.parametrize("enqueue_first", [False, True], ids=["first", "after-an-enqueue"])
+def test_a_receive_failing_after_its_housekeeping_leaves_nothing_to_the_next(
+    svc: MessagingService,
+    store: FailingReads,
+    kv: KeyValueStore,
+    clock: FakeClock,
+    enqueue_first: bool,
+) -> None:
+    # Given three messages, the first leased and its lease run out (housekeeping of the
+    # next receive makes it ready again)
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"a"), EnqueueItem(b"b"), EnqueueItem(b"c")]))
+    (first,) = svc.receive(ReceiveRequest(Q, 1, 1_000)).messages
+    assert first.payload == b"a"
+    clock.advance(60_000)
+    # When two receives are one batch (maybe after an enqueue) and the first fails
+    # reading the ready messages, after its housekeeping changed the expired lease
+    store.fail_under = keys.topic_prefix(Q, svc.get_topic(Q).generation) + b"r"
+    failing: Ticket[ReceiveResult] = Ticket(Receive(ReceiveRequest(Q, 1)))
+    after: Ticket[ReceiveResult] = Ticket(Receive(ReceiveRequest(Q, 1)))
+    enqueue = Ticket(Enqueue(EnqueueRequest(Q, [EnqueueItem(b"d")])))
+    one_batch(svc, *([enqueue] if enqueue_first else []), failing, after)
+    # Then the first fails alone, the second does the housekeeping itself and leases the
+    # oldest ready message, and the stored counters are those of the stored messages
+    assert isinstance(failing.error, StorageUnavailableError)
+    assert [m.payload for m in after.result().messages] == [b"b"]
+    stored, recount = stored_and_recounted(svc, kv)
+    assert stored == recount
+    ready = [b"a", b"c", b"d"] if enqueue_first else [b"a", b"c"]
+    assert (stored[QueueState.READY], stored[QueueState.LEASED]) == (len(ready), 1)
+    # and the message whose lease ran out is delivered again
+    assert sorted(m.payload for m in svc.receive(ReceiveRequest(Q, 10)).messages) == ready
+    stored, recount = stored_and_recounted(svc, kv)
+    assert stored == recount and stored[QueueState.LEASED] == len(ready) + 1
