@@ -59,13 +59,13 @@ def taken_port() -> Iterator[int]:
 def test_a_second_stack_on_the_same_data_directory_says_so_in_one_line(tmp_path: Path) -> None:
     with Launched(tmp_path):
         result = run("-m", "tms.standalone", "--data-dir", str(tmp_path),
-                     "--tx-port", "0", "--http-port", "0")  # fmt: skip
+                     "--tx-port", "0", "--http-port", "0", "--rpc-port", "0")  # fmt: skip
     assert_one_line_error(result, "txms:", "in use by another process")
 
 
 @pytest.mark.parametrize("which", ["--tx-port", "--http-port"])
 def test_a_port_in_use_says_so_in_one_line(tmp_path: Path, taken_port: int, which: str) -> None:
-    ports = {"--tx-port": "0", "--http-port": "0", which: str(taken_port)}
+    ports = {"--tx-port": "0", "--http-port": "0", "--rpc-port": "0", which: str(taken_port)}
     result = run("-m", "tms.standalone", "--data-dir", str(tmp_path),
                  *(x for kv in ports.items() for x in kv))  # fmt: skip
     server = "transaction server" if which == "--tx-port" else "messaging service"
@@ -83,7 +83,7 @@ def test_bad_auth_or_certificate_files_stop_the_stack_in_one_line(
     tmp_path: Path, extra: list[str], words: list[str]
 ) -> None:
     result = run("-m", "tms.standalone", "--data-dir", str(tmp_path / "data"),
-                 "--tx-port", "0", "--http-port", "0", *extra)  # fmt: skip
+                 "--tx-port", "0", "--http-port", "0", "--rpc-port", "0", *extra)  # fmt: skip
     assert_one_line_error(result, *words)
     assert not (tmp_path / "data").exists()  # refused before any state was made
 
@@ -155,7 +155,7 @@ needs_room = pytest.mark.skipif(HARD <= 256, reason="the hard limit is too low")
 def test_the_stack_raises_its_open_file_limit_and_says_so(tmp_path: Path) -> None:
     lines, limits = started_with_soft_limit_256(
         "Ctrl-C", "-m", "tms.standalone", "--data-dir", str(tmp_path),
-        "--tx-port", "0", "--http-port", "0",
+        "--tx-port", "0", "--http-port", "0", "--rpc-port", "0",
     )  # fmt: skip
     assert limits == (str(HARD), str(HARD))
     said = [line for line in lines if "open-file limit" in line]
