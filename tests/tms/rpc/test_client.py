@@ -115,9 +115,13 @@ def test_follow_over_the_binary_protocol(served: Served) -> None:
             time.sleep(0.2)
             client.publish(T, [b"3"])
 
-        threading.Thread(target=later).start()
+        publisher = threading.Thread(target=later)
+        publisher.start()
         for message in client.follow(T, start=0, wait_ms=5000, stop=lambda: len(got) >= 3):
             got.append(message.payload)
+        # the message can be read before its publisher has its answer: wait for it before
+        # the client closes, or the close cuts the answer off
+        publisher.join(30)
         assert got == [b"1", b"2", b"3"]
 
 
