@@ -92,6 +92,7 @@ class Server:
     connections: int
     stats: tuple[int, int]
     send_batches: tuple[int, int, int]
+    rounds: tuple[int, float, float, float]
     budget: tuple[int, int]
     waiting: int
     def __init__(

@@ -136,6 +136,13 @@ class NativeThriftServer:
             self._core.serve()
         except BaseException:
             log.exception("the native Thrift server's loop failed")
+        rounds, syncing, fanning, gathering = self._core.rounds
+        if rounds:
+            log.info(
+                "group commit: %d flush rounds, per round %.0f µs syncing, %.0f µs handing out "
+                "the replies, %.0f µs gathering the next calls",
+                rounds, syncing / rounds * 1e6, fanning / rounds * 1e6, gathering / rounds * 1e6,
+            )  # fmt: skip
 
     def _settings(self) -> dict[str, Any]:
         tx, server = self.manager.config, self.config

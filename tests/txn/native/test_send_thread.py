@@ -204,3 +204,44 @@ def test_connections_closing_while_their_replies_are_sent_leave_the_others_whole
             sock.sendall(start_calls(3))
             check(read_all(sock, 3), 3)
         assert manager.log.failure is None
+
+
+def test_flush_rounds_split_their_time_into_syncing_replying_and_gathering() -> None:
+    storage = GatedStorage()
+    with (
+        native_server(storage) as (address, core, _),
+        socket.create_connection(address, timeout=20) as sock,
+    ):
+        sent = [0.0]  # when the last call was sent: its flush ended after that
+
+        def call(seqid: int) -> None:
+            sent[0] = time.monotonic()
+            sock.sendall(message("startShort", seqid, b"\x00"))
+            write_pointer(read_frame(sock))
+
+        call(0)
+        began, before = sent[0], core.rounds  # type: ignore[attr-defined]
+        # When one client makes 20 calls one after the other, each its own flush
+        for seqid in range(1, 21):
+            call(seqid)
+        after = core.rounds  # type: ignore[attr-defined]
+        # Then each flush closed a round, and the phases account for no more than the
+        # time that passed
+        assert after[0] - before[0] == 20
+        assert all(a >= b for a, b in zip(after[1:], before[1:], strict=True))
+        assert sum(after[1:]) - sum(before[1:]) <= time.monotonic() - began
+        # When a sync is held for 0.3 s while 16 connections' calls wait for it
+        began, before = sent[0], after
+        with one_flush(storage, address):
+            time.sleep(0.3)
+            clients = [socket.create_connection(address, timeout=20) for _ in range(16)]
+            for client in clients:
+                client.sendall(start_calls(1))
+        for client in clients:
+            check(read_all(client, 1), 1)
+            client.close()
+        call(21)
+        after = core.rounds  # type: ignore[attr-defined]
+        # Then the time it was held is counted as syncing, not as anything else
+        assert after[1] - before[1] >= 0.3
+        assert sum(after[1:]) - sum(before[1:]) <= time.monotonic() - began

@@ -185,6 +185,14 @@ int sender_collect(Server *s) {
     return busy;
 }
 
+int sender_busy(Server *s) {
+    if (!s->sender_started) return 0;
+    pthread_mutex_lock(&s->smu);
+    int busy = s->job_busy;
+    pthread_mutex_unlock(&s->smu);
+    return busy;
+}
+
 int sender_sending(Server *s) {
     if (!s->sender_started) return 0;
     pthread_mutex_lock(&s->smu);

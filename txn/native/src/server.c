@@ -95,11 +95,36 @@ static void abort_all(Server *s, const char *reason) {
     while (s->conns != NULL) conn_close(s, s->conns, reason);
 }
 
+/* -- round statistics (Server.rounds; docs/txn.md, "The native engine") ------------------ */
+
+/* The replies of the round's flush are all out once no batch is being sent when the loop
+ * looks (after the batch was handed over, so at a later turn of the loop). */
+static void round_fanned_out(Server *s, int sending) {
+    if (s->round_flushed > 0 && s->round_fanned == 0 && !sending)
+        s->round_fanned = monotonic_now();
+}
+
+/* A flush from `began` to `ended` closes the round the previous flush opened. */
+static void round_closed(Server *s, double began, double ended) {
+    if (s->round_flushed > 0) { /* not the first flush */
+        s->stat_round_sync += ended - began;
+        double fanned = s->round_fanned > 0 && s->round_fanned < began ? s->round_fanned : began;
+        s->stat_round_fanout += fanned - s->round_flushed;
+        s->stat_round_gather += began - fanned;
+        s->stat_rounds++;
+    }
+    s->round_flushed = ended;
+    s->round_fanned = 0;
+}
+
 /* Flush the log when there is something to flush and the commit delay allows it. */
 static void sync_step(Server *s) {
     if (!log_has_pending(s->log)) return;
     if (s->commit_delay_s > 0 && delaying(s)) return;
-    if (log_flush(s->log) == -1) PyErr_Clear(); /* the failure shows in release() */
+    double began = monotonic_now();
+    int64_t flushed = log_flush(s->log); /* -2: another thread is flushing */
+    if (flushed == -1) PyErr_Clear(); /* the failure shows in release() */
+    if (flushed >= 0) round_closed(s, began, monotonic_now());
 }
 
 /* Send every reply that is durable now; abort everything if the log or manager failed. */
@@ -279,7 +304,8 @@ PyObject *server_serve(Server *s, PyObject *unused) {
                     conn_readable(s, c);
             }
         }
-        sender_collect(s); /* before the commit delay looks at who was answered when */
+        /* before the commit delay looks at who was answered when */
+        round_fanned_out(s, sender_collect(s));
         sync_step(s);
         release(s);
         if (s->next_sweep > 0 && monotonic_now() >= s->next_sweep) {
@@ -294,6 +320,7 @@ PyObject *server_serve(Server *s, PyObject *unused) {
             begin_stop(s);
         }
         sender_step(s); /* after everything that may queue replies or close connections */
+        round_fanned_out(s, sender_busy(s));
         if (drain_deadline > 0 && (s->nconns == 0 || monotonic_now() >= drain_deadline)) {
             abort_all(s, s->nconns ? "server stopping" : NULL);
             break;

@@ -101,6 +101,13 @@ typedef struct {
     int serving, initialized;
     Buf scratch;
     int64_t stat_native, stat_generic;
+    /* flush rounds of the loop's group commit (server.c, round_*): a round runs from the end
+     * of one flush to the end of the next; its time is split into syncing (the flush),
+     * handing out the replies it released (until no batch is being sent when the loop
+     * looks) and gathering the next calls (until the next flush begins) */
+    int64_t stat_rounds;
+    double stat_round_sync, stat_round_fanout, stat_round_gather;
+    double round_flushed, round_fanned; /* this round's flush end, replies handed out; or 0 */
     /* the send thread (sender.c) */
     int sender_started, sent_fd;
     pthread_t sender_thread;
@@ -152,6 +159,8 @@ void sender_queue(Server *s, Conn *c);
 void sender_step(Server *s);
 /* Collect a finished batch; whether one is still being sent. */
 int sender_collect(Server *s);
+/* Whether a batch is being sent (nothing else). */
+int sender_busy(Server *s);
 /* Whether a batch is being sent; if so, the loop is told when it ends. */
 int sender_sending(Server *s);
 /* Wait for the thread's batch, collect it and end the thread. */

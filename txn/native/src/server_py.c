@@ -160,6 +160,12 @@ static PyObject *get_stats(Server *s, void *unused) {
     return Py_BuildValue("LL", (long long)s->stat_native, (long long)s->stat_generic);
 }
 
+static PyObject *get_rounds(Server *s, void *unused) {
+    /* the loop updates these holding the GIL, as this getter runs */
+    return Py_BuildValue("Lddd", (long long)s->stat_rounds, s->stat_round_sync,
+                         s->stat_round_fanout, s->stat_round_gather);
+}
+
 static PyObject *get_send_batches(Server *s, void *unused) {
     pthread_mutex_lock(&s->smu);
     long long unfinished = (long long)s->stat_unfinished;
@@ -182,6 +188,8 @@ static PyGetSetDef getset[] = {
     {"waiting", (getter)get_waiting, NULL, "connections with replies parked until durable", NULL},
     {"budget", (getter)get_budget, NULL, "(frame-budget bytes held, connections waiting)", NULL},
     {"stats", (getter)get_stats, NULL, "(calls answered in C, calls sent to Python)", NULL},
+    {"rounds", (getter)get_rounds, NULL,
+     "(flush rounds, seconds syncing, handing out replies, gathering calls in them)", NULL},
     {"send_batches", (getter)get_send_batches, NULL,
      "(batches handed to the send thread, connections in them, sends it left unfinished)",
      NULL},
