@@ -7,7 +7,10 @@ rounds) a fresh ``txn serve --engine E`` with its state on disk driven by 16 Jav
 on the client Apache Thrift generates and by 16 ``ThriftTxClient`` threads, and a fresh
 ``txn serve --engine E --in-memory`` driven by 16 Java threads; with the server's CPU per
 cycle over each measured window. Medians over the rounds, and each durable median as a
-fraction of the bound's median; each round records the machine's load average.
+fraction of the bound's median; each round records the machine's load average. For the
+native engine's Java point, the server's group-commit rounds split into syncing, handing
+out the replies and gathering the next calls (µs per round; ``round_us``), from the line
+it logs when it stops.
 
 With ``--against DIR`` the Python engine's place goes to the native engine of another
 source tree (DIR, with its extension built in place, run through ``PYTHONPATH``): a change
@@ -24,6 +27,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -91,12 +95,19 @@ def _engine_points(
     from tests.integration.procs import ServerProcess
 
     points: dict[str, dict[str, Any]] = {}
+    if classes is not None:  # a server of its own: its flush rounds are the Java load's
+        server = ServerProcess(root / f"state-{engine}-java", "--engine", engine, log_level="INFO")
+        address = server.start()
+        try:
+            assert server.proc is not None
+            points["java_16"] = java_cycles(classes, address, server.proc.pid, 16, seconds)
+        finally:
+            server.terminate()
+        points["java_16"].update(_rounds(server.output))
     server = ServerProcess(root / f"state-{engine}", "--engine", engine)
     address = server.start()
     try:
         assert server.proc is not None
-        if classes is not None:
-            points["java_16"] = java_cycles(classes, address, server.proc.pid, 16, seconds)
         points["thrift_tx_client_16"] = _thrift_client_cycles(address, server.proc.pid, seconds)
     finally:
         server.terminate()
@@ -111,6 +122,26 @@ def _engine_points(
         finally:
             server.terminate()
     return points
+
+
+_ROUNDS = re.compile(
+    r"group commit: (\d+) flush rounds, per round (\d+) µs syncing, (\d+) µs handing out "
+    r"the replies, (\d+) µs gathering"
+)
+
+
+def _rounds(output: list[str]) -> dict[str, Any]:
+    """The native engine's flush rounds over the server's life (the line it logs at stop;
+    docs/txn.md, "The native engine"), or nothing (the Python engine logs none)."""
+    for line in output:
+        match = _ROUNDS.search(line)
+        if match:
+            rounds, sync, replies, calls = map(int, match.groups())
+            return {
+                "rounds": rounds,
+                "round_us": {"sync": sync, "replies": replies, "calls": calls},
+            }
+    return {}
 
 
 def compare_engines(
@@ -166,6 +197,9 @@ def _medians(rounds: list[dict[str, Any]], names: tuple[str, ...] = ENGINES) -> 
                 "range": [min(x["per_second"] for x in runs), max(x["per_second"] for x in runs)],
                 "server_cpu_us_per_cycle": cpu,
             }
+            phases = [run["round_us"] for run in runs if "round_us" in run]
+            if phases:
+                entry["round_us"] = {k: statistics.median(p[k] for p in phases) for k in phases[0]}
             if bounds and not point.endswith("in_memory"):
                 entry["of_bound"] = round(median / statistics.median(bounds), 2)
             out[f"{engine}/{point}"] = entry

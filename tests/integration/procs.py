@@ -24,10 +24,11 @@ RPC_LISTENING = re.compile(r"binary protocol listening on (tms://[\d.]+:\d+)")
 
 
 class ServerProcess:
-    def __init__(self, data_dir: Path | None, *extra: str) -> None:
+    def __init__(self, data_dir: Path | None, *extra: str, log_level: str = "WARNING") -> None:
         """``txn serve`` with its state in ``data_dir`` (None: ``--in-memory``)."""
         self.data_dir = data_dir
         self.extra = extra
+        self.log_level = log_level
         self.proc: subprocess.Popen[str] | None = None
         self.address: tuple[str, int] | None = None
         self.output: list[str] = []
@@ -35,7 +36,7 @@ class ServerProcess:
     def start(self, timeout_s: float = 30.0) -> tuple[str, int]:
         self.output = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "txn", "--log-level", "WARNING", "serve",
+            [sys.executable, "-m", "txn", "--log-level", self.log_level, "serve",
              *(("--data-dir", str(self.data_dir)) if self.data_dir else ("--in-memory",)),
              "--port", "0", *self.extra],
             stdout=subprocess.PIPE,
