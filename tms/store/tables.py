@@ -379,12 +379,16 @@ class Tables:
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
+        existing_only: bool = False,
     ) -> None:
         """Apply ``batch`` atomically (durably with ``sync``); with ``epoch``, only if the
         store has not recovered from a failure since; with ``fence``, only while it is
-        the newest (``FencedError``). Raises ``StorageUnavailableError``."""
+        the newest (``FencedError``); with ``existing_only``, puts change rows that are
+        there and add none. Raises ``StorageUnavailableError``."""
         if batch.ops:
-            self.kv.write(batch.ops, sync=sync, epoch=epoch, fence=fence)
+            self.kv.write(
+                batch.ops, sync=sync, epoch=epoch, fence=fence, existing_only=existing_only
+            )
 
     def topic_bytes(self, metadata: TopicMetadata) -> int:
         """Approximately how many bytes a topic's current generation takes (both tables)."""
@@ -464,7 +468,11 @@ class Tables:
     ) -> int:
         """Negate every entry of the topic's current generation from ``from_ms`` on that
         carries one of the ``invalid`` write pointers (it then reads as rolled back);
-        durably, in synced batches of ``batch_rows``. How many were negated."""
+        durably, in synced batches of ``batch_rows``. How many were negated.
+
+        It runs on any instance, unfenced, beside the owner's writer and other
+        instances' purges: each negation is written ``existing_only``, so an entry
+        purged after it was read stays purged."""
         prefix = keys.topic_prefix(metadata.topic, metadata.generation)
         start = keys.message_key(prefix, from_ms, 0)
         batch = TableBatch()
@@ -477,9 +485,10 @@ class Tables:
                 batch.ops.append((MESSAGE_TABLE, key, negated))
                 count += 1
                 if len(batch) >= batch_rows:
-                    self.write(batch)  # durable before any truncation may rely on it
+                    # durable before any truncation may rely on it
+                    self.write(batch, existing_only=True)
                     batch = TableBatch()
-        self.write(batch)
+        self.write(batch, existing_only=True)
         return count
 
     def close(self) -> None:

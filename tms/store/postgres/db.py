@@ -76,15 +76,33 @@ CREATE TABLE IF NOT EXISTS tms_fence (
 );
 """
 _SCHEMA_LOCK = 0x746D_735F_7363_6800  # pg_advisory_xact_lock key: "tms_sch"
-_INSERT = "INSERT INTO tms_kv (t, k, v) SELECT * FROM unnest(%b::bytea[], %b::bytea[], %b::bytea[])"
-_UPSERT = _INSERT + " ON CONFLICT (t, k) DO UPDATE SET v = EXCLUDED.v"
-_DELETE = "DELETE FROM tms_kv WHERE (t, k) IN (SELECT * FROM unnest(%b::bytea[], %b::bytea[]))"
-_FENCES = "SELECT name, epoch FROM tms_fence WHERE name = ANY(%b::bytea[]) FOR SHARE"
-_ALL_FENCES_HOLD = (
-    "WITH held AS (SELECT 1 FROM tms_fence WHERE (name, epoch) IN "
-    "(SELECT * FROM unnest(%b::bytea[], %s::bigint[])) FOR SHARE) "
-    "SELECT 1 / (CASE WHEN count(*) = %s THEN 1 ELSE 0 END) FROM held"
-)
+# One statement writes a whole batch (its own transaction in autocommit: one round trip,
+# no BEGIN/COMMIT). Every change is conditional on the batch's fences all holding
+# (``f``, the fence rows read FOR SHARE), and the statement says whether they did: a
+# stale fence applies nothing and raises nothing. Puts first try ``ON CONFLICT DO
+# NOTHING`` (``ins``); only when some key existed (``ins`` took fewer rows than given)
+# are those replaced (``up``, an upsert of the rest), so no statement fails on an
+# existing key and none leaves an error in the server's log. ``ex`` changes rows that
+# exist only (``existing_only`` writes).
+_WRITE = """
+WITH f AS (SELECT count(*) AS held FROM (SELECT 1 FROM tms_fence WHERE (name, epoch) IN
+           (SELECT * FROM unnest(%(fn)b::bytea[], %(fe)s::bigint[])) FOR SHARE) held),
+d AS (DELETE FROM tms_kv WHERE (SELECT held FROM f) = %(nf)s
+      AND (t, k) IN (SELECT * FROM unnest(%(dt)b::bytea[], %(dk)b::bytea[]))),
+n AS (SELECT * FROM unnest(%(pt)b::bytea[], %(pk)b::bytea[], %(pv)b::bytea[]) AS n (t, k, v)
+      WHERE (SELECT held FROM f) = %(nf)s),
+ins AS (INSERT INTO tms_kv (t, k, v) SELECT * FROM n ON CONFLICT (t, k) DO NOTHING
+        RETURNING t, k),
+up AS (INSERT INTO tms_kv (t, k, v) SELECT * FROM n
+       WHERE (SELECT count(*) FROM ins) < (SELECT count(*) FROM n)
+       AND (n.t, n.k) NOT IN (SELECT t, k FROM ins)
+       ON CONFLICT (t, k) DO UPDATE SET v = EXCLUDED.v),
+ex AS (UPDATE tms_kv o SET v = x.v
+       FROM unnest(%(xt)b::bytea[], %(xk)b::bytea[], %(xv)b::bytea[]) AS x (t, k, v)
+       WHERE (SELECT held FROM f) = %(nf)s AND o.t = x.t AND o.k = x.k)
+SELECT (SELECT held FROM f) = %(nf)s
+"""
+_FENCES = "SELECT name, epoch FROM tms_fence WHERE name = ANY(%b::bytea[])"
 _ACQUIRE = """
 INSERT INTO tms_fence (name, epoch) VALUES (%b, 1)
 ON CONFLICT (name) DO UPDATE SET epoch = tms_fence.epoch + 1, since = now()
@@ -100,6 +118,7 @@ class _Write:
     sync: bool
     epoch: int | None
     fence: Fence | None
+    existing_only: bool = False
     error: StorageUnavailableError | None = None
 
 
@@ -302,8 +321,9 @@ class PostgresStore:
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
+        existing_only: bool = False,
     ) -> None:
-        mine = _Write(ops, sync, epoch, fence)
+        mine = _Write(ops, sync, epoch, fence, existing_only)
         self._writes.run([mine])
         if mine.error is not None:
             raise mine.error
@@ -329,28 +349,11 @@ class PostgresStore:
         if not writes:
             return
         sync = any(w.sync for w in writes)
-        fences = sorted({w.fence for w in writes if w.fence is not None})
         try:
-            try:
-                # Usually every fence holds and every key is new (rows are appended): one
-                # round trip (a pipeline) of plain inserts, which fails whole — nothing
-                # applied — when a fence does not hold (division by zero) or a key exists.
-                with conn.pipeline(), conn.transaction():
-                    if not sync:
-                        conn.execute("SET LOCAL synchronous_commit = off")
-                    if fences:
-                        names, epochs = [f[0] for f in fences], [f[1] for f in fences]
-                        conn.execute(_ALL_FENCES_HOLD, (names, epochs, len(fences)))
-                    self._apply(conn, writes, _INSERT)
-                return
-            except (psycopg.errors.DivisionByZero, psycopg.errors.UniqueViolation):
-                pass
-            with conn.transaction():  # which fences do not hold; keys replaced
-                if not sync:
-                    conn.execute("SET LOCAL synchronous_commit = off")
-                names = sorted({name for name, _epoch in fences})
-                rows = conn.execute(_FENCES, (names,)).fetchall()
-                current = {bytes(n): int(e) for n, e in rows}
+            while writes and not self._apply(conn, writes, sync):
+                # a fence did not hold, nothing was applied: which ones, and again without
+                names = sorted({w.fence[0] for w in writes if w.fence is not None})
+                current = {bytes(n): int(e) for n, e in conn.execute(_FENCES, (names,))}
                 for w in writes:
                     if w.fence is not None and current.get(w.fence[0]) != w.fence[1]:
                         name, epoch = w.fence
@@ -358,7 +361,7 @@ class PostgresStore:
                             f"fence {name!r} epoch {epoch} was superseded "
                             f"(now {current.get(name)}) in {self.where}"
                         )
-                self._apply(conn, [w for w in writes if w.error is None], _UPSERT)
+                writes = [w for w in writes if w.error is None]
         except psycopg.Error as exc:
             self._fail(exc)
             error = StorageUnavailableError(f"PostgreSQL: a write to {self.where} failed: {exc}")
@@ -367,28 +370,45 @@ class PostgresStore:
                     w.error = error
 
     @staticmethod
-    def _apply(conn: psycopg.Connection[Any], writes: list[_Write], insert: str) -> None:
-        final: dict[tuple[bytes, bytes], bytes | None] = {}
+    def _apply(conn: psycopg.Connection[Any], writes: list[_Write], sync: bool) -> bool:
+        """Write ``writes`` in one statement (one transaction); whether their fences held
+        (else nothing was written)."""
+        final: dict[tuple[bytes, bytes], tuple[bytes | None, bool]] = {}
         for w in writes:
             for name, key, value in w.ops:
-                final[(name, key)] = value
-        put_t: list[bytes] = []
-        put_k: list[bytes] = []
-        put_v: list[bytes] = []
-        del_t: list[bytes] = []
-        del_k: list[bytes] = []
-        for (name, key), value in final.items():
+                if w.existing_only and value is not None:
+                    earlier = final.get((name, key))
+                    if earlier is None:
+                        final[(name, key)] = (value, True)
+                    elif earlier[0] is not None:  # put earlier in the batch: it exists
+                        final[(name, key)] = (value, earlier[1])
+                    # else deleted earlier in the batch: it stays deleted
+                else:
+                    final[(name, key)] = (value, False)
+        a: dict[str, list[Any]] = {c: [] for c in ("dt", "dk", "pt", "pk", "pv", "xt", "xk", "xv")}
+        for (name, key), (value, existing) in final.items():
             if value is None:
-                del_t.append(name)
-                del_k.append(key)
+                a["dt"].append(name)
+                a["dk"].append(key)
             else:
-                put_t.append(name)
-                put_k.append(key)
-                put_v.append(value)
-        if del_t:
-            conn.execute(_DELETE, (del_t, del_k))
-        if put_t:
-            conn.execute(insert, (put_t, put_k, put_v))
+                x = "x" if existing else "p"
+                a[x + "t"].append(name)
+                a[x + "k"].append(key)
+                a[x + "v"].append(value)
+        fences = sorted({w.fence for w in writes if w.fence is not None})
+        params = {
+            **a,
+            "fn": [f[0] for f in fences],
+            "fe": [f[1] for f in fences],
+            "nf": len(fences),
+        }
+        if sync:
+            row = conn.execute(_WRITE, params).fetchone()
+        else:
+            with conn.transaction():
+                conn.execute("SET LOCAL synchronous_commit = off")
+                row = conn.execute(_WRITE, params).fetchone()
+        return bool(row and row[0])
 
     # -- fences -------------------------------------------------------------------------
 
