@@ -21,7 +21,8 @@ from tms.store.postgres.notify import PgChangeFeed
 
 @pytest.fixture
 def two(pg_url: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:
-    a, b = PostgresStore(pg_url, name="a"), PostgresStore(pg_url, name="b")
+    a = PostgresStore(pg_url, name="a", shared=True)
+    b = PostgresStore(pg_url, name="b", shared=True)
     yield a, b
     a.close()
     b.close()
@@ -127,8 +128,12 @@ def test_an_unreachable_server_is_storage_unavailable() -> None:
 def test_a_waiter_on_one_instance_wakes_on_a_publish_through_another(pg_url: str) -> None:
     # Given two services on one database, telling each other of changes
     topic = TopicId("ns", "t")
-    writer = MessagingService(PostgresStore(pg_url, name="w"), feed=PgChangeFeed(pg_url, name="w"))
-    reader = MessagingService(PostgresStore(pg_url, name="r"), feed=PgChangeFeed(pg_url, name="r"))
+    writer = MessagingService(
+        PostgresStore(pg_url, name="w", shared=True), feed=PgChangeFeed(pg_url, name="w")
+    )
+    reader = MessagingService(
+        PostgresStore(pg_url, name="r", shared=True), feed=PgChangeFeed(pg_url, name="r")
+    )
     try:
         writer.create_topic(topic)
         seen = reader.version(topic)

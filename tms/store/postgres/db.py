@@ -30,6 +30,15 @@ key order, served by the primary key's index.
   ``StorageUnavailableError`` until a new connection has been made (at most one attempt
   per ``retry_interval_s``), which bumps ``epoch`` — state read before may be stale.
   A refused fence is a known outcome and takes nothing down.
+* **One user of the database, or one cluster.** The write connection holds a
+  session-level advisory lock on the database for as long as it is open: exclusive for
+  a store made alone (``shared=False``: an instance not in a cluster), shared for the
+  instances of one cluster (``shared=True``, whose topics are fenced). A store that
+  cannot take it refuses to open (``StorageUnavailableError`` naming the reason), and a
+  write connection that was lost takes the store down until a new one holds the lock
+  again: every write goes through a connection that holds it. PostgreSQL drops the lock
+  with the session, so a killed instance leaves nothing behind (a lease row would
+  need a clock and a timeout of its own).
 * **Scans** run in a REPEATABLE READ, READ ONLY transaction on a pooled connection
   (``tms.store.postgres.connections``), read in key-range chunks (``LIMIT``, 32 rows
   growing to 1,024, continuing after the last key): every chunk comes from the
@@ -76,6 +85,7 @@ CREATE TABLE IF NOT EXISTS tms_fence (
 );
 """
 _SCHEMA_LOCK = 0x746D_735F_7363_6800  # pg_advisory_xact_lock key: "tms_sch"
+_INSTANCE_LOCK = 0x746D_735F_696E_7374  # the write connection's advisory lock: "tms_inst"
 # One statement writes a whole batch (its own transaction in autocommit: one round trip,
 # no BEGIN/COMMIT). Every change is conditional on the batch's fences all holding
 # (``f``, the fence rows read FOR SHARE), and the statement says whether they did: a
@@ -188,12 +198,16 @@ class PostgresStore:
         url: str,
         *,
         name: str = "tms",
+        shared: bool = False,
         retry_interval_s: float = 1.0,
         timeout_s: float = 10.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        """Connects and creates the schema (``StorageUnavailableError`` when it cannot)."""
+        """Connects and creates the schema (``StorageUnavailableError`` when it cannot,
+        or when another store holds the database: see ``shared`` in the module
+        docstring)."""
         self.url = url
+        self.shared = shared
         self.where = redact(url)
         self._name = name
         self._timeout_s = timeout_s
@@ -217,7 +231,23 @@ class PostgresStore:
         self._writes: GroupCommit[_Write] = GroupCommit(self._write_now, failed=write_interrupted)
 
     def _connect(self) -> psycopg.Connection[Any]:
-        return connect(self.url, f"{self._name}-write", timeout_s=self._timeout_s)
+        """A write connection holding the instance lock (see the module docstring)."""
+        conn = connect(self.url, f"{self._name}-write", timeout_s=self._timeout_s)
+        try:
+            take = "pg_try_advisory_lock_shared" if self.shared else "pg_try_advisory_lock"
+            row = conn.execute(f"SELECT {take}(%s)", (_INSTANCE_LOCK,)).fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        if row is None or not row[0]:
+            conn.close()
+            mode = "in a cluster" if self.shared else "alone"
+            raise StorageUnavailableError(
+                f"{self.where} is in use by another tms instance: an instance not in a "
+                "cluster needs the database to itself, and instances of a cluster "
+                f"(--zookeeper) share it only with each other (this one runs {mode})"
+            )
+        return conn
 
     # -- availability -------------------------------------------------------------------
 
