@@ -17,6 +17,7 @@ from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
 from tms.store.postgres import PostgresStore
 from tms.store.postgres.notify import PgChangeFeed
+from txms_testing import PostgresCluster
 
 
 @pytest.fixture
@@ -159,6 +160,35 @@ def test_a_waiter_on_one_instance_wakes_on_a_publish_through_another(pg_url: str
     finally:
         writer.close()
         reader.close()
+
+
+def test_overwrites_and_a_stale_fence_leave_no_error_in_the_server_log(
+    pg_cluster: PostgresCluster, pg_url: str
+) -> None:
+    log = pg_cluster.dir / "server.log"
+    start = log.stat().st_size
+    store = PostgresStore(pg_url)
+    svc = MessagingService(store)
+    try:
+        # Given a topic's first writes, a changed topic and rows written again
+        topic = TopicId("ns", "t")
+        svc.create_topic(topic)
+        svc.publish(StoreRequest(topic, [b"a"]))
+        svc.update_topic(topic, {"ttl": "60"})
+        store.write([(b"x", b"k", b"1")])
+        store.write([(b"x", b"new", b"2"), (b"x", b"k", b"3")])
+        # and a write under a superseded fence
+        old = store.acquire_fence(b"f")
+        store.acquire_fence(b"f")
+        with pytest.raises(FencedError):
+            store.write([(b"x", b"fenced", b"4")], fence=(b"f", old))
+        assert store.table(b"x").get(b"k") == b"3" and store.table(b"x").get(b"fenced") is None
+    finally:
+        svc.close()
+    # Then PostgreSQL logged no error for any of it
+    with log.open("rb") as f:
+        f.seek(start)
+        assert b"ERROR" not in f.read()
 
 
 def test_sizes_are_estimated_from_statistics_once_the_table_has_them(pg_url: str) -> None:
