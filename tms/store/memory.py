@@ -113,6 +113,7 @@ class MemoryStore:
         epoch: int | None = None,
         fence: Fence | None = None,
         existing_only: bool = False,
+        new_keys: bool = False,  # a hint this engine has no use for
     ) -> None:
         with self.lock:
             self.check_open(epoch)

@@ -102,12 +102,22 @@ def is_older_generation(data_generation: int, current: int) -> bool:
 
 class TableBatch:
     """Changes to the tables of one store, applied together by ``Tables.write``: all or
-    none, in the order added. Not thread-safe (one writer builds it)."""
+    none, in the order added. Not thread-safe (one writer builds it).
 
-    __slots__ = ("ops",)
+    ``appended`` counts the ops added by ``append_messages`` and ``put_payloads``, whose
+    keys are new positions; when every op is one of them, the batch only adds rows
+    (``new_keys``, a hint to the store)."""
+
+    __slots__ = ("appended", "ops")
 
     def __init__(self) -> None:
         self.ops: list[WriteOp] = []
+        self.appended = 0
+
+    @property
+    def new_keys(self) -> bool:
+        """Whether every op is a row at a new position (see the class docstring)."""
+        return self.appended == len(self.ops)
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -140,6 +150,7 @@ class TableBatch:
                 value = encode_message_value(MessageEntry(tx_write_pointer, payload, ttls[i]))
             ops.append((MESSAGE_TABLE, prefix + pack(ms, seq), value))
             seq += 1
+        self.appended += len(payloads)
         return first, (ms, seq - 1)
 
     def put_marker(self, prefix: bytes, position: tuple[int, int], tx_write_pointer: int) -> None:
@@ -154,6 +165,7 @@ class TableBatch:
         for r in rows:
             key = keys.payload_key(prefix, r.tx_write_pointer, r.write_ms, r.p_seq)
             self.ops.append((PAYLOAD_TABLE, key, encode_payload_value(r.payload, r.ttl_s)))
+        self.appended += len(rows)
 
     def put_position(
         self,
@@ -387,7 +399,12 @@ class Tables:
         there and add none. Raises ``StorageUnavailableError``."""
         if batch.ops:
             self.kv.write(
-                batch.ops, sync=sync, epoch=epoch, fence=fence, existing_only=existing_only
+                batch.ops,
+                sync=sync,
+                epoch=epoch,
+                fence=fence,
+                existing_only=existing_only,
+                new_keys=batch.new_keys,
             )
 
     def topic_bytes(self, metadata: TopicMetadata) -> int:

@@ -214,3 +214,11 @@ def test_kv_put_replaces_an_existing_row_in_a_batch_of_new_ones(kv: KeyValueStor
     kv.write([(b"x", b"b", b"old")])
     kv.write([(b"x", b"a", b"1"), (b"x", b"b", b"new"), (b"x", b"c", b"3")])
     assert list(kv.table(b"x").scan()) == [(b"a", b"1"), (b"b", b"new"), (b"c", b"3")]
+
+
+def test_kv_new_keys_is_a_hint_and_an_existing_key_is_still_replaced(kv: KeyValueStore) -> None:
+    kv.write([(b"x", b"b", b"old")])
+    kv.write([(b"x", b"a", b"1"), (b"x", b"b", b"new")], new_keys=True)
+    fence = kv.acquire_fence(b"f")
+    kv.write([(b"x", b"b", b"newer"), (b"x", b"c", b"3")], new_keys=True, fence=(b"f", fence))
+    assert list(kv.table(b"x").scan()) == [(b"a", b"1"), (b"b", b"newer"), (b"c", b"3")]

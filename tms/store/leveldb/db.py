@@ -171,6 +171,7 @@ class LevelDBStore:
         epoch: int | None = None,
         fence: Fence | None = None,
         existing_only: bool = False,
+        new_keys: bool = False,  # a hint this engine has no use for
     ) -> None:
         def fill(batch: Any) -> None:
             _fill(batch, ops)

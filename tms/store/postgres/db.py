@@ -12,19 +12,17 @@ key order, served by the primary key's index.
 
 * **Writes** are serialized through a ``tms.commit.GroupCommit`` on one connection:
   whoever finds no write running takes every write queued meanwhile (of any topics) and
-  applies them in **one database transaction** — one commit, one WAL flush, as the
-  LevelDB handle shares one sync. In it: the fences of the fenced writes are read
-  ``FOR SHARE`` (a concurrent ``acquire_fence``, an ``UPDATE`` of the row, waits for this
-  transaction and vice versa), writes whose fence is not the newest are left out with
-  ``FencedError``; the others' changes, collapsed in order (a later change of a key
-  wins), go in as one multi-row ``DELETE`` and one multi-row ``INSERT`` (``unnest`` of
-  arrays, binary parameters). It is first sent as one pipeline (one round trip) with a
-  fence check that fails the transaction when any fence does not hold, and a plain
-  ``INSERT`` (most writes append new rows; ``ON CONFLICT DO UPDATE`` costs about 40 %
-  more per row here); when that fails — a stale fence, a key that exists — nothing was
-  applied, and the transaction is made again reading the fences and with ``INSERT ... ON
-  CONFLICT DO UPDATE``. ``sync=False`` commits with ``synchronous_commit = off`` (atomic,
-  not yet flushed).
+  applies them in **one statement**, its own transaction (one round trip, one commit,
+  one WAL flush, as the LevelDB handle shares one sync): multi-row changes from
+  ``unnest`` of arrays (binary parameters), each conditional on every fence of the
+  batch holding — the fence rows read ``FOR SHARE``, so a concurrent ``acquire_fence``
+  (an ``UPDATE`` of the row) and the write wait for each other. A fence that does not
+  hold applies nothing and raises nothing: the statement says so, the writes under a
+  stale fence get ``FencedError`` and the rest is sent again. Changes are collapsed in
+  order (a later change of a key wins); puts of a batch of appended rows (``new_keys``)
+  are a plain ``INSERT``, others ``ON CONFLICT DO NOTHING`` then an upsert of the keys
+  that existed, so an overwrite leaves no error in the server's log (the statements
+  below say more). ``sync=False`` commits with ``synchronous_commit = off``.
 * **A failed write** (an error, or an answer lost: the commit may or may not have
   happened) takes the store *down*: its connection is dropped, and every call raises
   ``StorageUnavailableError`` until a new connection has been made (at most one attempt
@@ -86,17 +84,14 @@ CREATE TABLE IF NOT EXISTS tms_fence (
 """
 _SCHEMA_LOCK = 0x746D_735F_7363_6800  # pg_advisory_xact_lock key: "tms_sch"
 _INSTANCE_LOCK = 0x746D_735F_696E_7374  # the write connection's advisory lock: "tms_inst"
-# One statement writes a whole batch (its own transaction in autocommit: one round trip,
-# no BEGIN/COMMIT). Every change is conditional on the batch's fences all holding
-# (``f``, the fence rows read FOR SHARE), and the statement says whether they did: a
-# stale fence applies nothing and raises nothing. Puts first try ``ON CONFLICT DO
-# NOTHING`` (``ins``); only when some key existed (``ins`` took fewer rows than given)
-# are those replaced (``up``, an upsert of the rest), so no statement fails on an
-# existing key and none leaves an error in the server's log. ``ex`` changes rows that
-# exist only (``existing_only`` writes).
-_WRITE = """
-WITH f AS (SELECT count(*) AS held FROM (SELECT 1 FROM tms_fence WHERE (name, epoch) IN
-           (SELECT * FROM unnest(%(fn)b::bytea[], %(fe)s::bigint[])) FOR SHARE) held),
+_HELD = """WITH f AS (SELECT count(*) AS held FROM (SELECT 1 FROM tms_fence WHERE (name, epoch)
+IN (SELECT * FROM unnest(%(fn)b::bytea[], %(fe)s::bigint[])) FOR SHARE) held),"""
+# The general write (see the module docstring): ``f`` the fences held, ``d`` deletes,
+# ``ins`` new keys, ``up`` (only when ``ins`` took fewer rows than given) replaces the
+# keys that existed, ``ex`` changes existing rows only (``existing_only`` writes).
+_WRITE = (
+    _HELD
+    + """
 d AS (DELETE FROM tms_kv WHERE (SELECT held FROM f) = %(nf)s
       AND (t, k) IN (SELECT * FROM unnest(%(dt)b::bytea[], %(dk)b::bytea[]))),
 n AS (SELECT * FROM unnest(%(pt)b::bytea[], %(pk)b::bytea[], %(pv)b::bytea[]) AS n (t, k, v)
@@ -112,7 +107,23 @@ ex AS (UPDATE tms_kv o SET v = x.v
        WHERE (SELECT held FROM f) = %(nf)s AND o.t = x.t AND o.k = x.k)
 SELECT (SELECT held FROM f) = %(nf)s
 """
+)
 _FENCES = "SELECT name, epoch FROM tms_fence WHERE name = ANY(%b::bytea[])"
+# Appends (``new_keys``) are a plain INSERT, half the server's work per row of the above;
+# a key that exists after all fails it whole (an anomaly), and ``_WRITE`` is sent.
+_APPEND = (
+    "INSERT INTO tms_kv (t, k, v) "
+    "SELECT * FROM unnest(%(pt)b::bytea[], %(pk)b::bytea[], %(pv)b::bytea[])"
+)
+_APPEND_FENCED = (
+    _HELD
+    + """
+ins AS (INSERT INTO tms_kv (t, k, v)
+        SELECT * FROM unnest(%(pt)b::bytea[], %(pk)b::bytea[], %(pv)b::bytea[])
+        WHERE (SELECT held FROM f) = %(nf)s)
+SELECT (SELECT held FROM f) = %(nf)s
+"""
+)
 _ACQUIRE = """
 INSERT INTO tms_fence (name, epoch) VALUES (%b, 1)
 ON CONFLICT (name) DO UPDATE SET epoch = tms_fence.epoch + 1, since = now()
@@ -129,6 +140,7 @@ class _Write:
     epoch: int | None
     fence: Fence | None
     existing_only: bool = False
+    new_keys: bool = False
     error: StorageUnavailableError | None = None
 
 
@@ -352,8 +364,9 @@ class PostgresStore:
         epoch: int | None = None,
         fence: Fence | None = None,
         existing_only: bool = False,
+        new_keys: bool = False,
     ) -> None:
-        mine = _Write(ops, sync, epoch, fence, existing_only)
+        mine = _Write(ops, sync, epoch, fence, existing_only, new_keys and not existing_only)
         self._writes.run([mine])
         if mine.error is not None:
             raise mine.error
@@ -403,6 +416,20 @@ class PostgresStore:
     def _apply(conn: psycopg.Connection[Any], writes: list[_Write], sync: bool) -> bool:
         """Write ``writes`` in one statement (one transaction); whether their fences held
         (else nothing was written)."""
+        fences = sorted({w.fence for w in writes if w.fence is not None})
+        params: dict[str, Any] = {
+            "fn": [f[0] for f in fences],
+            "fe": [f[1] for f in fences],
+            "nf": len(fences),
+        }
+        if all(w.new_keys for w in writes):
+            params["pt"] = [name for w in writes for name, _k, _v in w.ops]
+            params["pk"] = [key for w in writes for _n, key, _v in w.ops]
+            params["pv"] = [value for w in writes for _n, _k, value in w.ops]
+            try:
+                return _execute(conn, _APPEND_FENCED if fences else _APPEND, params, sync)
+            except psycopg.errors.UniqueViolation:
+                log.warning("a batch of new rows met an existing key; it is written again")
         final: dict[tuple[bytes, bytes], tuple[bytes | None, bool]] = {}
         for w in writes:
             for name, key, value in w.ops:
@@ -425,20 +452,8 @@ class PostgresStore:
                 a[x + "t"].append(name)
                 a[x + "k"].append(key)
                 a[x + "v"].append(value)
-        fences = sorted({w.fence for w in writes if w.fence is not None})
-        params = {
-            **a,
-            "fn": [f[0] for f in fences],
-            "fe": [f[1] for f in fences],
-            "nf": len(fences),
-        }
-        if sync:
-            row = conn.execute(_WRITE, params).fetchone()
-        else:
-            with conn.transaction():
-                conn.execute("SET LOCAL synchronous_commit = off")
-                row = conn.execute(_WRITE, params).fetchone()
-        return bool(row and row[0])
+        params.update(a)
+        return _execute(conn, _WRITE, params, sync)
 
     # -- fences -------------------------------------------------------------------------
 
@@ -474,3 +489,17 @@ class PostgresStore:
         for c in (conn, fence_conn):
             if c is not None:
                 c.close()
+
+
+def _execute(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any], sync: bool) -> bool:
+    """Run a write statement as its own transaction; whether its fences held (if any)."""
+    if sync:
+        cur = conn.execute(sql, params)
+    else:
+        with conn.transaction():
+            conn.execute("SET LOCAL synchronous_commit = off")
+            cur = conn.execute(sql, params)
+    if cur.description is None:
+        return True
+    row = cur.fetchone()
+    return bool(row and row[0])
