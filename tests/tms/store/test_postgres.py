@@ -121,6 +121,36 @@ def test_a_failed_write_takes_the_store_down_until_it_reconnects(pg_url: str) ->
         store.close()
 
 
+def test_a_store_that_lost_its_connection_writes_nothing_while_another_holds_the_database(
+    pg_url: str,
+) -> None:
+    # Given an instance alone on a database, whose write connection the server ends
+    first = PostgresStore(pg_url, name="first", retry_interval_s=0)
+    try:
+        first.table(b"m").write([(b"1", b"v")])
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'first-write'"
+            )
+        # and a second instance that starts meanwhile (the lock went with the session)
+        second = PostgresStore(pg_url, name="second")
+        try:
+            # When the first one writes again
+            for _ in range(3):
+                with pytest.raises(StorageUnavailableError):
+                    first.table(b"m").write([(b"2", b"lost")])
+            # Then none of it landed: it cannot reconnect while the second holds the lock
+            assert second.table(b"m").get(b"2") is None
+        finally:
+            second.close()
+        # and once the second is gone, it takes the database back
+        first.table(b"m").write([(b"3", b"v")])
+        assert [k for k, _ in first.table(b"m").scan()] == [b"1", b"3"]
+    finally:
+        first.close()
+
+
 def test_an_unreachable_server_is_storage_unavailable() -> None:
     with pytest.raises(StorageUnavailableError):
         PostgresStore("postgresql://nobody@127.0.0.1:1/none", timeout_s=1)
