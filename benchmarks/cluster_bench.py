@@ -9,9 +9,9 @@ instance's CPU buys, and how long a topic's writes stop when its owner dies.
 * raw: what PostgreSQL itself does here, on one connection: single-row autocommit
   inserts (commits/s) beside ``write`` + ``fdatasync`` of a file; rows/s loading
   400-row batches (as a 100-message publish from 4 threads makes) by ``INSERT ... SELECT
-  FROM unnest`` with ``ON CONFLICT DO UPDATE`` (what the store does) and without, by
-  ``COPY`` straight into the table, and by ``COPY`` into a staging table then ``INSERT
-  ... ON CONFLICT``;
+  FROM unnest`` with ``ON CONFLICT DO UPDATE`` and without (what the store sends for
+  appended rows), by ``COPY`` straight into the table, and by ``COPY`` into a staging
+  table then ``INSERT ... ON CONFLICT``;
 * cpu: one ``tms serve --store postgresql://... --zookeeper ...`` instance, 8 client
   threads publishing 10 messages per request over HTTP for ``seconds``; the instance's
   CPU and PostgreSQL's (every backend of its cluster) per 1,000 messages, read from

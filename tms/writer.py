@@ -301,7 +301,7 @@ class _Batch:
 
     def apply(self, ticket: Ticket[object]) -> None:
         """Apply one admitted operation; if it fails, it adds nothing."""
-        mark = len(self.rows.ops)
+        mark, appended = len(self.rows.ops), self.rows.appended
         counts = self._messages, self._payload_bytes, self._rolled_back, self._published
         queue = self._queue
         saved = queue.save() if queue is not None else None
@@ -309,6 +309,7 @@ class _Batch:
             ticket.apply(self)
         except TmsError as exc:
             del self.rows.ops[mark:]
+            self.rows.appended = appended
             self._messages, self._payload_bytes, self._rolled_back, self._published = counts
             if queue is not None and saved is not None:
                 queue.restore(saved)  # what a queue operation changed before it failed

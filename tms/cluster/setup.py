@@ -68,7 +68,7 @@ def open_store(config: StoreConfig) -> Opened:
     from tms.store.postgres.notify import PgChangeFeed  # noqa: PLC0415
 
     name = config.name or f"{socket.gethostname()}-{os.getpid()}"
-    store = PostgresStore(config.store_url, name=f"tms-{name}")
+    store = PostgresStore(config.store_url, name=f"tms-{name}", shared=bool(config.zookeeper))
     feed = PgChangeFeed(config.store_url, name=f"tms-{name}")
     if not config.zookeeper:
         return Opened(store, None, feed)

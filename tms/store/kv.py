@@ -12,6 +12,12 @@ several tables; ``table(name)`` is a view whose keys are the table's own.
 or None to delete)`` of ``ops`` atomically, across tables, in order (a later change of a
 key wins): after a crash either every change is there or none. With ``sync=True`` it is
 durable when the call returns. ``TableStore.write`` is the one-table shorthand.
+With ``existing_only=True`` the write only *changes* rows: a put of a key that is absent
+when the write is applied is left out (a read-then-write such as cleanup's negation must
+not bring back a row deleted since it was read), checked in the same atomic step.
+``new_keys=True`` is a hint that every put adds a key that is not there (appended
+messages): an engine may write such a batch faster, and must still replace a key that
+turns out to exist.
 Concurrent writes may be merged by the engine into one physical write (LevelDB's handle
 does), but each keeps its own atomicity and outcome.
 
@@ -129,9 +135,13 @@ class KeyValueStore(Protocol):
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
+        existing_only: bool = False,
+        new_keys: bool = False,
     ) -> None:
         """Apply ``ops`` atomically (see the module docstring); with ``fence``, only
-        while it is the newest of its name (else ``FencedError``, nothing applied)."""
+        while it is the newest of its name (else ``FencedError``, nothing applied); with
+        ``existing_only``, puts of keys absent at that moment are left out; ``new_keys``
+        is a hint (see the module docstring)."""
 
     def acquire_fence(self, name: bytes) -> int:
         """A new epoch of fence ``name``, above every earlier one; durable when it

@@ -66,6 +66,10 @@ class _MemoryTable:
         """Exact: the bytes of the range's keys and values."""
         return sum(len(k) + len(v) for k, v in self.scan(start, stop))
 
+    def has(self, key: bytes) -> bool:
+        """Whether ``key`` is there; the caller holds the store's lock."""
+        return key in self._values
+
     def apply(self, key: bytes, value: bytes | None) -> None:
         """One change; the caller holds the store's lock."""
         if value is None:
@@ -108,6 +112,8 @@ class MemoryStore:
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
+        existing_only: bool = False,
+        new_keys: bool = False,  # a hint this engine has no use for
     ) -> None:
         with self.lock:
             self.check_open(epoch)
@@ -117,6 +123,8 @@ class MemoryStore:
             for name, key, value in ops:
                 if name not in tables:
                     tables[name] = _MemoryTable(self)
+                if existing_only and value is not None and not tables[name].has(key):
+                    continue
                 tables[name].apply(key, value)
 
     def acquire_fence(self, name: bytes) -> int:

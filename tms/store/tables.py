@@ -102,12 +102,22 @@ def is_older_generation(data_generation: int, current: int) -> bool:
 
 class TableBatch:
     """Changes to the tables of one store, applied together by ``Tables.write``: all or
-    none, in the order added. Not thread-safe (one writer builds it)."""
+    none, in the order added. Not thread-safe (one writer builds it).
 
-    __slots__ = ("ops",)
+    ``appended`` counts the ops added by ``append_messages`` and ``put_payloads``, whose
+    keys are new positions; when every op is one of them, the batch only adds rows
+    (``new_keys``, a hint to the store)."""
+
+    __slots__ = ("appended", "ops")
 
     def __init__(self) -> None:
         self.ops: list[WriteOp] = []
+        self.appended = 0
+
+    @property
+    def new_keys(self) -> bool:
+        """Whether every op is a row at a new position (see the class docstring)."""
+        return self.appended == len(self.ops)
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -140,6 +150,7 @@ class TableBatch:
                 value = encode_message_value(MessageEntry(tx_write_pointer, payload, ttls[i]))
             ops.append((MESSAGE_TABLE, prefix + pack(ms, seq), value))
             seq += 1
+        self.appended += len(payloads)
         return first, (ms, seq - 1)
 
     def put_marker(self, prefix: bytes, position: tuple[int, int], tx_write_pointer: int) -> None:
@@ -154,6 +165,7 @@ class TableBatch:
         for r in rows:
             key = keys.payload_key(prefix, r.tx_write_pointer, r.write_ms, r.p_seq)
             self.ops.append((PAYLOAD_TABLE, key, encode_payload_value(r.payload, r.ttl_s)))
+        self.appended += len(rows)
 
     def put_position(
         self,
@@ -379,12 +391,21 @@ class Tables:
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
+        existing_only: bool = False,
     ) -> None:
         """Apply ``batch`` atomically (durably with ``sync``); with ``epoch``, only if the
         store has not recovered from a failure since; with ``fence``, only while it is
-        the newest (``FencedError``). Raises ``StorageUnavailableError``."""
+        the newest (``FencedError``); with ``existing_only``, puts change rows that are
+        there and add none. Raises ``StorageUnavailableError``."""
         if batch.ops:
-            self.kv.write(batch.ops, sync=sync, epoch=epoch, fence=fence)
+            self.kv.write(
+                batch.ops,
+                sync=sync,
+                epoch=epoch,
+                fence=fence,
+                existing_only=existing_only,
+                new_keys=batch.new_keys,
+            )
 
     def topic_bytes(self, metadata: TopicMetadata) -> int:
         """Approximately how many bytes a topic's current generation takes (both tables)."""
@@ -464,7 +485,11 @@ class Tables:
     ) -> int:
         """Negate every entry of the topic's current generation from ``from_ms`` on that
         carries one of the ``invalid`` write pointers (it then reads as rolled back);
-        durably, in synced batches of ``batch_rows``. How many were negated."""
+        durably, in synced batches of ``batch_rows``. How many were negated.
+
+        It runs on any instance, unfenced, beside the owner's writer and other
+        instances' purges: each negation is written ``existing_only``, so an entry
+        purged after it was read stays purged."""
         prefix = keys.topic_prefix(metadata.topic, metadata.generation)
         start = keys.message_key(prefix, from_ms, 0)
         batch = TableBatch()
@@ -477,9 +502,10 @@ class Tables:
                 batch.ops.append((MESSAGE_TABLE, key, negated))
                 count += 1
                 if len(batch) >= batch_rows:
-                    self.write(batch)  # durable before any truncation may rely on it
+                    # durable before any truncation may rely on it
+                    self.write(batch, existing_only=True)
                     batch = TableBatch()
-        self.write(batch)
+        self.write(batch, existing_only=True)
         return count
 
     def close(self) -> None:

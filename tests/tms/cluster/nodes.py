@@ -23,7 +23,7 @@ def start_node(
 ) -> Node:
     """Instance ``name`` registered under ``base``; ``service_args`` go to its
     ``MessagingService`` (its ownership is the instance's ``Cluster``)."""
-    store = PostgresStore(pg_url, name=name)
+    store = PostgresStore(pg_url, name=name, shared=True)
     cluster = Cluster(connect(zk.connect_string, 10.0), store, name, base=base)
     cluster.start(f"http://{name}.invalid:1")
     return Node(MessagingService(store, ownership=cluster, **service_args), cluster)

@@ -75,7 +75,7 @@ def deployment(zk_ensemble: ZooKeeperEnsemble, pg_url: str) -> Iterator[Deployme
     tx = InProcessTxClient(manager)
     made: list[Node] = []
     for name in ("a", "b"):
-        store = PostgresStore(pg_url, name=name)
+        store = PostgresStore(pg_url, name=name, shared=True)
         cluster = Cluster(connect(zk_ensemble.connect_string, 10.0), store, name, base=base)
         cluster.start(f"http://{name}.invalid:1")
         service = MessagingService(

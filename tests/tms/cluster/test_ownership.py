@@ -38,7 +38,7 @@ def nodes(zk_ensemble: ZooKeeperEnsemble, pg_url: str) -> Iterator[list[Node]]:
     made: list[Node] = []
 
     def node(name: str, clock_ms: int) -> Node:
-        store = PostgresStore(pg_url, name=name)
+        store = PostgresStore(pg_url, name=name, shared=True)
         cluster = Cluster(connect(zk_ensemble.connect_string, 10.0), store, name, base=base)
         cluster.start(f"http://{name}.invalid:1")
         clock = FakeClock(clock_ms)

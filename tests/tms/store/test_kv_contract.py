@@ -173,3 +173,52 @@ def test_kv_no_old_fence_write_lands_after_a_new_fence_is_taken(kv: KeyValueStor
     assert len(refused) == 4
     assert list(kv.table(b"x").scan()) == seen
     assert {int(k) for k, _ in seen} == set(written)
+
+
+def test_kv_existing_only_changes_present_rows_and_never_adds_one(kv: KeyValueStore) -> None:
+    # Given a row that is there and one deleted after it was read
+    kv.write([(b"x", b"here", b"old"), (b"x", b"gone", b"old")])
+    kv.write([(b"x", b"gone", None)])
+    # When both are rewritten with existing_only, beside a delete in the same write
+    kv.write(
+        [(b"x", b"here", b"new"), (b"x", b"gone", b"new"), (b"x", b"other", None)],
+        existing_only=True,
+    )
+    # Then the present row changed and the deleted one did not come back
+    assert list(kv.table(b"x").scan()) == [(b"here", b"new")]
+
+
+def test_kv_existing_only_writes_merged_with_others_keep_their_order(kv: KeyValueStore) -> None:
+    # Given concurrent writers: plain puts, deletes and existing_only rewrites of the
+    # same keys (an engine may merge them into one physical write)
+    kv.write([(b"x", b"%03d" % i, b"v0") for i in range(50)])
+
+    def rewrite(n: int) -> None:
+        for i in range(50):
+            key = b"%03d" % i
+            if n == 0:
+                kv.write([(b"x", key, None)])  # a purge
+            else:
+                kv.write([(b"x", key, b"v%d" % n)], existing_only=True)  # a negation
+
+    threads = [threading.Thread(target=rewrite, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    # Then every key was purged and no rewrite brought one back
+    assert list(kv.table(b"x").scan()) == []
+
+
+def test_kv_put_replaces_an_existing_row_in_a_batch_of_new_ones(kv: KeyValueStore) -> None:
+    kv.write([(b"x", b"b", b"old")])
+    kv.write([(b"x", b"a", b"1"), (b"x", b"b", b"new"), (b"x", b"c", b"3")])
+    assert list(kv.table(b"x").scan()) == [(b"a", b"1"), (b"b", b"new"), (b"c", b"3")]
+
+
+def test_kv_new_keys_is_a_hint_and_an_existing_key_is_still_replaced(kv: KeyValueStore) -> None:
+    kv.write([(b"x", b"b", b"old")])
+    kv.write([(b"x", b"a", b"1"), (b"x", b"b", b"new")], new_keys=True)
+    fence = kv.acquire_fence(b"f")
+    kv.write([(b"x", b"b", b"newer"), (b"x", b"c", b"3")], new_keys=True, fence=(b"f", fence))
+    assert list(kv.table(b"x").scan()) == [(b"a", b"1"), (b"b", b"newer"), (b"c", b"3")]

@@ -17,11 +17,13 @@ from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
 from tms.store.postgres import PostgresStore
 from tms.store.postgres.notify import PgChangeFeed
+from txms_testing import PostgresCluster
 
 
 @pytest.fixture
 def two(pg_url: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:
-    a, b = PostgresStore(pg_url, name="a"), PostgresStore(pg_url, name="b")
+    a = PostgresStore(pg_url, name="a", shared=True)
+    b = PostgresStore(pg_url, name="b", shared=True)
     yield a, b
     a.close()
     b.close()
@@ -119,6 +121,36 @@ def test_a_failed_write_takes_the_store_down_until_it_reconnects(pg_url: str) ->
         store.close()
 
 
+def test_a_store_that_lost_its_connection_writes_nothing_while_another_holds_the_database(
+    pg_url: str,
+) -> None:
+    # Given an instance alone on a database, whose write connection the server ends
+    first = PostgresStore(pg_url, name="first", retry_interval_s=0)
+    try:
+        first.table(b"m").write([(b"1", b"v")])
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'first-write'"
+            )
+        # and a second instance that starts meanwhile (the lock went with the session)
+        second = PostgresStore(pg_url, name="second")
+        try:
+            # When the first one writes again
+            for _ in range(3):
+                with pytest.raises(StorageUnavailableError):
+                    first.table(b"m").write([(b"2", b"lost")])
+            # Then none of it landed: it cannot reconnect while the second holds the lock
+            assert second.table(b"m").get(b"2") is None
+        finally:
+            second.close()
+        # and once the second is gone, it takes the database back
+        first.table(b"m").write([(b"3", b"v")])
+        assert [k for k, _ in first.table(b"m").scan()] == [b"1", b"3"]
+    finally:
+        first.close()
+
+
 def test_an_unreachable_server_is_storage_unavailable() -> None:
     with pytest.raises(StorageUnavailableError):
         PostgresStore("postgresql://nobody@127.0.0.1:1/none", timeout_s=1)
@@ -127,8 +159,12 @@ def test_an_unreachable_server_is_storage_unavailable() -> None:
 def test_a_waiter_on_one_instance_wakes_on_a_publish_through_another(pg_url: str) -> None:
     # Given two services on one database, telling each other of changes
     topic = TopicId("ns", "t")
-    writer = MessagingService(PostgresStore(pg_url, name="w"), feed=PgChangeFeed(pg_url, name="w"))
-    reader = MessagingService(PostgresStore(pg_url, name="r"), feed=PgChangeFeed(pg_url, name="r"))
+    writer = MessagingService(
+        PostgresStore(pg_url, name="w", shared=True), feed=PgChangeFeed(pg_url, name="w")
+    )
+    reader = MessagingService(
+        PostgresStore(pg_url, name="r", shared=True), feed=PgChangeFeed(pg_url, name="r")
+    )
     try:
         writer.create_topic(topic)
         seen = reader.version(topic)
@@ -154,6 +190,35 @@ def test_a_waiter_on_one_instance_wakes_on_a_publish_through_another(pg_url: str
     finally:
         writer.close()
         reader.close()
+
+
+def test_overwrites_and_a_stale_fence_leave_no_error_in_the_server_log(
+    pg_cluster: PostgresCluster, pg_url: str
+) -> None:
+    log = pg_cluster.dir / "server.log"
+    start = log.stat().st_size
+    store = PostgresStore(pg_url)
+    svc = MessagingService(store)
+    try:
+        # Given a topic's first writes, a changed topic and rows written again
+        topic = TopicId("ns", "t")
+        svc.create_topic(topic)
+        svc.publish(StoreRequest(topic, [b"a"]))
+        svc.update_topic(topic, {"ttl": "60"})
+        store.write([(b"x", b"k", b"1")])
+        store.write([(b"x", b"new", b"2"), (b"x", b"k", b"3")])
+        # and a write under a superseded fence
+        old = store.acquire_fence(b"f")
+        store.acquire_fence(b"f")
+        with pytest.raises(FencedError):
+            store.write([(b"x", b"fenced", b"4")], fence=(b"f", old))
+        assert store.table(b"x").get(b"k") == b"3" and store.table(b"x").get(b"fenced") is None
+    finally:
+        svc.close()
+    # Then PostgreSQL logged no error for any of it
+    with log.open("rb") as f:
+        f.seek(start)
+        assert b"ERROR" not in f.read()
 
 
 def test_sizes_are_estimated_from_statistics_once_the_table_has_them(pg_url: str) -> None:

@@ -148,3 +148,32 @@ def test_concurrent_writes_to_two_topics(tables: Tables) -> None:
     for topic in (T1, T2):
         got = [r.entry.payload for r in tables.messages.scan(keys.topic_prefix(topic, 1))]
         assert got == [topic.topic.encode() + b"\x00", topic.topic.encode() + b"\x01"]
+
+
+def test_negation_never_brings_back_an_entry_purged_after_it_was_read(
+    tables: Tables, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given two expired entries of an invalid transaction
+    tables.metadata.create(T1, {})
+    metadata = tables.metadata.get(T1)
+    prefix = keys.topic_prefix(T1, metadata.generation)
+    tables.messages.write(
+        prefix,
+        [MessageRow(5, 0, MessageEntry(100, b"x")), MessageRow(5, 1, MessageEntry(100, b"y"))],
+    )
+    # and a purge (another instance's cleanup) that runs right after negation read them
+    store, real_scan, purged = tables.messages.store, tables.messages.store.scan, []
+
+    def scan_then_purge(*args: object, **kwargs: object) -> object:
+        rows = list(real_scan(*args, **kwargs))  # type: ignore[arg-type]
+        monkeypatch.setattr(store, "scan", real_scan)  # the purge's own scans are plain
+        purged.append(tables.purge_topic(metadata, cutoff_ms=6, batch_rows=100))
+        return iter(rows)
+
+    monkeypatch.setattr(store, "scan", scan_then_purge)
+    # When cleanup negates the transaction's entries
+    tables.negate_invalid(metadata, {100}, 0, 100)
+    # Then the purged entries stay purged
+    assert purged[0].expired == 2
+    monkeypatch.undo()
+    assert list(tables.messages.scan(prefix)) == []

@@ -170,24 +170,43 @@ class LevelDBStore:
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
+        existing_only: bool = False,
+        new_keys: bool = False,  # a hint this engine has no use for
     ) -> None:
         def fill(batch: Any) -> None:
-            prefixes: dict[bytes, bytes] = {}
-            put, delete = batch.put, batch.delete
-            for name, key, value in ops:
-                prefix = prefixes.get(name)
-                if prefix is None:
-                    prefix = prefixes[name] = name + b"/"
-                if value is None:
-                    delete(prefix + key)
-                else:
-                    put(prefix + key, value)
+            _fill(batch, ops)
+
+        def fill_existing(batch: Any) -> None:
+            # alone in its LevelDB batch, after every earlier write: what is read here
+            # stays true until these changes are applied
+            with self.handle.use() as db:
+                kept = [o for o in ops if o[2] is None or db.get(o[0] + b"/" + o[1]) is not None]
+            _fill(batch, kept)
 
         db_fence = None if fence is None else (_FENCE_PREFIX + fence[0], fence[1])
-        self.handle.write(fill, sync=sync, epoch=epoch, fence=db_fence)
+        self.handle.write(
+            fill_existing if existing_only else fill,
+            sync=sync,
+            epoch=epoch,
+            fence=db_fence,
+            alone=existing_only,
+        )
 
     def acquire_fence(self, name: bytes) -> int:
         return self.handle.acquire_fence(_FENCE_PREFIX + name)
 
     def close(self) -> None:
         self.handle.close()
+
+
+def _fill(batch: Any, ops: Sequence[WriteOp]) -> None:
+    prefixes: dict[bytes, bytes] = {}
+    put, delete = batch.put, batch.delete
+    for name, key, value in ops:
+        prefix = prefixes.get(name)
+        if prefix is None:
+            prefix = prefixes[name] = name + b"/"
+        if value is None:
+            delete(prefix + key)
+        else:
+            put(prefix + key, value)

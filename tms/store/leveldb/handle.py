@@ -71,6 +71,7 @@ class _Write:
     acquire: bytes | None = None  # a fence key to take the next epoch of
     acquired: int = 0
     error: StorageUnavailableError | None = None
+    alone: bool = False  # the fill reads the database: no earlier change may be pending
 
 
 def _noop(_batch: Any) -> None:
@@ -142,12 +143,16 @@ class DBHandle:
         sync: bool = True,
         epoch: int | None = None,
         fence: tuple[bytes, int] | None = None,
+        alone: bool = False,
     ) -> None:
         """Apply ``fill``'s changes atomically (durably with ``sync``); see the module
         docstring. With ``epoch``, only if the database was not reopened since (the
-        caller's state is from that epoch); with ``fence``, only while the fence holds.
-        Raises ``StorageUnavailableError`` (``FencedError``)."""
-        mine = _Write(fill, sync, epoch, fence)
+        caller's state is from that epoch); with ``fence``, only while the fence holds;
+        with ``alone``, in a LevelDB batch of its own, after every earlier write was
+        applied (so ``fill`` may read the database through ``use``: what it reads stays
+        true until its changes are applied). Raises ``StorageUnavailableError``
+        (``FencedError``)."""
+        mine = _Write(fill, sync, epoch, fence, alone=alone)
         self._writes.run([mine])
         if mine.error is not None:
             raise mine.error
@@ -161,6 +166,21 @@ class DBHandle:
         return mine.acquired
 
     def _write_now(self, batch: list[_Write]) -> None:
+        """Write ``batch`` in LevelDB batches, one for each run of writes and one for
+        each ``alone`` write, in order."""
+        group: list[_Write] = []
+        for w in batch:
+            if w.alone and group:
+                self._write_group(group)
+                group = []
+            group.append(w)
+            if w.alone:
+                self._write_group(group)
+                group = []
+        if group:
+            self._write_group(group)
+
+    def _write_group(self, batch: list[_Write]) -> None:
         """Write ``batch`` as one LevelDB batch, setting each one's ``error``."""
         try:
             db = self._enter()

@@ -12,24 +12,31 @@ key order, served by the primary key's index.
 
 * **Writes** are serialized through a ``tms.commit.GroupCommit`` on one connection:
   whoever finds no write running takes every write queued meanwhile (of any topics) and
-  applies them in **one database transaction** — one commit, one WAL flush, as the
-  LevelDB handle shares one sync. In it: the fences of the fenced writes are read
-  ``FOR SHARE`` (a concurrent ``acquire_fence``, an ``UPDATE`` of the row, waits for this
-  transaction and vice versa), writes whose fence is not the newest are left out with
-  ``FencedError``; the others' changes, collapsed in order (a later change of a key
-  wins), go in as one multi-row ``DELETE`` and one multi-row ``INSERT`` (``unnest`` of
-  arrays, binary parameters). It is first sent as one pipeline (one round trip) with a
-  fence check that fails the transaction when any fence does not hold, and a plain
-  ``INSERT`` (most writes append new rows; ``ON CONFLICT DO UPDATE`` costs about 40 %
-  more per row here); when that fails — a stale fence, a key that exists — nothing was
-  applied, and the transaction is made again reading the fences and with ``INSERT ... ON
-  CONFLICT DO UPDATE``. ``sync=False`` commits with ``synchronous_commit = off`` (atomic,
-  not yet flushed).
+  applies them in **one statement**, its own transaction (one round trip, one commit,
+  one WAL flush, as the LevelDB handle shares one sync): multi-row changes from
+  ``unnest`` of arrays (binary parameters), each conditional on every fence of the
+  batch holding — the fence rows read ``FOR SHARE``, so a concurrent ``acquire_fence``
+  (an ``UPDATE`` of the row) and the write wait for each other. A fence that does not
+  hold applies nothing and raises nothing: the statement says so, the writes under a
+  stale fence get ``FencedError`` and the rest is sent again. Changes are collapsed in
+  order (a later change of a key wins); puts of a batch of appended rows (``new_keys``)
+  are a plain ``INSERT``, others ``ON CONFLICT DO NOTHING`` then an upsert of the keys
+  that existed, so an overwrite leaves no error in the server's log (the statements
+  below say more). ``sync=False`` commits with ``synchronous_commit = off``.
 * **A failed write** (an error, or an answer lost: the commit may or may not have
   happened) takes the store *down*: its connection is dropped, and every call raises
   ``StorageUnavailableError`` until a new connection has been made (at most one attempt
   per ``retry_interval_s``), which bumps ``epoch`` — state read before may be stale.
   A refused fence is a known outcome and takes nothing down.
+* **One user of the database, or one cluster.** The write connection holds a
+  session-level advisory lock on the database for as long as it is open: exclusive for
+  a store made alone (``shared=False``: an instance not in a cluster), shared for the
+  instances of one cluster (``shared=True``, whose topics are fenced). A store that
+  cannot take it refuses to open (``StorageUnavailableError`` naming the reason), and a
+  write connection that was lost takes the store down until a new one holds the lock
+  again: every write goes through a connection that holds it. PostgreSQL drops the lock
+  with the session, so a killed instance leaves nothing behind (a lease row would
+  need a clock and a timeout of its own).
 * **Scans** run in a REPEATABLE READ, READ ONLY transaction on a pooled connection
   (``tms.store.postgres.connections``), read in key-range chunks (``LIMIT``, 32 rows
   growing to 1,024, continuing after the last key): every chunk comes from the
@@ -76,14 +83,46 @@ CREATE TABLE IF NOT EXISTS tms_fence (
 );
 """
 _SCHEMA_LOCK = 0x746D_735F_7363_6800  # pg_advisory_xact_lock key: "tms_sch"
-_INSERT = "INSERT INTO tms_kv (t, k, v) SELECT * FROM unnest(%b::bytea[], %b::bytea[], %b::bytea[])"
-_UPSERT = _INSERT + " ON CONFLICT (t, k) DO UPDATE SET v = EXCLUDED.v"
-_DELETE = "DELETE FROM tms_kv WHERE (t, k) IN (SELECT * FROM unnest(%b::bytea[], %b::bytea[]))"
-_FENCES = "SELECT name, epoch FROM tms_fence WHERE name = ANY(%b::bytea[]) FOR SHARE"
-_ALL_FENCES_HOLD = (
-    "WITH held AS (SELECT 1 FROM tms_fence WHERE (name, epoch) IN "
-    "(SELECT * FROM unnest(%b::bytea[], %s::bigint[])) FOR SHARE) "
-    "SELECT 1 / (CASE WHEN count(*) = %s THEN 1 ELSE 0 END) FROM held"
+_INSTANCE_LOCK = 0x746D_735F_696E_7374  # the write connection's advisory lock: "tms_inst"
+_HELD = """WITH f AS (SELECT count(*) AS held FROM (SELECT 1 FROM tms_fence WHERE (name, epoch)
+IN (SELECT * FROM unnest(%(fn)b::bytea[], %(fe)s::bigint[])) FOR SHARE) held),"""
+# The general write (see the module docstring): ``f`` the fences held, ``d`` deletes,
+# ``ins`` new keys, ``up`` (only when ``ins`` took fewer rows than given) replaces the
+# keys that existed, ``ex`` changes existing rows only (``existing_only`` writes).
+_WRITE = (
+    _HELD
+    + """
+d AS (DELETE FROM tms_kv WHERE (SELECT held FROM f) = %(nf)s
+      AND (t, k) IN (SELECT * FROM unnest(%(dt)b::bytea[], %(dk)b::bytea[]))),
+n AS (SELECT * FROM unnest(%(pt)b::bytea[], %(pk)b::bytea[], %(pv)b::bytea[]) AS n (t, k, v)
+      WHERE (SELECT held FROM f) = %(nf)s),
+ins AS (INSERT INTO tms_kv (t, k, v) SELECT * FROM n ON CONFLICT (t, k) DO NOTHING
+        RETURNING t, k),
+up AS (INSERT INTO tms_kv (t, k, v) SELECT * FROM n
+       WHERE (SELECT count(*) FROM ins) < (SELECT count(*) FROM n)
+       AND (n.t, n.k) NOT IN (SELECT t, k FROM ins)
+       ON CONFLICT (t, k) DO UPDATE SET v = EXCLUDED.v),
+ex AS (UPDATE tms_kv o SET v = x.v
+       FROM unnest(%(xt)b::bytea[], %(xk)b::bytea[], %(xv)b::bytea[]) AS x (t, k, v)
+       WHERE (SELECT held FROM f) = %(nf)s AND o.t = x.t AND o.k = x.k)
+SELECT (SELECT held FROM f) = %(nf)s
+"""
+)
+_FENCES = "SELECT name, epoch FROM tms_fence WHERE name = ANY(%b::bytea[])"
+# Appends (``new_keys``) are a plain INSERT, half the server's work per row of the above;
+# a key that exists after all fails it whole (an anomaly), and ``_WRITE`` is sent.
+_APPEND = (
+    "INSERT INTO tms_kv (t, k, v) "
+    "SELECT * FROM unnest(%(pt)b::bytea[], %(pk)b::bytea[], %(pv)b::bytea[])"
+)
+_APPEND_FENCED = (
+    _HELD
+    + """
+ins AS (INSERT INTO tms_kv (t, k, v)
+        SELECT * FROM unnest(%(pt)b::bytea[], %(pk)b::bytea[], %(pv)b::bytea[])
+        WHERE (SELECT held FROM f) = %(nf)s)
+SELECT (SELECT held FROM f) = %(nf)s
+"""
 )
 _ACQUIRE = """
 INSERT INTO tms_fence (name, epoch) VALUES (%b, 1)
@@ -100,6 +139,8 @@ class _Write:
     sync: bool
     epoch: int | None
     fence: Fence | None
+    existing_only: bool = False
+    new_keys: bool = False
     error: StorageUnavailableError | None = None
 
 
@@ -169,12 +210,16 @@ class PostgresStore:
         url: str,
         *,
         name: str = "tms",
+        shared: bool = False,
         retry_interval_s: float = 1.0,
         timeout_s: float = 10.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        """Connects and creates the schema (``StorageUnavailableError`` when it cannot)."""
+        """Connects and creates the schema (``StorageUnavailableError`` when it cannot,
+        or when another store holds the database: see ``shared`` in the module
+        docstring)."""
         self.url = url
+        self.shared = shared
         self.where = redact(url)
         self._name = name
         self._timeout_s = timeout_s
@@ -198,7 +243,23 @@ class PostgresStore:
         self._writes: GroupCommit[_Write] = GroupCommit(self._write_now, failed=write_interrupted)
 
     def _connect(self) -> psycopg.Connection[Any]:
-        return connect(self.url, f"{self._name}-write", timeout_s=self._timeout_s)
+        """A write connection holding the instance lock (see the module docstring)."""
+        conn = connect(self.url, f"{self._name}-write", timeout_s=self._timeout_s)
+        try:
+            take = "pg_try_advisory_lock_shared" if self.shared else "pg_try_advisory_lock"
+            row = conn.execute(f"SELECT {take}(%s)", (_INSTANCE_LOCK,)).fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        if row is None or not row[0]:
+            conn.close()
+            mode = "in a cluster" if self.shared else "alone"
+            raise StorageUnavailableError(
+                f"{self.where} is in use by another tms instance: an instance not in a "
+                "cluster needs the database to itself, and instances of a cluster "
+                f"(--zookeeper) share it only with each other (this one runs {mode})"
+            )
+        return conn
 
     # -- availability -------------------------------------------------------------------
 
@@ -302,8 +363,10 @@ class PostgresStore:
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
+        existing_only: bool = False,
+        new_keys: bool = False,
     ) -> None:
-        mine = _Write(ops, sync, epoch, fence)
+        mine = _Write(ops, sync, epoch, fence, existing_only, new_keys and not existing_only)
         self._writes.run([mine])
         if mine.error is not None:
             raise mine.error
@@ -329,28 +392,11 @@ class PostgresStore:
         if not writes:
             return
         sync = any(w.sync for w in writes)
-        fences = sorted({w.fence for w in writes if w.fence is not None})
         try:
-            try:
-                # Usually every fence holds and every key is new (rows are appended): one
-                # round trip (a pipeline) of plain inserts, which fails whole — nothing
-                # applied — when a fence does not hold (division by zero) or a key exists.
-                with conn.pipeline(), conn.transaction():
-                    if not sync:
-                        conn.execute("SET LOCAL synchronous_commit = off")
-                    if fences:
-                        names, epochs = [f[0] for f in fences], [f[1] for f in fences]
-                        conn.execute(_ALL_FENCES_HOLD, (names, epochs, len(fences)))
-                    self._apply(conn, writes, _INSERT)
-                return
-            except (psycopg.errors.DivisionByZero, psycopg.errors.UniqueViolation):
-                pass
-            with conn.transaction():  # which fences do not hold; keys replaced
-                if not sync:
-                    conn.execute("SET LOCAL synchronous_commit = off")
-                names = sorted({name for name, _epoch in fences})
-                rows = conn.execute(_FENCES, (names,)).fetchall()
-                current = {bytes(n): int(e) for n, e in rows}
+            while writes and not self._apply(conn, writes, sync):
+                # a fence did not hold, nothing was applied: which ones, and again without
+                names = sorted({w.fence[0] for w in writes if w.fence is not None})
+                current = {bytes(n): int(e) for n, e in conn.execute(_FENCES, (names,))}
                 for w in writes:
                     if w.fence is not None and current.get(w.fence[0]) != w.fence[1]:
                         name, epoch = w.fence
@@ -358,7 +404,7 @@ class PostgresStore:
                             f"fence {name!r} epoch {epoch} was superseded "
                             f"(now {current.get(name)}) in {self.where}"
                         )
-                self._apply(conn, [w for w in writes if w.error is None], _UPSERT)
+                writes = [w for w in writes if w.error is None]
         except psycopg.Error as exc:
             self._fail(exc)
             error = StorageUnavailableError(f"PostgreSQL: a write to {self.where} failed: {exc}")
@@ -367,28 +413,47 @@ class PostgresStore:
                     w.error = error
 
     @staticmethod
-    def _apply(conn: psycopg.Connection[Any], writes: list[_Write], insert: str) -> None:
-        final: dict[tuple[bytes, bytes], bytes | None] = {}
+    def _apply(conn: psycopg.Connection[Any], writes: list[_Write], sync: bool) -> bool:
+        """Write ``writes`` in one statement (one transaction); whether their fences held
+        (else nothing was written)."""
+        fences = sorted({w.fence for w in writes if w.fence is not None})
+        params: dict[str, Any] = {
+            "fn": [f[0] for f in fences],
+            "fe": [f[1] for f in fences],
+            "nf": len(fences),
+        }
+        if all(w.new_keys for w in writes):
+            params["pt"] = [name for w in writes for name, _k, _v in w.ops]
+            params["pk"] = [key for w in writes for _n, key, _v in w.ops]
+            params["pv"] = [value for w in writes for _n, _k, value in w.ops]
+            try:
+                return _execute(conn, _APPEND_FENCED if fences else _APPEND, params, sync)
+            except psycopg.errors.UniqueViolation:
+                log.warning("a batch of new rows met an existing key; it is written again")
+        final: dict[tuple[bytes, bytes], tuple[bytes | None, bool]] = {}
         for w in writes:
             for name, key, value in w.ops:
-                final[(name, key)] = value
-        put_t: list[bytes] = []
-        put_k: list[bytes] = []
-        put_v: list[bytes] = []
-        del_t: list[bytes] = []
-        del_k: list[bytes] = []
-        for (name, key), value in final.items():
+                if w.existing_only and value is not None:
+                    earlier = final.get((name, key))
+                    if earlier is None:
+                        final[(name, key)] = (value, True)
+                    elif earlier[0] is not None:  # put earlier in the batch: it exists
+                        final[(name, key)] = (value, earlier[1])
+                    # else deleted earlier in the batch: it stays deleted
+                else:
+                    final[(name, key)] = (value, False)
+        a: dict[str, list[Any]] = {c: [] for c in ("dt", "dk", "pt", "pk", "pv", "xt", "xk", "xv")}
+        for (name, key), (value, existing) in final.items():
             if value is None:
-                del_t.append(name)
-                del_k.append(key)
+                a["dt"].append(name)
+                a["dk"].append(key)
             else:
-                put_t.append(name)
-                put_k.append(key)
-                put_v.append(value)
-        if del_t:
-            conn.execute(_DELETE, (del_t, del_k))
-        if put_t:
-            conn.execute(insert, (put_t, put_k, put_v))
+                x = "x" if existing else "p"
+                a[x + "t"].append(name)
+                a[x + "k"].append(key)
+                a[x + "v"].append(value)
+        params.update(a)
+        return _execute(conn, _WRITE, params, sync)
 
     # -- fences -------------------------------------------------------------------------
 
@@ -424,3 +489,17 @@ class PostgresStore:
         for c in (conn, fence_conn):
             if c is not None:
                 c.close()
+
+
+def _execute(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any], sync: bool) -> bool:
+    """Run a write statement as its own transaction; whether its fences held (if any)."""
+    if sync:
+        cur = conn.execute(sql, params)
+    else:
+        with conn.transaction():
+            conn.execute("SET LOCAL synchronous_commit = off")
+            cur = conn.execute(sql, params)
+    if cur.description is None:
+        return True
+    row = cur.fetchone()
+    return bool(row and row[0])
