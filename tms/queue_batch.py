@@ -48,6 +48,7 @@ from tms.errors import TmsInvalidArgumentError, TransactionNotInProgressError
 from tms.guard import WritePointerGuard
 from tms.journal import Journal
 from tms.queue_dead import DeadLetters
+from tms.queue_fresh import FreshReady
 from tms.queues import (
     AckOutcome,
     AckRequest,
@@ -116,7 +117,9 @@ class QueueBatch(DeadLetters):
         self._rows: dict[bytes, QueueRow | None] = {}  # changed in this batch (None: deleted)
         self._keys: dict[str, bytes | None] = {}
         self._origins: set[bytes] = set()
-        self._fresh_ready: dict[bytes, QueueRow] = {}  # became ready in this batch
+        self._journal = Journal()  # the changes since save()
+        self._fresh = FreshReady(self._journal)  # became ready in this batch
+        self._cursors: dict[bytes, bytes] = {}  # index kind -> where its next scan starts
         self._counts: list[int] | None = None
         self.became_ready = False
         self.changed = 0
@@ -124,7 +127,6 @@ class QueueBatch(DeadLetters):
         self.dead_lettered = 0
         """Messages that became MOVING (to be moved to the dead-letter queue)."""
         self._housekept = False
-        self._journal = Journal()  # the changes since save()
 
     # -- one operation at a time --------------------------------------------------------
 
@@ -139,6 +141,7 @@ class QueueBatch(DeadLetters):
         by the writer). The writer's index floors are left as they are: a floor only goes
         down for an entry put (still below every live one) or to a key the store holds."""
         self._journal.undo()
+        self._fresh.reset()
         self._counts = list(saved.counts) if saved.counts is not None else None
         self.became_ready = saved.became_ready
         self.changed = saved.changed
@@ -167,10 +170,10 @@ class QueueBatch(DeadLetters):
         self._lower_floor(index[len(self._prefix) : len(self._prefix) + 1], index)
         self._journal.put(self._rows, new.id, new)
         if new.state is QueueState.READY:
-            self._journal.put(self._fresh_ready, new.id, new)
+            self._fresh.put(new)
             self.became_ready = True
         else:
-            self._journal.drop(self._fresh_ready, new.id)
+            self._fresh.drop(new.id)
 
     def _lower_floor(self, kind: bytes, index: bytes) -> None:
         """An entry of ``kind`` put in this batch: no floor above it, now or after a
@@ -182,15 +185,24 @@ class QueueBatch(DeadLetters):
             self._floors[kind] = index
 
     def _entries(
-        self, kind: bytes, *, start: bytes = b"", stop: bytes | None = None
+        self,
+        kind: bytes,
+        *,
+        start: bytes = b"",
+        stop: bytes | None = None,
+        from_key: bytes | None = None,
     ) -> Iterator[bytes]:
-        """Index keys of ``kind`` from the packed fields ``start`` to ``stop`` (see
-        ``QueueTables.entries``), from the floor on, learning the floor when the scan
-        covers everything below it (see the module docstring)."""
+        """Index keys of ``kind`` from the packed fields ``start`` (or the whole key
+        ``from_key``) to ``stop`` (see ``QueueTables.entries``), from the floor on,
+        learning the floor when the scan covers everything below it (see the module
+        docstring)."""
         base = self._prefix + kind
         floor = self._floors.get(kind)
         begin = base + start
         covers = begin <= floor if floor is not None else not start
+        if from_key is not None and from_key > begin:
+            begin = from_key
+            covers = floor is not None and begin <= floor
         if floor is not None and floor > begin:
             begin = floor
         end = keys.stop_key_for_prefix(base)
@@ -217,7 +229,7 @@ class QueueBatch(DeadLetters):
         owns_key = row.key is not None and self._id_of_key(row.key) == row.id
         self._q.delete_row(self._batch, self._prefix, row, key=owns_key)
         self._journal.put(self._rows, row.id, None)
-        self._journal.drop(self._fresh_ready, row.id)
+        self._fresh.drop(row.id)
         if owns_key and row.key is not None:
             self._journal.put(self._keys, row.key, None)
 
@@ -298,26 +310,42 @@ class QueueBatch(DeadLetters):
     def receive(self, request: ReceiveRequest) -> ReceiveResult:
         self.housekeeping()
         lease_ms = request.lease_ms if request.lease_ms is not None else self._config.lease_s * 1000
-        candidates: list[QueueRow] = []
-        for key in self._entries(b"r"):
+        limit = request.max_messages
+        # The store's ready entries from where the batch's last receive stopped: the
+        # store does not change during the batch, and every entry before the cursor is
+        # of a message this batch changed already (leased, or in _rows), so N receives
+        # of one batch read each entry once.
+        stored: list[tuple[bytes, QueueRow]] = []
+        last: bytes | None = None
+        for key in self._entries(b"r", from_key=self._cursors.get(b"r")):
+            last = key
             message_id = qc.index_entry_id(key)
             if message_id in self._rows:
                 continue  # changed in this batch: its entry here is gone
             row = self._q.get(self._prefix, message_id)
             if row is not None and row.state is QueueState.READY:
-                candidates.append(row)
-                if len(candidates) >= request.max_messages:
+                stored.append((key, row))
+                if len(stored) >= limit:
                     break
-        candidates.extend(self._fresh_ready.values())
+        fresh = self._fresh.take(limit)
+        candidates = [row for _key, row in stored] + fresh
         candidates.sort(key=lambda r: (r.priority, r.due_ms, r.id))
         leased: list[QueueMessage] = []
-        for row in candidates[: request.max_messages]:
+        for row in candidates[:limit]:
             new = dataclasses.replace(
                 row, state=QueueState.LEASED, attempts=row.attempts + 1,
                 lease_ms=self._now + lease_ms,
             )  # fmt: skip
             self._put(row, new)
             leased.append(new.message())
+        # The next receive starts at the first stored candidate not leased (in index
+        # order, as they were sorted), or after everything this one looked at.
+        left = next((key for key, row in stored if row.id not in self._rows), None)
+        if left is None and last is not None:
+            left = last + b"\x00"
+        if left is not None:
+            self._journal.put(self._cursors, b"r", left)
+        self._fresh.give_back(fresh)
         # Only a receiver that got nothing waits, and needs to know for how long.
         return ReceiveResult(tuple(leased), None if leased else self._next_due())
 
