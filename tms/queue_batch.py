@@ -49,6 +49,7 @@ from tms.guard import WritePointerGuard
 from tms.journal import Journal
 from tms.queue_dead import DeadLetters
 from tms.queue_fresh import FreshReady
+from tms.queue_rows import RowCache
 from tms.queues import (
     AckOutcome,
     AckRequest,
@@ -75,6 +76,7 @@ module docstring); one per queue writer, lost (and learnt again) when it is repl
 _HOUSEKEEPING_ROWS = 5_000
 _FOREVER = 2**62
 _AFTER_ALL = b"\xff" * 64  # above every index key
+_COUNTED_AS = tuple(state.counted_as for state in QueueState)  # by state (a hot path)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -103,6 +105,7 @@ class QueueBatch(DeadLetters):
         guard: WritePointerGuard,
         rng: random.Random,
         floors: IndexFloors | None = None,
+        cache: RowCache | None = None,
     ) -> None:
         self._q = queues
         self._prefix = prefix
@@ -113,6 +116,7 @@ class QueueBatch(DeadLetters):
         self._guard = guard
         self._rng = rng
         self._floors: IndexFloors = floors if floors is not None else {}
+        self._cache = cache if cache is not None else RowCache()
         self._put_min: dict[bytes, bytes] = {}  # per kind, the least entry put in the batch
         self._rows: dict[bytes, QueueRow | None] = {}  # changed in this batch (None: deleted)
         self._keys: dict[str, bytes | None] = {}
@@ -153,7 +157,16 @@ class QueueBatch(DeadLetters):
     def _get(self, message_id: bytes) -> QueueRow | None:
         if message_id in self._rows:
             return self._rows[message_id]
-        return self._q.get(self._prefix, message_id)
+        return self._stored(message_id)
+
+    def _stored(self, message_id: bytes) -> QueueRow | None:
+        """The row as stored (the writer's cache, or the store)."""
+        row = self._cache.get(message_id)
+        return row if row is not None else self._q.get(self._prefix, message_id)
+
+    def written(self) -> None:
+        """The batch was written: its rows are the stored ones now (``RowCache``)."""
+        self._cache.update(self._rows)
 
     def _counters(self) -> list[int]:
         if self._counts is None:
@@ -163,8 +176,8 @@ class QueueBatch(DeadLetters):
     def _put(self, old: QueueRow | None, new: QueueRow) -> None:
         counts = self._counters()
         if old is not None:
-            counts[old.state.counted_as] -= 1
-        counts[new.state.counted_as] += 1
+            counts[_COUNTED_AS[old.state]] -= 1
+        counts[_COUNTED_AS[new.state]] += 1
         self.changed += 1
         index = self._q.put_row(self._batch, self._prefix, old, new)
         self._lower_floor(index[len(self._prefix) : len(self._prefix) + 1], index)
@@ -222,7 +235,7 @@ class QueueBatch(DeadLetters):
             self._floors[kind] = min(end, put)  # nothing live in the store's kind
 
     def _delete(self, row: QueueRow) -> None:
-        self._counters()[row.state.counted_as] -= 1
+        self._counters()[_COUNTED_AS[row.state]] -= 1
         self.changed += 1
         # A dead letter may carry a key another message of this queue holds: only the
         # key's own message takes it along.
@@ -246,7 +259,10 @@ class QueueBatch(DeadLetters):
     def _waiting(self, row: QueueRow, due_ms: int) -> QueueRow:
         """``row`` waiting for ``due_ms``: scheduled, or ready if that has come."""
         state = QueueState.READY if due_ms <= self._now else QueueState.SCHEDULED
-        return dataclasses.replace(row, state=state, due_ms=due_ms, lease_ms=0, tx_write_pointer=0)
+        return QueueRow(
+            row.id, state, row.priority, row.attempts, row.enqueued_ms, due_ms, 0, row.done_ms,
+            0, row.key, row.payload,
+        )  # fmt: skip
 
     def _failed(self, row: QueueRow, delay_ms: int | None) -> QueueRow:
         """``row`` after a failed delivery: back to the queue after ``delay_ms`` (None:
@@ -294,12 +310,15 @@ class QueueBatch(DeadLetters):
                 results.append(Enqueued(found, duplicate=True))
                 continue
             message_id = self._next_id()
+            due = item.due_ms(self._now)
+            if wp:
+                state = QueueState.PENDING
+            else:
+                state = QueueState.READY if due <= self._now else QueueState.SCHEDULED
             row = QueueRow(
-                message_id, QueueState.PENDING, item.priority, 0, self._now, item.due_ms(self._now),
+                message_id, state, item.priority, 0, self._now, due,
                 tx_write_pointer=wp, key=item.key, payload=item.payload,
             )  # fmt: skip
-            if not wp:
-                row = self._waiting(row, row.due_ms)
             self._put(None, row)
             if item.key is not None:
                 self._journal.put(self._keys, item.key, message_id)
@@ -322,7 +341,7 @@ class QueueBatch(DeadLetters):
             message_id = qc.index_entry_id(key)
             if message_id in self._rows:
                 continue  # changed in this batch: its entry here is gone
-            row = self._q.get(self._prefix, message_id)
+            row = self._stored(message_id)
             if row is not None and row.state is QueueState.READY:
                 stored.append((key, row))
                 if len(stored) >= limit:
@@ -332,9 +351,10 @@ class QueueBatch(DeadLetters):
         candidates.sort(key=lambda r: (r.priority, r.due_ms, r.id))
         leased: list[QueueMessage] = []
         for row in candidates[:limit]:
-            new = dataclasses.replace(
-                row, state=QueueState.LEASED, attempts=row.attempts + 1,
-                lease_ms=self._now + lease_ms,
+            new = QueueRow(
+                row.id, QueueState.LEASED, row.priority, row.attempts + 1, row.enqueued_ms,
+                row.due_ms, self._now + lease_ms, row.done_ms, row.tx_write_pointer, row.key,
+                row.payload,
             )  # fmt: skip
             self._put(row, new)
             leased.append(new.message())
@@ -383,9 +403,10 @@ class QueueBatch(DeadLetters):
                         row, state=QueueState.LEASED, lease_ms=lease, tx_write_pointer=wp
                     )
                 else:
-                    new = dataclasses.replace(
-                        row, state=QueueState.ACKED, done_ms=self._now, tx_write_pointer=0
-                    )
+                    new = QueueRow(
+                        row.id, QueueState.ACKED, row.priority, row.attempts, row.enqueued_ms,
+                        row.due_ms, row.lease_ms, self._now, 0, row.key, row.payload,
+                    )  # fmt: skip
                 self._put(row, new)
             outcomes.append(outcome)
         return tuple(outcomes)
@@ -491,7 +512,7 @@ class QueueBatch(DeadLetters):
             message_id = qc.index_entry_id(key)
             if message_id in self._rows:
                 continue
-            row = self._q.get(self._prefix, message_id)
+            row = self._stored(message_id)
             if row is not None:
                 rows.append(row)
         return rows
