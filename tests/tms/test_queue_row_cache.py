@@ -53,7 +53,7 @@ def store(kv: KeyValueStore) -> LandsThenFails:
 @pytest.fixture
 def svc(store: LandsThenFails) -> Iterator[MessagingService]:
     clock = FakeClock(1_700_000_000_000)
-    service = MessagingService(store, clock=clock, rng=random.Random(5))  # type: ignore[arg-type]
+    service = MessagingService(store, clock=clock, rng=random.Random(5))
     service.create_topic(Q, {"kind": "queue", "lease_s": "60"})
     yield service
     service.close()
