@@ -167,10 +167,14 @@ class QueueBatch(DeadLetters):
     def written(self) -> None:
         """The batch was written: its rows are the stored ones now (``RowCache``)."""
         self._cache.update(self._rows)
+        if self._counts is not None:
+            self._cache.counts = tuple(self._counts)
 
     def _counters(self) -> list[int]:
         if self._counts is None:
-            self._counts = list(self._q.counters(self._prefix))
+            cached = self._cache.counts
+            stored = cached if cached is not None else self._q.counters(self._prefix)
+            self._counts = list(stored)
         return self._counts
 
     def _put(self, old: QueueRow | None, new: QueueRow) -> None:

@@ -1,5 +1,5 @@
-"""``RowCache``: the queue rows a topic writer wrote last, so the next batches read them
-from memory rather than the store (``tms.queue_batch``).
+"""``RowCache``: the queue rows a topic writer wrote last, and its counter row, so the
+next batches read them from memory rather than the store (``tms.queue_batch``).
 
 A queue's rows are read mostly right after they were written: a receive leases the
 messages enqueued just before, an ack finishes the ones just leased. The writer is the
@@ -34,11 +34,13 @@ MAX_PAYLOAD = 4096
 class RowCache:
     """See the module docstring. Used by one writer's batches, one at a time."""
 
-    __slots__ = ("_bytes", "_rows")
+    __slots__ = ("_bytes", "_rows", "counts")
 
     def __init__(self) -> None:
         self._rows: dict[bytes, QueueRow] = {}
         self._bytes = 0
+        self.counts: tuple[int, ...] | None = None
+        """The queue's counter row as last written or read (None: ask the store)."""
 
     def get(self, message_id: bytes) -> QueueRow | None:
         """The row as last written, or None if not kept (ask the store)."""
@@ -65,3 +67,4 @@ class RowCache:
         """Forget everything (a write failed)."""
         self._rows.clear()
         self._bytes = 0
+        self.counts = None

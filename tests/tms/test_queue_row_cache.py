@@ -74,3 +74,7 @@ def test_an_ack_that_failed_but_landed_is_not_undone_by_a_cached_lease(
     assert svc.nack(NackRequest(Q, [message.receipt], delay_ms=0)) == (AckOutcome.ACKED,)
     assert svc.receive(ReceiveRequest(Q, 10)).messages == ()
     assert svc.ack(AckRequest(Q, [message.receipt])) == (AckOutcome.ACKED,)
+    # and the counters the next write stores are the store's, not the cached ones
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"next")]))
+    stats = svc.queue_stats(Q)
+    assert (stats.ready, stats.leased, stats.acked) == (1, 0, 1)
