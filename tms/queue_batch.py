@@ -503,9 +503,11 @@ class QueueBatch(DeadLetters):
 
     def _purge(self) -> None:
         cutoff = max(0, self._now - self._config.purge_after_s * 1000).to_bytes(8, "big")
+        copies = self._q.has_copies(self._prefix)
         for kind in (b"a", b"d"):
             for row in self._scan(kind, stop=cutoff):
-                if row.state in (QueueState.ACKED, QueueState.DEAD):
+                done = row.state in (QueueState.ACKED, QueueState.DEAD)
+                if done and self._release_origin(row, copies=copies):
                     self._delete(row)
 
     def _scan(self, kind: bytes, *, stop: bytes) -> list[QueueRow]:
