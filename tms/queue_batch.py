@@ -16,16 +16,8 @@ the store (or the transaction manager) can still fail part way through one: the 
 brackets each with ``save`` and, if it fails, ``restore`` (every change of this state
 since ``save`` undone) and drops its rows, so the batch goes on from what it writes.
 
-Index scans start at the writer's *floors* (``IndexFloors``): per index kind, a key
-below which the store holds no live entry. A queue's index is a moving window — entries
-are added at one end and deleted at the other — and an ordered store keeps deleted keys
-as tombstones for a while (LevelDB until compaction), so a scan from the start of a kind
-would step over every entry deleted since; with the floor it starts at the first live
-one. A floor is learnt from a scan that covered everything below it (the first live key
-it met, even past the scan's end: the store stepped over the deleted keys up to it
-anyway) and lowered by every entry this writer puts below it (the writer is the only one
-adding entries; a scan does not show the batch's own entries yet, so a floor learnt in a
-batch is never above them).
+Index scans start at the writer's *floors* (``tms.queue_index``), and the receives of one
+batch go on from where the last one stopped.
 
 Housekeeping rides on the operations that need it, bounded per batch so no batch grows
 without limit (``_HOUSEKEEPING_ROWS``): a receive first expires leases that ran out
@@ -38,10 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import islice
 
-from tms.codec import keys
 from tms.codec import queue as qc
 from tms.codec.queue import QueueRow
 from tms.errors import TmsInvalidArgumentError, TransactionNotInProgressError
@@ -49,6 +40,7 @@ from tms.guard import WritePointerGuard
 from tms.journal import Journal
 from tms.queue_dead import DeadLetters
 from tms.queue_fresh import FreshReady
+from tms.queue_index import IndexFloors, IndexScans
 from tms.queue_rows import RowCache
 from tms.queues import (
     AckOutcome,
@@ -69,13 +61,8 @@ from tms.store.tables import TableBatch
 
 __all__ = ["IndexFloors", "QueueBatch", "Saved"]
 
-IndexFloors = dict[bytes, bytes]
-"""Index kind -> a key below which the store holds no live entry of that kind (see the
-module docstring); one per queue writer, lost (and learnt again) when it is replaced."""
-
 _HOUSEKEEPING_ROWS = 5_000
 _FOREVER = 2**62
-_AFTER_ALL = b"\xff" * 64  # above every index key
 _COUNTED_AS = tuple(state.counted_as for state in QueueState)  # by state (a hot path)
 
 
@@ -90,7 +77,7 @@ class Saved:
     housekept: bool
 
 
-class QueueBatch(DeadLetters):
+class QueueBatch(IndexScans, DeadLetters):
     """See the module docstring. Not thread-safe (the writer's batch leader uses it)."""
 
     def __init__(
@@ -191,52 +178,6 @@ class QueueBatch(DeadLetters):
             self.became_ready = True
         else:
             self._fresh.drop(new.id)
-
-    def _lower_floor(self, kind: bytes, index: bytes) -> None:
-        """An entry of ``kind`` put in this batch: no floor above it, now or after a
-        later scan of the store (which does not show it yet)."""
-        if index < self._put_min.get(kind, _AFTER_ALL):
-            self._journal.put(self._put_min, kind, index)
-        floor = self._floors.get(kind)
-        if floor is not None and index < floor:
-            self._floors[kind] = index
-
-    def _entries(
-        self,
-        kind: bytes,
-        *,
-        start: bytes = b"",
-        stop: bytes | None = None,
-        from_key: bytes | None = None,
-    ) -> Iterator[bytes]:
-        """Index keys of ``kind`` from the packed fields ``start`` (or the whole key
-        ``from_key``) to ``stop`` (see ``QueueTables.entries``), from the floor on,
-        learning the floor when the scan covers everything below it (see the module
-        docstring)."""
-        base = self._prefix + kind
-        floor = self._floors.get(kind)
-        begin = base + start
-        covers = begin <= floor if floor is not None else not start
-        if from_key is not None and from_key > begin:
-            begin = from_key
-            covers = floor is not None and begin <= floor
-        if floor is not None and floor > begin:
-            begin = floor
-        end = keys.stop_key_for_prefix(base)
-        bound = base + stop if stop is not None else end
-        if bound is not None and begin >= bound:
-            return
-        found = False
-        put = self._put_min.get(kind, _AFTER_ALL)
-        for key in self._q.index_keys(begin, end):
-            if covers and not found:
-                self._floors[kind] = min(key, put)
-            found = True
-            if bound is not None and key >= bound:
-                return
-            yield key
-        if covers and not found and end is not None:
-            self._floors[kind] = min(end, put)  # nothing live in the store's kind
 
     def _delete(self, row: QueueRow) -> None:
         self._counters()[_COUNTED_AS[row.state]] -= 1
