@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import FakeClock
+from tests.tms.queue_store import QueueStore
 from tms.model import TopicId
 from tms.operations import Enqueue, Receive, Ticket
 from tms.queues import (
@@ -25,45 +26,17 @@ from tms.queues import (
 )
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
-from tms.store.queues import INDEX_TABLE
 
 Q = TopicId("ns", "work")
 
 
-class CountedScans:
-    """A real store that counts the queue index keys its scans hand out."""
-
-    def __init__(self, inner: KeyValueStore) -> None:
-        self.inner = inner
-        self.index_keys = 0
-
-    def table(self, name: bytes) -> Any:
-        inner, store = self.inner.table(name), self
-        if name != INDEX_TABLE:
-            return inner
-
-        class Table:
-            def scan(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
-                for item in inner.scan(*args, **kwargs):
-                    store.index_keys += 1
-                    yield item
-
-            def __getattr__(self, attr: str) -> Any:
-                return getattr(inner, attr)
-
-        return Table()
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self.inner, attr)
+@pytest.fixture
+def store(kv: KeyValueStore) -> QueueStore:
+    return QueueStore(kv)
 
 
 @pytest.fixture
-def store(kv: KeyValueStore) -> CountedScans:
-    return CountedScans(kv)
-
-
-@pytest.fixture
-def svc(store: CountedScans) -> Iterator[MessagingService]:
+def svc(store: QueueStore) -> Iterator[MessagingService]:
     clock = FakeClock(1_700_000_000_000)
     service = MessagingService(store, clock=clock, rng=random.Random(3))
     service.create_topic(Q, {"kind": "queue", "lease_s": "60"})
@@ -79,7 +52,7 @@ def one_batch(svc: MessagingService, tickets: list[Ticket[Any]]) -> None:
 
 
 def test_receives_of_one_batch_read_each_ready_entry_once(
-    svc: MessagingService, store: CountedScans
+    svc: MessagingService, store: QueueStore
 ) -> None:
     # Given 400 ready messages
     n = 400
