@@ -35,7 +35,7 @@ from itertools import islice
 
 from tms.codec import queue as qc
 from tms.codec.queue import QueueRow
-from tms.errors import TmsInvalidArgumentError, TransactionNotInProgressError
+from tms.errors import TransactionNotInProgressError
 from tms.guard import WritePointerGuard
 from tms.journal import Journal
 from tms.queue_dead import DeadLetters
@@ -51,6 +51,7 @@ from tms.queues import (
     QueueConfig,
     QueueMessage,
     QueueState,
+    Receipt,
     ReceiveRequest,
     ReceiveResult,
     SettleRequest,
@@ -150,6 +151,13 @@ class QueueBatch(IndexScans, DeadLetters):
         """The row as stored (the writer's cache, or the store)."""
         row = self._cache.get(message_id)
         return row if row is not None else self._q.get(self._prefix, message_id)
+
+    def _for_receipt(self, receipt: Receipt) -> QueueRow | None:
+        """The row an ack or nack of ``receipt`` goes by (``RowCache.lease_of``)."""
+        if receipt.id in self._rows:
+            return self._rows[receipt.id]
+        row = self._cache.lease_of(receipt)
+        return row if row is not None else self._q.get(self._prefix, receipt.id)
 
     def written(self) -> None:
         """The batch was written: its rows are the stored ones now (``RowCache``)."""
@@ -333,7 +341,7 @@ class QueueBatch(IndexScans, DeadLetters):
         wp = request.tx_write_pointer or 0
         outcomes = []
         for receipt in request.receipts:
-            row = self._get(receipt.id)
+            row = self._for_receipt(receipt)
             outcome = _ack_outcome(row, receipt.attempt, wp)
             changes = (
                 outcome in (AckOutcome.ACKED, AckOutcome.PENDING)
@@ -359,7 +367,7 @@ class QueueBatch(IndexScans, DeadLetters):
     def nack(self, request: NackRequest) -> tuple[AckOutcome, ...]:
         outcomes = []
         for receipt in request.receipts:
-            row = self._get(receipt.id)
+            row = self._for_receipt(receipt)
             if row is None or row.state is QueueState.PENDING:
                 outcomes.append(AckOutcome.UNKNOWN)
             elif row.state is QueueState.ACKED:
@@ -484,10 +492,3 @@ def _ack_outcome(row: QueueRow | None, attempt: int, wp: int) -> AckOutcome:
     # Leased by this attempt, or its lease ran out and nobody else has it yet (the work
     # was done: the ack is taken, as Vitess takes acks by id).
     return AckOutcome.PENDING if wp else AckOutcome.ACKED
-
-
-def check_queue(config: QueueConfig | None, topic: object) -> QueueConfig:
-    """The topic's queue settings; 400 if it is not a queue."""
-    if config is None:
-        raise TmsInvalidArgumentError(f"{topic} is not a queue (its 'kind' is not 'queue')")
-    return config

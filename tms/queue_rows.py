@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tms.codec.queue import QueueRow
+from tms.queues import QueueState, Receipt
 
 __all__ = ["RowCache"]
 
@@ -45,6 +46,21 @@ class RowCache:
     def get(self, message_id: bytes) -> QueueRow | None:
         """The row as last written, or None if not kept (ask the store)."""
         return self._rows.get(message_id)
+
+    def lease_of(self, receipt: Receipt) -> QueueRow | None:
+        """The row, if kept and if it is the lease of this delivery; else None (ask the
+        store). An ack or nack of the current lease changes the row, so its answer is
+        written, which a writer that is no longer the topic's cannot do; any other
+        answer may change nothing and write nothing, so it is the store's."""
+        row = self._rows.get(receipt.id)
+        if (
+            row is not None
+            and row.state is QueueState.LEASED
+            and row.attempts == receipt.attempt
+            and not row.tx_write_pointer
+        ):
+            return row
+        return None
 
     def __len__(self) -> int:
         return len(self._rows)

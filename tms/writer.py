@@ -85,9 +85,9 @@ from tms.operations import (
     Ticket,
     WritePosition,
 )
-from tms.queue_batch import IndexFloors, QueueBatch, check_queue
+from tms.queue_batch import IndexFloors, QueueBatch
 from tms.queue_rows import RowCache
-from tms.queues import AckOutcome, Enqueued, QueueConfig, ReceiveResult
+from tms.queues import AckOutcome, Enqueued, QueueConfig, ReceiveResult, check_queue
 from tms.store.kv import Fence
 from tms.store.tables import PayloadRow, TableBatch, Tables
 from txms_common.clock import Clock

@@ -7,6 +7,7 @@ hold: a write that fails may still have landed."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -26,12 +27,14 @@ from tms.queues import (
     EnqueueRequest,
     NackRequest,
     QueueState,
+    Receipt,
     ReceiveRequest,
     ReceiveResult,
 )
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
 from tms.store.queues import QueueTables
+from tms.store.tables import TableBatch, Tables
 
 Q = TopicId("ns", "jobs")
 PROPS = {"kind": "queue", "lease_s": "10", "max_attempts": "3", "backoff_s": "2"}
@@ -130,3 +133,26 @@ def test_an_ack_that_failed_but_landed_is_not_undone_by_a_cached_lease(
     assert stored == recount
     counts = stored[QueueState.READY], stored[QueueState.LEASED], stored[QueueState.ACKED]
     assert counts == (1, 0, 1)
+
+
+def test_an_answer_that_writes_nothing_is_the_stores_not_the_caches(
+    svc: MessagingService, kv: KeyValueStore
+) -> None:
+    # Given a message leased (cached as leased, attempt 1), then leased again behind the
+    # writer's back (as another instance that took the topic over would: attempt 2)
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"job")]))
+    (first,) = svc.receive(ReceiveRequest(Q, 1)).messages
+    queues = QueueTables(kv)
+    prefix = keys.topic_prefix(Q, svc.get_topic(Q).generation)
+    stored = queues.get(prefix, first.id)
+    assert stored is not None and stored.attempts == 1
+    again = dataclasses.replace(stored, attempts=2)
+    batch = TableBatch()
+    queues.put_row(batch, prefix, stored, again)
+    Tables(kv).write(batch)
+    # When the second delivery is nacked, and the first acked
+    # Then the answers are the store's: the second's lease is returned, and the first's
+    # lease is lost
+    second = Receipt(first.id, 2)
+    assert svc.nack(NackRequest(Q, [second], delay_ms=0)) == (AckOutcome.RETURNED,)
+    assert svc.ack(AckRequest(Q, [first.receipt])) == (AckOutcome.LEASE_LOST,)
