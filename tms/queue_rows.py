@@ -14,7 +14,8 @@ topic), so a row as this writer last wrote it *is* the stored row, as long as:
   failure, or that lost its fence to another instance, is replaced (``TopicWriter``),
   and a stale writer's batches are refused whole, so no answer is built on its cache.
 
-Bounded by rows and payload bytes (oldest written first out), so a queue of a million
+Bounded by rows and payload bytes (oldest written first out: ~2 MiB at most per queue
+writer, and a writer's batches use a few hundred rows), so a queue of a million
 messages still costs disk, not memory; large payloads are not kept at all.
 """
 
@@ -27,8 +28,8 @@ from tms.queues import QueueState, Receipt
 
 __all__ = ["RowCache"]
 
-MAX_ROWS = 20_000
-MAX_BYTES = 8 << 20
+MAX_ROWS = 4096
+MAX_BYTES = 1 << 20
 MAX_PAYLOAD = 4096
 
 
