@@ -16,16 +16,8 @@ the store (or the transaction manager) can still fail part way through one: the 
 brackets each with ``save`` and, if it fails, ``restore`` (every change of this state
 since ``save`` undone) and drops its rows, so the batch goes on from what it writes.
 
-Index scans start at the writer's *floors* (``IndexFloors``): per index kind, a key
-below which the store holds no live entry. A queue's index is a moving window — entries
-are added at one end and deleted at the other — and an ordered store keeps deleted keys
-as tombstones for a while (LevelDB until compaction), so a scan from the start of a kind
-would step over every entry deleted since; with the floor it starts at the first live
-one. A floor is learnt from a scan that covered everything below it (the first live key
-it met, even past the scan's end: the store stepped over the deleted keys up to it
-anyway) and lowered by every entry this writer puts below it (the writer is the only one
-adding entries; a scan does not show the batch's own entries yet, so a floor learnt in a
-batch is never above them).
+Index scans start at the writer's *floors* (``tms.queue_index``), and the receives of one
+batch go on from where the last one stopped.
 
 Housekeeping rides on the operations that need it, bounded per batch so no batch grows
 without limit (``_HOUSEKEEPING_ROWS``): a receive first expires leases that ran out
@@ -38,16 +30,18 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import islice
 
-from tms.codec import keys
 from tms.codec import queue as qc
 from tms.codec.queue import QueueRow
-from tms.errors import TmsInvalidArgumentError, TransactionNotInProgressError
+from tms.errors import TransactionNotInProgressError
 from tms.guard import WritePointerGuard
 from tms.journal import Journal
 from tms.queue_dead import DeadLetters
+from tms.queue_fresh import FreshReady
+from tms.queue_index import IndexFloors, IndexScans
+from tms.queue_rows import RowCache
 from tms.queues import (
     AckOutcome,
     AckRequest,
@@ -57,6 +51,7 @@ from tms.queues import (
     QueueConfig,
     QueueMessage,
     QueueState,
+    Receipt,
     ReceiveRequest,
     ReceiveResult,
     SettleRequest,
@@ -67,13 +62,9 @@ from tms.store.tables import TableBatch
 
 __all__ = ["IndexFloors", "QueueBatch", "Saved"]
 
-IndexFloors = dict[bytes, bytes]
-"""Index kind -> a key below which the store holds no live entry of that kind (see the
-module docstring); one per queue writer, lost (and learnt again) when it is replaced."""
-
 _HOUSEKEEPING_ROWS = 5_000
 _FOREVER = 2**62
-_AFTER_ALL = b"\xff" * 64  # above every index key
+_COUNTED_AS = tuple(state.counted_as for state in QueueState)  # by state (a hot path)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,7 +78,7 @@ class Saved:
     housekept: bool
 
 
-class QueueBatch(DeadLetters):
+class QueueBatch(IndexScans, DeadLetters):
     """See the module docstring. Not thread-safe (the writer's batch leader uses it)."""
 
     def __init__(
@@ -102,6 +93,7 @@ class QueueBatch(DeadLetters):
         guard: WritePointerGuard,
         rng: random.Random,
         floors: IndexFloors | None = None,
+        cache: RowCache | None = None,
     ) -> None:
         self._q = queues
         self._prefix = prefix
@@ -112,11 +104,14 @@ class QueueBatch(DeadLetters):
         self._guard = guard
         self._rng = rng
         self._floors: IndexFloors = floors if floors is not None else {}
+        self._cache = cache if cache is not None else RowCache()
         self._put_min: dict[bytes, bytes] = {}  # per kind, the least entry put in the batch
         self._rows: dict[bytes, QueueRow | None] = {}  # changed in this batch (None: deleted)
         self._keys: dict[str, bytes | None] = {}
         self._origins: set[bytes] = set()
-        self._fresh_ready: dict[bytes, QueueRow] = {}  # became ready in this batch
+        self._journal = Journal()  # the changes since save()
+        self._fresh = FreshReady(self._journal)  # became ready in this batch
+        self._cursors: dict[bytes, bytes] = {}  # index kind -> where its next scan starts
         self._counts: list[int] | None = None
         self.became_ready = False
         self.changed = 0
@@ -124,7 +119,6 @@ class QueueBatch(DeadLetters):
         self.dead_lettered = 0
         """Messages that became MOVING (to be moved to the dead-letter queue)."""
         self._housekept = False
-        self._journal = Journal()  # the changes since save()
 
     # -- one operation at a time --------------------------------------------------------
 
@@ -139,6 +133,7 @@ class QueueBatch(DeadLetters):
         by the writer). The writer's index floors are left as they are: a floor only goes
         down for an entry put (still below every live one) or to a key the store holds."""
         self._journal.undo()
+        self._fresh.reset()
         self._counts = list(saved.counts) if saved.counts is not None else None
         self.became_ready = saved.became_ready
         self.changed = saved.changed
@@ -150,74 +145,57 @@ class QueueBatch(DeadLetters):
     def _get(self, message_id: bytes) -> QueueRow | None:
         if message_id in self._rows:
             return self._rows[message_id]
-        return self._q.get(self._prefix, message_id)
+        return self._stored(message_id)
+
+    def _stored(self, message_id: bytes) -> QueueRow | None:
+        """The row as stored (the writer's cache, or the store)."""
+        row = self._cache.get(message_id)
+        return row if row is not None else self._q.get(self._prefix, message_id)
+
+    def _for_receipt(self, receipt: Receipt) -> QueueRow | None:
+        """The row an ack or nack of ``receipt`` goes by (``RowCache.lease_of``)."""
+        if receipt.id in self._rows:
+            return self._rows[receipt.id]
+        row = self._cache.lease_of(receipt)
+        return row if row is not None else self._q.get(self._prefix, receipt.id)
+
+    def written(self) -> None:
+        """The batch was written: its rows are the stored ones now (``RowCache``)."""
+        self._cache.update(self._rows)
+        if self._counts is not None:
+            self._cache.counts = tuple(self._counts)
 
     def _counters(self) -> list[int]:
         if self._counts is None:
-            self._counts = list(self._q.counters(self._prefix))
+            cached = self._cache.counts
+            stored = cached if cached is not None else self._q.counters(self._prefix)
+            self._counts = list(stored)
         return self._counts
 
     def _put(self, old: QueueRow | None, new: QueueRow) -> None:
         counts = self._counters()
         if old is not None:
-            counts[old.state.counted_as] -= 1
-        counts[new.state.counted_as] += 1
+            counts[_COUNTED_AS[old.state]] -= 1
+        counts[_COUNTED_AS[new.state]] += 1
         self.changed += 1
         index = self._q.put_row(self._batch, self._prefix, old, new)
         self._lower_floor(index[len(self._prefix) : len(self._prefix) + 1], index)
         self._journal.put(self._rows, new.id, new)
         if new.state is QueueState.READY:
-            self._journal.put(self._fresh_ready, new.id, new)
+            self._fresh.put(new)
             self.became_ready = True
         else:
-            self._journal.drop(self._fresh_ready, new.id)
-
-    def _lower_floor(self, kind: bytes, index: bytes) -> None:
-        """An entry of ``kind`` put in this batch: no floor above it, now or after a
-        later scan of the store (which does not show it yet)."""
-        if index < self._put_min.get(kind, _AFTER_ALL):
-            self._journal.put(self._put_min, kind, index)
-        floor = self._floors.get(kind)
-        if floor is not None and index < floor:
-            self._floors[kind] = index
-
-    def _entries(
-        self, kind: bytes, *, start: bytes = b"", stop: bytes | None = None
-    ) -> Iterator[bytes]:
-        """Index keys of ``kind`` from the packed fields ``start`` to ``stop`` (see
-        ``QueueTables.entries``), from the floor on, learning the floor when the scan
-        covers everything below it (see the module docstring)."""
-        base = self._prefix + kind
-        floor = self._floors.get(kind)
-        begin = base + start
-        covers = begin <= floor if floor is not None else not start
-        if floor is not None and floor > begin:
-            begin = floor
-        end = keys.stop_key_for_prefix(base)
-        bound = base + stop if stop is not None else end
-        if bound is not None and begin >= bound:
-            return
-        found = False
-        put = self._put_min.get(kind, _AFTER_ALL)
-        for key in self._q.index_keys(begin, end):
-            if covers and not found:
-                self._floors[kind] = min(key, put)
-            found = True
-            if bound is not None and key >= bound:
-                return
-            yield key
-        if covers and not found and end is not None:
-            self._floors[kind] = min(end, put)  # nothing live in the store's kind
+            self._fresh.drop(new.id)
 
     def _delete(self, row: QueueRow) -> None:
-        self._counters()[row.state.counted_as] -= 1
+        self._counters()[_COUNTED_AS[row.state]] -= 1
         self.changed += 1
         # A dead letter may carry a key another message of this queue holds: only the
         # key's own message takes it along.
         owns_key = row.key is not None and self._id_of_key(row.key) == row.id
         self._q.delete_row(self._batch, self._prefix, row, key=owns_key)
         self._journal.put(self._rows, row.id, None)
-        self._journal.drop(self._fresh_ready, row.id)
+        self._fresh.drop(row.id)
         if owns_key and row.key is not None:
             self._journal.put(self._keys, row.key, None)
 
@@ -234,7 +212,10 @@ class QueueBatch(DeadLetters):
     def _waiting(self, row: QueueRow, due_ms: int) -> QueueRow:
         """``row`` waiting for ``due_ms``: scheduled, or ready if that has come."""
         state = QueueState.READY if due_ms <= self._now else QueueState.SCHEDULED
-        return dataclasses.replace(row, state=state, due_ms=due_ms, lease_ms=0, tx_write_pointer=0)
+        return QueueRow(
+            row.id, state, row.priority, row.attempts, row.enqueued_ms, due_ms, 0, row.done_ms,
+            0, row.key, row.payload,
+        )  # fmt: skip
 
     def _failed(self, row: QueueRow, delay_ms: int | None) -> QueueRow:
         """``row`` after a failed delivery: back to the queue after ``delay_ms`` (None:
@@ -282,12 +263,15 @@ class QueueBatch(DeadLetters):
                 results.append(Enqueued(found, duplicate=True))
                 continue
             message_id = self._next_id()
+            due = item.due_ms(self._now)
+            if wp:
+                state = QueueState.PENDING
+            else:
+                state = QueueState.READY if due <= self._now else QueueState.SCHEDULED
             row = QueueRow(
-                message_id, QueueState.PENDING, item.priority, 0, self._now, item.due_ms(self._now),
+                message_id, state, item.priority, 0, self._now, due,
                 tx_write_pointer=wp, key=item.key, payload=item.payload,
             )  # fmt: skip
-            if not wp:
-                row = self._waiting(row, row.due_ms)
             self._put(None, row)
             if item.key is not None:
                 self._journal.put(self._keys, item.key, message_id)
@@ -298,26 +282,43 @@ class QueueBatch(DeadLetters):
     def receive(self, request: ReceiveRequest) -> ReceiveResult:
         self.housekeeping()
         lease_ms = request.lease_ms if request.lease_ms is not None else self._config.lease_s * 1000
-        candidates: list[QueueRow] = []
-        for key in self._entries(b"r"):
+        limit = request.max_messages
+        # The store's ready entries from where the batch's last receive stopped: the
+        # store does not change during the batch, and every entry before the cursor is
+        # of a message this batch changed already (leased, or in _rows), so N receives
+        # of one batch read each entry once.
+        stored: list[tuple[bytes, QueueRow]] = []
+        last: bytes | None = None
+        for key in self._entries(b"r", from_key=self._cursors.get(b"r")):
+            last = key
             message_id = qc.index_entry_id(key)
             if message_id in self._rows:
                 continue  # changed in this batch: its entry here is gone
-            row = self._q.get(self._prefix, message_id)
+            row = self._stored(message_id)
             if row is not None and row.state is QueueState.READY:
-                candidates.append(row)
-                if len(candidates) >= request.max_messages:
+                stored.append((key, row))
+                if len(stored) >= limit:
                     break
-        candidates.extend(self._fresh_ready.values())
+        fresh = self._fresh.take(limit)
+        candidates = [row for _key, row in stored] + fresh
         candidates.sort(key=lambda r: (r.priority, r.due_ms, r.id))
         leased: list[QueueMessage] = []
-        for row in candidates[: request.max_messages]:
-            new = dataclasses.replace(
-                row, state=QueueState.LEASED, attempts=row.attempts + 1,
-                lease_ms=self._now + lease_ms,
+        for row in candidates[:limit]:
+            new = QueueRow(
+                row.id, QueueState.LEASED, row.priority, row.attempts + 1, row.enqueued_ms,
+                row.due_ms, self._now + lease_ms, row.done_ms, row.tx_write_pointer, row.key,
+                row.payload,
             )  # fmt: skip
             self._put(row, new)
             leased.append(new.message())
+        # The next receive starts at the first stored candidate not leased (in index
+        # order, as they were sorted), or after everything this one looked at.
+        left = next((key for key, row in stored if row.id not in self._rows), None)
+        if left is None and last is not None:
+            left = last + b"\x00"
+        if left is not None:
+            self._journal.put(self._cursors, b"r", left)
+        self._fresh.give_back(fresh)
         # Only a receiver that got nothing waits, and needs to know for how long.
         return ReceiveResult(tuple(leased), None if leased else self._next_due())
 
@@ -340,7 +341,7 @@ class QueueBatch(DeadLetters):
         wp = request.tx_write_pointer or 0
         outcomes = []
         for receipt in request.receipts:
-            row = self._get(receipt.id)
+            row = self._for_receipt(receipt)
             outcome = _ack_outcome(row, receipt.attempt, wp)
             changes = (
                 outcome in (AckOutcome.ACKED, AckOutcome.PENDING)
@@ -355,9 +356,10 @@ class QueueBatch(DeadLetters):
                         row, state=QueueState.LEASED, lease_ms=lease, tx_write_pointer=wp
                     )
                 else:
-                    new = dataclasses.replace(
-                        row, state=QueueState.ACKED, done_ms=self._now, tx_write_pointer=0
-                    )
+                    new = QueueRow(
+                        row.id, QueueState.ACKED, row.priority, row.attempts, row.enqueued_ms,
+                        row.due_ms, row.lease_ms, self._now, 0, row.key, row.payload,
+                    )  # fmt: skip
                 self._put(row, new)
             outcomes.append(outcome)
         return tuple(outcomes)
@@ -365,7 +367,7 @@ class QueueBatch(DeadLetters):
     def nack(self, request: NackRequest) -> tuple[AckOutcome, ...]:
         outcomes = []
         for receipt in request.receipts:
-            row = self._get(receipt.id)
+            row = self._for_receipt(receipt)
             if row is None or row.state is QueueState.PENDING:
                 outcomes.append(AckOutcome.UNKNOWN)
             elif row.state is QueueState.ACKED:
@@ -450,9 +452,11 @@ class QueueBatch(DeadLetters):
 
     def _purge(self) -> None:
         cutoff = max(0, self._now - self._config.purge_after_s * 1000).to_bytes(8, "big")
+        copies = self._q.has_copies(self._prefix)
         for kind in (b"a", b"d"):
             for row in self._scan(kind, stop=cutoff):
-                if row.state in (QueueState.ACKED, QueueState.DEAD):
+                done = row.state in (QueueState.ACKED, QueueState.DEAD)
+                if done and self._release_origin(row, copies=copies):
                     self._delete(row)
 
     def _scan(self, kind: bytes, *, stop: bytes) -> list[QueueRow]:
@@ -463,7 +467,7 @@ class QueueBatch(DeadLetters):
             message_id = qc.index_entry_id(key)
             if message_id in self._rows:
                 continue
-            row = self._q.get(self._prefix, message_id)
+            row = self._stored(message_id)
             if row is not None:
                 rows.append(row)
         return rows
@@ -488,10 +492,3 @@ def _ack_outcome(row: QueueRow | None, attempt: int, wp: int) -> AckOutcome:
     # Leased by this attempt, or its lease ran out and nobody else has it yet (the work
     # was done: the ack is taken, as Vitess takes acks by id).
     return AckOutcome.PENDING if wp else AckOutcome.ACKED
-
-
-def check_queue(config: QueueConfig | None, topic: object) -> QueueConfig:
-    """The topic's queue settings; 400 if it is not a queue."""
-    if config is None:
-        raise TmsInvalidArgumentError(f"{topic} is not a queue (its 'kind' is not 'queue')")
-    return config

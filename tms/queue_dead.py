@@ -106,10 +106,25 @@ class DeadLetters:
                 continue
             if target is None:
                 self._put(row, dataclasses.replace(row, state=QueueState.DEAD))
-            elif self._q.id_of_origin(target, self._prefix + message_id) is not None:
+            elif self._q.id_of_origin(target, self._prefix + message_id) is None:
+                continue  # not copied (yet): it stays MOVING
+            elif self._release_origin(row, copies=True):
                 self._delete(row)
             else:
-                continue  # not copied (yet): it stays MOVING
+                continue  # a copy itself, whose own original is still moving: later
             self._q.delete_destination(self._batch, self._prefix, message_id)
             changed += 1
         return changed
+
+    def _release_origin(self, row: QueueRow, *, copies: bool) -> bool:
+        """Before ``row`` is removed (purged, or moved on): if it is a dead letter copied
+        here, its origin rows go with it, but only once its move is finished (the
+        original is gone from its queue); until then a move run again must still find
+        them, so it is kept (False). ``copies``: whether this queue holds any copy."""
+        origin = self._q.origin_of(self._prefix, row.id) if copies else None
+        if origin is None:
+            return True
+        if self._q.source_exists(origin):
+            return False
+        self._q.delete_origin(self._batch, self._prefix, origin, row.id)
+        return True

@@ -60,6 +60,7 @@ __all__ = [
     "ReceiveResult",
     "SettleRequest",
     "backoff_ms",
+    "check_queue",
 ]
 
 QUEUE_ID_SIZE = 10
@@ -382,3 +383,10 @@ class QueueStats:
     acked: int
     dead: int
     oldest_ready_ms: int | None
+
+
+def check_queue(config: QueueConfig | None, topic: object) -> QueueConfig:
+    """The topic's queue settings; 400 if it is not a queue."""
+    if config is None:
+        raise TmsInvalidArgumentError(f"{topic} is not a queue (its 'kind' is not 'queue')")
+    return config

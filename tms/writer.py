@@ -85,8 +85,9 @@ from tms.operations import (
     Ticket,
     WritePosition,
 )
-from tms.queue_batch import IndexFloors, QueueBatch, check_queue
-from tms.queues import AckOutcome, Enqueued, QueueConfig, ReceiveResult
+from tms.queue_batch import IndexFloors, QueueBatch
+from tms.queue_rows import RowCache
+from tms.queues import AckOutcome, Enqueued, QueueConfig, ReceiveResult, check_queue
 from tms.store.kv import Fence
 from tms.store.tables import PayloadRow, TableBatch, Tables
 from txms_common.clock import Clock
@@ -164,6 +165,7 @@ class TopicWriter:
         self._ms, self._next_seq = (last[0], last[1] + 1) if last is not None else (0, 0)
         self._payload_positions: dict[int, tuple[int, int]] = {}
         self.queue_floors: IndexFloors = {}  # a queue's index floors (tms.queue_batch)
+        self.queue_rows = RowCache()  # the queue rows it wrote last (tms.queue_rows)
 
     # -- submitting -----------------------------------------------------------------------
 
@@ -213,12 +215,17 @@ class TopicWriter:
             for ticket in batch.applied:
                 ticket.fail(exc)
             self._payload_positions.clear()  # positions handed out were not written
+            self.queue_rows.clear()  # what the store holds is not known
             if isinstance(exc, FencedError):
                 self.fenced = True
                 self.close()
                 if self._on_fenced is not None:
                     self._on_fenced(self)
             return
+        except BaseException:
+            self.queue_rows.clear()
+            raise
+        batch.written()
         if self._on_batch is not None:
             self._on_batch(self.metadata, batch.stats(len(tickets), self._monotonic() - started))
 
@@ -317,6 +324,11 @@ class _Batch:
             ticket.fail(exc)
         else:
             self.applied.append(ticket)
+
+    def written(self) -> None:
+        """After the batch was written."""
+        if self._queue is not None:
+            self._queue.written()
 
     def finish(self) -> None:
         """After the last operation: what the batch adds once (queue counters)."""
@@ -456,6 +468,7 @@ class _Batch:
                 guard=w._guard,
                 rng=w._rng,
                 floors=w.queue_floors,
+                cache=w.queue_rows,
             )
         return self._queue
 

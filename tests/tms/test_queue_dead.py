@@ -286,3 +286,75 @@ def test_a_destination_row_is_the_queue_name_beside_the_message() -> None:
         (b"qk", b"P\x010123456789", b"jobs-dead"),
         (b"qk", b"P\x010123456789", None),
     ]
+
+
+def origin_rows(svc: MessagingService, topic: TopicId) -> list[bytes]:
+    """The dead-letter origin rows (both ways) in a queue's key table."""
+    prefix = keys.topic_prefix(topic, svc.get_topic(topic).generation)
+    return [
+        k[len(prefix) :][:1]
+        for k, _v in svc._tables.queues.keys.scan(prefix, keys.stop_key_for_prefix(prefix))
+        if k[len(prefix) : len(prefix) + 1] in (b"\x00", b"\x02")
+    ]
+
+
+def test_origin_rows_are_purged_with_the_copy(kv: KeyValueStore, clock: FakeClock) -> None:
+    svc = open_service(kv, clock)
+    try:
+        svc.create_topic(DLQ, {"kind": "queue", "max_attempts": "1", "purge_after_s": "60"})
+        svc.create_topic(Q, {"kind": "queue", "max_attempts": "1", "dead_letter_queue": DLQ.topic})
+        # Given two dead letters moved to the dead-letter queue, one acked there and one
+        # dead there too
+        svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"acked"), EnqueueItem(b"dead")]))
+        for m in receive(svc):
+            svc.nack(NackRequest(Q, [m.receipt], 0))
+        wait_moved(svc, 2)
+        svc.move_dead_letters(Q)
+        assert svc.inspect(Q)["messages"] == []
+        assert sorted(origin_rows(svc, DLQ)) == [b"\x00", b"\x00", b"\x02", b"\x02"]
+        for m in receive(svc, DLQ):
+            if m.payload == b"acked":
+                svc.ack(AckRequest(DLQ, [m.receipt]))
+            else:
+                svc.nack(NackRequest(DLQ, [m.receipt], 0))
+        # When they are past the retention and purged
+        clock.advance(61_000)
+        svc.maintain_queues()
+        # Then their origin rows went with them
+        assert svc.inspect(DLQ)["messages"] == []
+        assert origin_rows(svc, DLQ) == []
+    finally:
+        svc.close()
+
+
+def test_a_copy_is_purged_only_once_its_move_finished(tmp_path: Path, clock: FakeClock) -> None:
+    # Given a move interrupted after the copy (step 2), the copy acked and past the
+    # retention while its original is still on its way
+    svc = open_service(LevelDBStore(tmp_path / "db"), clock)
+    try:
+        svc.create_topic(DLQ, {"kind": "queue", "max_attempts": "0", "purge_after_s": "60"})
+        svc.create_topic(Q, {"kind": "queue", "max_attempts": "1", "dead_letter_queue": DLQ.topic})
+        svc._mover.shutdown(wait=True)
+        svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"dying")]))
+        [m] = receive(svc)
+        svc.nack(NackRequest(Q, [m.receipt], 0))
+        prefix = keys.topic_prefix(Q, svc.get_topic(Q).generation)
+        [(_key, row, _dest)] = svc._tables.queues.moving(prefix, 10)
+        assert svc.submit(DeadLetterIn(DLQ, prefix, (row.message(),))) == 1  # step 2 only
+        [copy] = receive(svc, DLQ)
+        svc.ack(AckRequest(DLQ, [copy.receipt]))
+        clock.advance(61_000)
+        # When the housekeeping runs (it purges, then finishes the move)
+        svc.maintain_queues()
+        # Then the copy was kept that time, with its origin rows, and the move again
+        # adds no second copy
+        assert svc.queue_stats(DLQ).acked == 1
+        assert sorted(origin_rows(svc, DLQ)) == [b"\x00", b"\x02"]
+        assert svc.submit(DeadLetterIn(DLQ, prefix, (row.message(),))) == 0
+        assert svc.inspect(Q)["messages"] == []  # the original is gone now
+        # and the next housekeeping purges the copy and its origin rows
+        svc.maintain_queues()
+        assert svc.inspect(DLQ)["messages"] == []
+        assert origin_rows(svc, DLQ) == []
+    finally:
+        svc.close()

@@ -1,10 +1,13 @@
 """A queue operation that fails part way through a batch (a read of the store fails)
 leaves nothing of itself behind: the operations after it in the same batch start from
-what is written, and the stored counters equal a recount of the queue's messages."""
+what is written, and the stored counters equal a recount of the queue's messages. The
+writer's row cache (``tms.queue_rows``) never answers from a row the store may not
+hold: a write that fails may still have landed."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -12,45 +15,29 @@ from typing import Any
 import pytest
 
 from tests.fakes import FakeClock
+from tests.tms.queue_store import QueueStore
 from tms.codec import keys
 from tms.errors import StorageUnavailableError
 from tms.model import TopicId
 from tms.operations import Enqueue, Receive, Ticket
-from tms.queues import EnqueueItem, EnqueueRequest, QueueState, ReceiveRequest, ReceiveResult
+from tms.queues import (
+    AckOutcome,
+    AckRequest,
+    EnqueueItem,
+    EnqueueRequest,
+    NackRequest,
+    QueueState,
+    Receipt,
+    ReceiveRequest,
+    ReceiveResult,
+)
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
-from tms.store.queues import INDEX_TABLE, QueueTables
+from tms.store.queues import QueueTables
+from tms.store.tables import TableBatch, Tables
 
 Q = TopicId("ns", "jobs")
 PROPS = {"kind": "queue", "lease_s": "10", "max_attempts": "3", "backoff_s": "2"}
-
-
-class FailingReads:
-    """A real store whose next scan of the queue index from a key under ``fail_under``
-    fails (fault injection: a read error of the disk), once."""
-
-    def __init__(self, inner: KeyValueStore) -> None:
-        self.inner = inner
-        self.fail_under: bytes | None = None
-
-    def table(self, name: bytes) -> Any:
-        inner, store = self.inner.table(name), self
-
-        class Table:
-            def scan(self, start: bytes = b"", *args: Any, **kwargs: Any) -> Any:
-                under = store.fail_under
-                if name == INDEX_TABLE and under is not None and start.startswith(under):
-                    store.fail_under = None
-                    raise StorageUnavailableError("injected: the read failed")
-                return inner.scan(start, *args, **kwargs)
-
-            def __getattr__(self, attr: str) -> Any:
-                return getattr(inner, attr)
-
-        return Table()
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self.inner, attr)
 
 
 @pytest.fixture
@@ -59,13 +46,13 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def store(kv: KeyValueStore) -> FailingReads:
-    return FailingReads(kv)
+def store(kv: KeyValueStore) -> QueueStore:
+    return QueueStore(kv)
 
 
 @pytest.fixture
-def svc(store: FailingReads, clock: FakeClock) -> Iterator[MessagingService]:
-    service = MessagingService(store, clock=clock, rng=random.Random(7))  # type: ignore[arg-type]
+def svc(store: QueueStore, clock: FakeClock) -> Iterator[MessagingService]:
+    service = MessagingService(store, clock=clock, rng=random.Random(7))
     service.create_topic(Q, PROPS)
     yield service
     service.close()
@@ -93,7 +80,7 @@ def stored_and_recounted(svc: MessagingService, kv: KeyValueStore) -> tuple[Any,
 @pytest.mark.parametrize("enqueue_first", [False, True], ids=["first", "after-an-enqueue"])
 def test_a_receive_failing_after_its_housekeeping_leaves_nothing_to_the_next(
     svc: MessagingService,
-    store: FailingReads,
+    store: QueueStore,
     kv: KeyValueStore,
     clock: FakeClock,
     enqueue_first: bool,
@@ -123,3 +110,49 @@ def test_a_receive_failing_after_its_housekeeping_leaves_nothing_to_the_next(
     assert sorted(m.payload for m in svc.receive(ReceiveRequest(Q, 10)).messages) == ready
     stored, recount = stored_and_recounted(svc, kv)
     assert stored == recount and stored[QueueState.LEASED] == len(ready) + 1
+
+
+def test_an_ack_that_failed_but_landed_is_not_undone_by_a_cached_lease(
+    svc: MessagingService, store: QueueStore, kv: KeyValueStore
+) -> None:
+    # Given a message leased (its row cached as leased by the writer)
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"job")]))
+    (message,) = svc.receive(ReceiveRequest(Q, 1)).messages
+    # When its ack is written but answered with a failure
+    store.lands_then_fails = True
+    with pytest.raises(StorageUnavailableError):
+        svc.ack(AckRequest(Q, [message.receipt]))
+    # Then the writer goes by the store, where the message is acked: a nack of the same
+    # receipt finds it acked and it is never delivered again
+    assert svc.nack(NackRequest(Q, [message.receipt], delay_ms=0)) == (AckOutcome.ACKED,)
+    assert svc.receive(ReceiveRequest(Q, 10)).messages == ()
+    assert svc.ack(AckRequest(Q, [message.receipt])) == (AckOutcome.ACKED,)
+    # and the counters the next write stores are the store's, not the cached ones
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"next")]))
+    stored, recount = stored_and_recounted(svc, kv)
+    assert stored == recount
+    counts = stored[QueueState.READY], stored[QueueState.LEASED], stored[QueueState.ACKED]
+    assert counts == (1, 0, 1)
+
+
+def test_an_answer_that_writes_nothing_is_the_stores_not_the_caches(
+    svc: MessagingService, kv: KeyValueStore
+) -> None:
+    # Given a message leased (cached as leased, attempt 1), then leased again behind the
+    # writer's back (as another instance that took the topic over would: attempt 2)
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"job")]))
+    (first,) = svc.receive(ReceiveRequest(Q, 1)).messages
+    queues = QueueTables(kv)
+    prefix = keys.topic_prefix(Q, svc.get_topic(Q).generation)
+    stored = queues.get(prefix, first.id)
+    assert stored is not None and stored.attempts == 1
+    again = dataclasses.replace(stored, attempts=2)
+    batch = TableBatch()
+    queues.put_row(batch, prefix, stored, again)
+    Tables(kv).write(batch)
+    # When the second delivery is nacked, and the first acked
+    # Then the answers are the store's: the second's lease is returned, and the first's
+    # lease is lost
+    second = Receipt(first.id, 2)
+    assert svc.nack(NackRequest(Q, [second], delay_ms=0)) == (AckOutcome.RETURNED,)
+    assert svc.ack(AckRequest(Q, [first.receipt])) == (AckOutcome.LEASE_LOST,)

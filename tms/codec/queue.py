@@ -19,6 +19,9 @@
     origin row       := topic prefix || 0x00 || origin -> id(10)    (in the key table;
                         origin: the source queue's prefix and id of a dead letter moved
                         here, so a move repeated after a crash is not a second copy)
+    copy row         := topic prefix || 0x02 || id(10) -> origin   (in the key table,
+                        beside each origin row: removed with it and the copy once the
+                        copy is purged and its original is gone from its queue)
     destination row  := topic prefix || 0x01 || id(10) -> ASCII(queue name)  (in the key
                         table, beside a MOVING message: the dead-letter queue it goes to,
                         named when it died; removed with the message)

@@ -157,7 +157,31 @@ class QueueTables:
 
     @staticmethod
     def put_origin(batch: TableBatch, prefix: bytes, origin: bytes, message_id: bytes) -> None:
+        """The origin row of a dead letter copied here, and its reverse (to remove both
+        with the copy)."""
         batch.ops.append((KEY_TABLE, prefix + b"\x00" + origin, message_id))
+        batch.ops.append((KEY_TABLE, prefix + b"\x02" + message_id, origin))
+
+    @staticmethod
+    def delete_origin(batch: TableBatch, prefix: bytes, origin: bytes, message_id: bytes) -> None:
+        batch.ops.append((KEY_TABLE, prefix + b"\x00" + origin, None))
+        batch.ops.append((KEY_TABLE, prefix + b"\x02" + message_id, None))
+
+    def origin_of(self, prefix: bytes, message_id: bytes) -> bytes | None:
+        """The origin (source prefix and id) of a dead letter copied here as
+        ``message_id``; None for any other message (or a copy made before origins were
+        kept both ways)."""
+        return self.keys.get(prefix + b"\x02" + message_id)
+
+    def has_copies(self, prefix: bytes) -> bool:
+        """Whether the queue holds any dead letter copied in (one seek)."""
+        base = prefix + b"\x02"
+        return any(True for _ in self.keys.scan(base, keys.stop_key_for_prefix(base)))
+
+    def source_exists(self, origin: bytes) -> bool:
+        """Whether the original of a dead letter (``origin``: its queue's prefix and its
+        id) is still in its queue: its move is not finished."""
+        return self.rows.get(origin) is not None
 
     @staticmethod
     def put_destination(batch: TableBatch, prefix: bytes, message_id: bytes, name: str) -> None:
