@@ -62,7 +62,9 @@ ASK_ROUNDS = 3
 @dataclass(frozen=True, slots=True)
 class SubscriptionPoll:
     """What a read returned (see the module docstring); ``version`` is the record's,
-    to send back with a commit of ``position``."""
+    to send back with a commit of ``position``. ``read_error``: the read failed after
+    the commit riding on it was written (``Subscriptions.read``): no messages, the
+    position is the start (just committed), ``version`` the committed record's."""
 
     messages: list[Message]
     start: MessageId
@@ -70,6 +72,7 @@ class SubscriptionPoll:
     version: int
     held: bool
     held_pointer: int | None
+    read_error: TmsError | None = None
 
 
 def read_subscription(

@@ -23,7 +23,9 @@ Contract (thread-safe; errors from ``tms.errors``):
   transaction sees; ``rollback_in_transaction`` removes it.
 * ``read`` reads from the position (``tms.subread``), optionally committing its start
   first (a commit riding on a poll: checked first, then written while the read goes
-  on from it; the read returns once the write is durable, and fails if it failed), or
+  on from it; the read returns once the write is durable, and fails if it failed; a
+  read that fails once the write is durable answers the commit, without messages, with
+  ``SubscriptionPoll.read_error``), or
   with its transaction brought up to date with ``finished`` transactions
   (``read_after_finish``).
 * Topic generations: deleting a topic deletes its subscriptions (``topic_deleted``); a
@@ -45,6 +47,7 @@ from tms.codec import keys
 from tms.errors import (
     BadVersionError,
     SubscriptionNotFoundError,
+    TmsError,
     TmsInvalidArgumentError,
 )
 from tms.ids import MessageId
@@ -405,8 +408,14 @@ class Subscriptions:
                 transaction=transaction,
                 current=(metadata, Versioned(data, record.version + 1)),
             )
-        finally:
+        except Exception as exc:
+            # A failed read after a durable commit still answers the commit (its retry
+            # would otherwise carry a stale version): no messages, and why.
             version = writing.result()
+            failed = exc if isinstance(exc, TmsError) else TmsError(f"the read failed: {exc}")
+            log.warning("subscription %s: read failed after its commit: %s", sub, exc)
+            return SubscriptionPoll([], start_from, start_from, version, False, None, failed)
+        version = writing.result()
         return poll if poll.version == version else replace(poll, version=version)
 
     def close(self) -> None:
