@@ -7,11 +7,13 @@ so the consumer's next request carries it and never meets ``bad_version``; the
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from collections.abc import Iterator
 
 import pytest
+import requests
 
 from tests.tms.rpc.conftest import Raw, Served, T, refused
 from tms.aio import Subscriber as AsyncSubscriber
@@ -233,3 +235,26 @@ def test_the_subscriber_learns_that_a_commit_without_an_answer_was_written(
     assert seen == PAYLOADS
     assert served.service.subscriptions.get(SUB, lag=False).version > version
     assert not [r for r in caplog.records if "changed" in r.getMessage()]  # no bad_version
+
+
+def test_a_json_poll_says_its_read_failed_after_its_commit(served: Served) -> None:
+    with MessagingClient(served.http_url, retries=0) as client:
+        client.publish(T, PAYLOADS)
+        client.create_subscription(SUB)
+        first = client.poll_subscription(SUB, limit=4)
+    served.store.scan_faults.append(StorageUnavailableError("the disk is gone"))
+    path = f"/v1/namespaces/{T.namespace}/topics/{T.topic}/subscriptions/{SUB.name}/poll"
+    r = requests.post(
+        served.http_url + path,
+        data=json.dumps({"startFrom": first.position.hex, "limit": 4}),
+        headers={"Content-Type": "application/json"},
+        params={"commit": str(first.version)},
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["messages"] == [] and body["version"] == first.version + 1
+    assert body["position"] == first.position.hex
+    assert body["readError"] == {"error": "storage_unavailable", "message": "the disk is gone"}
+    assert r.headers["X-Tms-Read-Error"] == "storage_unavailable"
+    assert r.headers["X-Tms-Read-Error-Message"] == "the disk is gone"
