@@ -51,7 +51,7 @@ from tms.errors import (
     TmsInvalidArgumentError,
 )
 from tms.ids import MessageId
-from tms.lag import lags
+from tms.lag import COUNT_LIMIT, GAUGE_COUNT_LIMIT, lags
 from tms.model import TopicId, TopicMetadata
 from tms.operations import RollbackPosition, WritePosition
 from tms.positions import Resolved, doomed_rows, fresh_view, resolve, superseded_by
@@ -440,16 +440,20 @@ class Subscriptions:
                     break
 
     def all_lags(self) -> builtins.list[tuple[SubscriptionId, Lag]]:
-        """The lag of every subscription of every topic (the Prometheus gauge)."""
+        """The lag of every subscription of every topic (the Prometheus gauge: at most
+        ``GAUGE_COUNT_LIMIT`` rows scanned a topic, estimated beyond)."""
         found: builtins.list[tuple[SubscriptionId, Lag]] = []
         for metadata in self.svc.all_topics():
             if metadata.exists:
-                found.extend(self.topic_lags(metadata))
+                found.extend(self.topic_lags(metadata, count_limit=GAUGE_COUNT_LIMIT))
         return found
 
-    def topic_lags(self, metadata: TopicMetadata) -> builtins.list[tuple[SubscriptionId, Lag]]:
+    def topic_lags(
+        self, metadata: TopicMetadata, *, count_limit: int = COUNT_LIMIT
+    ) -> builtins.list[tuple[SubscriptionId, Lag]]:
         """The lag of each subscription of one topic, by name: one read of the records,
-        one of the transactional positions, one question to the transaction manager."""
+        one of the transactional positions, one question to the transaction manager,
+        one scan of at most ``count_limit`` rows (``tms.lag``)."""
         records = self.store.list(metadata.topic)
         if not records:
             return []
@@ -464,7 +468,9 @@ class Subscriptions:
             positions.append(
                 EARLIEST if stale else resolve(state, rows.get(name, ()), view).position
             )
-        counted = lags(self._tables, metadata, positions, self.svc.now_ms())
+        counted = lags(
+            self._tables, metadata, positions, self.svc.now_ms(), count_limit=count_limit
+        )
         return list(zip(subs, counted, strict=True))
 
     def clean_positions(self, metadata: TopicMetadata, invalid: frozenset[int]) -> int:
