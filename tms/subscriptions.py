@@ -80,6 +80,9 @@ __all__ = ["Subscriptions"]
 log = logging.getLogger(__name__)
 
 
+COMMIT_WRITERS = 64  # threads writing commits that ride on polls (at most the HTTP workers)
+
+
 def _random_stamp() -> int:
     return secrets.randbits(63)
 
@@ -101,8 +104,10 @@ class Subscriptions:
         self.store = store
         self._bounds = PositionBounds(service, tables)
         self._stamps = stamps
-        # writes a commit riding on a read while the read goes on (``read``)
-        self._writes = ThreadPoolExecutor(2, thread_name_prefix="tms-sub-commit")
+        # writes a commit riding on a read while the read goes on (``read``): one
+        # thread for each poll that may commit at once, so that their records share a
+        # synced write (the store's group commit) rather than queue here for a thread
+        self._writes = ThreadPoolExecutor(COMMIT_WRITERS, thread_name_prefix="tms-sub-commit")
 
     # -- records ------------------------------------------------------------------------
 
