@@ -11,6 +11,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import requests
@@ -19,6 +20,7 @@ from tests.tms.rpc.conftest import Raw, Served, T, refused
 from tms.aio import Subscriber as AsyncSubscriber
 from tms.client import MessagingClient
 from tms.client.subscriber import Subscriber
+from tms.client.subscriptions import SubscriptionBatch
 from tms.errors import StorageUnavailableError
 from tms.ids import MessageId
 from tms.rpc.frames import FLAG_ERROR, decode_body, rpc
@@ -117,14 +119,19 @@ def test_the_async_subscriber_goes_on_after_a_read_failing_after_its_commit(
     assert not [r for r in caplog.records if "changed" in r.getMessage()]  # no bad_version
 
 
-def test_a_server_stopping_during_a_poll_with_a_commit_answers_the_commit(
-    make_rpc: object,
-) -> None:
-    served: Served = make_rpc()  # type: ignore[operator]
+def _read_once(make_rpc: Any, limit: int) -> tuple[Served, SubscriptionBatch]:
+    """A server with the messages published, the subscription made and read once."""
+    served: Served = make_rpc()
     with MessagingClient(served.url, retries=0) as client:
         client.publish(T, PAYLOADS)
         client.create_subscription(SUB)
-        first = client.poll_subscription(SUB, limit=4)
+        return served, client.poll_subscription(SUB, limit=limit)
+
+
+def test_a_server_stopping_during_a_poll_with_a_commit_answers_the_commit(
+    make_rpc: Any,
+) -> None:
+    served, first = _read_once(make_rpc, 4)
     raw = Raw(served.address)
     stopping = threading.Thread(target=served.thread.stop)
     try:
@@ -162,13 +169,9 @@ def test_a_server_stopping_during_a_poll_with_a_commit_answers_the_commit(
 
 
 def test_a_server_stopping_during_a_long_poll_after_its_commit_answers_the_commit(
-    make_rpc: object,
+    make_rpc: Any,
 ) -> None:
-    served: Served = make_rpc()  # type: ignore[operator]
-    with MessagingClient(served.url, retries=0) as client:
-        client.publish(T, PAYLOADS)
-        client.create_subscription(SUB)
-        first = client.poll_subscription(SUB, limit=10)
+    served, first = _read_once(make_rpc, 10)
     raw = Raw(served.address)
     try:
         raw.hello()
