@@ -49,6 +49,7 @@ __all__ = [
     "MAX_SCAN",
     "FinishedView",
     "SubscriptionPoll",
+    "check_limit",
     "read_after_finish",
     "read_subscription",
 ]
@@ -75,6 +76,12 @@ class SubscriptionPoll:
     read_error: TmsError | None = None
 
 
+def check_limit(limit: int) -> None:
+    """``TmsInvalidArgumentError`` unless ``limit`` is 1..``MAX_LIMIT``."""
+    if not 0 < limit <= MAX_LIMIT:
+        raise TmsInvalidArgumentError(f"a subscription's limit is 1..{MAX_LIMIT}, got {limit}")
+
+
 def read_subscription(
     subs: Subscriptions,
     sub: SubscriptionId,
@@ -87,8 +94,7 @@ def read_subscription(
 ) -> SubscriptionPoll:
     """See the module docstring; ``current``: the topic and the record, when the caller
     has just read (or written) them."""
-    if not 0 < limit <= MAX_LIMIT:
-        raise TmsInvalidArgumentError(f"a subscription's limit is 1..{MAX_LIMIT}, got {limit}")
+    check_limit(limit)
     metadata, record = current if current is not None else subs.record(sub)
     preferences = record.data.preferences
     if preferences.transactional and transaction is None:

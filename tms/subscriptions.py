@@ -58,7 +58,13 @@ from tms.positions import Resolved, doomed_rows, fresh_view, resolve, superseded
 from tms.store.subscriptions import SubscriptionStore
 from tms.store.tables import TableBatch, Tables
 from tms.subbounds import PositionBounds
-from tms.subread import DEFAULT_LIMIT, SubscriptionPoll, read_after_finish, read_subscription
+from tms.subread import (
+    DEFAULT_LIMIT,
+    SubscriptionPoll,
+    check_limit,
+    read_after_finish,
+    read_subscription,
+)
 from tms.subscription import (
     EARLIEST,
     Lag,
@@ -104,9 +110,8 @@ class Subscriptions:
         self.store = store
         self._bounds = PositionBounds(service, tables)
         self._stamps = stamps
-        # writes a commit riding on a read while the read goes on (``read``): one
-        # thread for each poll that may commit at once, so that their records share a
-        # synced write (the store's group commit) rather than queue here for a thread
+        # writes a commit riding on a read while the read goes on (``read``); many threads,
+        # so that many polls' records share a synced write (the store's group commit)
         self._writes = ThreadPoolExecutor(COMMIT_WRITERS, thread_name_prefix="tms-sub-commit")
 
     # -- records ------------------------------------------------------------------------
@@ -396,6 +401,7 @@ class Subscriptions:
             )
         if start_from is None:
             raise TmsInvalidArgumentError("a commit before a read commits its start: give one")
+        check_limit(limit)  # bad input changes nothing: checked before the commit
         metadata, record = self.record(sub)
         data = self._checked_move(
             sub, metadata, record, start_from, version=commit_version, transaction=transaction
@@ -414,8 +420,7 @@ class Subscriptions:
                 current=(metadata, Versioned(data, record.version + 1)),
             )
         except Exception as exc:
-            # A failed read after a durable commit still answers the commit (its retry
-            # would otherwise carry a stale version): no messages, and why.
+            # the commit is durable: answer it (a retry would carry a stale version)
             version = writing.result()
             failed = exc if isinstance(exc, TmsError) else TmsError(f"the read failed: {exc}")
             log.warning("subscription %s: read failed after its commit: %s", sub, exc)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tms.errors import BadVersionError, StorageUnavailableError
+from tms.errors import BadVersionError, StorageUnavailableError, TmsInvalidArgumentError
 from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
@@ -204,3 +204,16 @@ def test_commits_riding_on_many_polls_share_one_synced_write(tmp_path: Path) -> 
     finally:
         kv.gate.set()
         svc.close()
+
+
+def test_a_poll_with_a_commit_and_a_bad_limit_changes_nothing(
+    setup: tuple[MessagingService, StalledRecords, _WatchedTables],
+) -> None:
+    svc, _records, _tables = setup
+    first = svc.subscriptions.read(SUB, limit=2)
+    for limit in (0, 10_001):
+        with pytest.raises(TmsInvalidArgumentError):
+            svc.subscriptions.read(
+                SUB, start_from=first.position, limit=limit, commit_version=first.version
+            )
+    assert svc.subscriptions.get(SUB).version == first.version
