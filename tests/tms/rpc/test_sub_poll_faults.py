@@ -10,19 +10,22 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 import requests
 
+from tests.tms.helpers import tx
 from tests.tms.rpc.conftest import Raw, Served, T, refused
 from tms.aio import Subscriber as AsyncSubscriber
 from tms.client import MessagingClient
+from tms.client.aware import TransactionalPublisher
 from tms.client.subscriber import Subscriber
 from tms.client.subscriptions import SubscriptionBatch
 from tms.errors import StorageUnavailableError
 from tms.ids import MessageId
+from tms.model import TopicId
 from tms.rpc.frames import FLAG_ERROR, decode_body, rpc
 from tms.subscription import SubscriptionId, after
 
@@ -261,3 +264,36 @@ def test_a_json_poll_says_its_read_failed_after_its_commit(served: Served) -> No
     assert body["readError"] == {"error": "storage_unavailable", "message": "the disk is gone"}
     assert r.headers["X-Tms-Read-Error"] == "storage_unavailable"
     assert r.headers["X-Tms-Read-Error-Message"] == "the disk is gone"
+
+
+def test_the_publishers_word_does_not_hold_up_its_committing_thread(served: Served) -> None:
+    words: list[tuple[TopicId, list[int]]] = []
+    answer = threading.Event()
+
+    def stalled(topic: TopicId, wps: Sequence[int]) -> None:
+        # Fault injection: the service takes its time over the word (its answer waits)
+        answer.wait(30)
+        words.append((topic, list(wps)))
+
+    served.service.add_finish_listener(stalled)
+    wp = served.clock.now_ms() * 1_000_000
+    with MessagingClient(served.http_url, retries=0) as client:
+        publisher = TransactionalPublisher(client)
+        publisher.start_tx(tx(wp - 10, wp))
+        publisher.publish(T, [b"one"])
+        assert publisher.commit_tx()
+        # When the transaction has committed and the publisher's last step runs
+        step = threading.Thread(target=publisher.post_tx_commit)
+        step.start()
+        step.join(10)
+        # Then it returns without waiting for the service's answer to its word...
+        returned = not step.is_alive()
+        answer.set()
+        step.join(30)
+        assert returned
+        # ...and the word arrives
+        for _ in range(1000):
+            if words:
+                break
+            threading.Event().wait(0.01)
+    assert words == [(T, [wp])]
