@@ -7,12 +7,15 @@ Messages of transactions still in progress count (they are on their way); a
 subscription's payload filter is not applied.
 
 Cost is bounded whatever the topic's size or the number of positions: one backward scan
-of the topic's newest entries, at most ``count_limit`` rows (entries plus the payload
-rows of commit markers), serves every position of the call. A position inside that
-window gets an **exact** count; one older than it an **estimate**: the window's count
-plus its rate (messages per millisecond of publish time) times the time between the
-position and the window. A read that reached the beginning of the topic (or its TTL
-bound) counts every position exactly.
+of the topic's newest entries serves every position of the call. It stops at the oldest
+position asked about (every position is then counted exactly: subscriptions that keep
+up cost a few rows, not a window), and at the latest after ``count_limit`` rows
+(entries plus the payload rows of commit markers). A position inside that window gets
+an **exact** count; one older than it an **estimate**: the window's count plus its rate
+(messages per millisecond of publish time) times the time between the position and the
+window. A read that reached the beginning of the topic (or its TTL bound) counts every
+position exactly. The Prometheus gauge asks with ``GAUGE_COUNT_LIMIT`` (1,000 rows a
+topic a scrape); ``GET`` and ``list`` with ``COUNT_LIMIT`` (10,000).
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from tms.model import TopicMetadata
 from tms.store.tables import Tables
 from tms.subscription import Lag
 
-__all__ = ["COUNT_LIMIT", "lags"]
+__all__ = ["COUNT_LIMIT", "GAUGE_COUNT_LIMIT", "lags"]
 
 COUNT_LIMIT = 10_000
+GAUGE_COUNT_LIMIT = 1_000
 
 
 def _payload_rows(tables: Tables, prefix: bytes, wp: int, smallest: int) -> int:
@@ -48,13 +52,14 @@ def lags(
         return []
     prefix = keys.topic_prefix(metadata.topic, metadata.generation)
     smallest = max(0, now_ms - metadata.ttl_s * 1000)
+    oldest = min((p.publish_ms, p.seq) for p in positions)
     # Newest first: (position, messages from it to the end, marker's pointer or 0).
     window: list[tuple[tuple[int, int], int, int]] = []
     total = rows = 0
     complete = True
     for row in tables.messages.scan_back(prefix):
-        if row.publish_ms < smallest:
-            break
+        if row.publish_ms < smallest or (row.publish_ms, row.seq) < oldest:
+            break  # (past every position: each is inside the window, counted exactly)
         ptr, marker = row.entry.tx_write_pointer, 0
         if ptr is None:
             count = 1

@@ -244,7 +244,7 @@ class _SubscriptionLagCollector(Collector):
         family = GaugeMetricFamily(
             "tms_subscription_lag",
             "Messages between a subscription's position and the end of its topic (counted "
-            "over the newest 10,000 rows of the topic, estimated beyond)",
+            "over the newest 1,000 rows of the topic, estimated beyond)",
             labels=["namespace", "topic", "subscription"],
         )
         try:

@@ -49,6 +49,7 @@ __all__ = [
     "MAX_SCAN",
     "FinishedView",
     "SubscriptionPoll",
+    "check_limit",
     "read_after_finish",
     "read_subscription",
 ]
@@ -62,7 +63,9 @@ ASK_ROUNDS = 3
 @dataclass(frozen=True, slots=True)
 class SubscriptionPoll:
     """What a read returned (see the module docstring); ``version`` is the record's,
-    to send back with a commit of ``position``."""
+    to send back with a commit of ``position``. ``read_error``: the read failed after
+    the commit riding on it was written (``Subscriptions.read``): no messages, the
+    position is the start (just committed), ``version`` the committed record's."""
 
     messages: list[Message]
     start: MessageId
@@ -70,6 +73,13 @@ class SubscriptionPoll:
     version: int
     held: bool
     held_pointer: int | None
+    read_error: TmsError | None = None
+
+
+def check_limit(limit: int) -> None:
+    """``TmsInvalidArgumentError`` unless ``limit`` is 1..``MAX_LIMIT``."""
+    if not 0 < limit <= MAX_LIMIT:
+        raise TmsInvalidArgumentError(f"a subscription's limit is 1..{MAX_LIMIT}, got {limit}")
 
 
 def read_subscription(
@@ -84,8 +94,7 @@ def read_subscription(
 ) -> SubscriptionPoll:
     """See the module docstring; ``current``: the topic and the record, when the caller
     has just read (or written) them."""
-    if not 0 < limit <= MAX_LIMIT:
-        raise TmsInvalidArgumentError(f"a subscription's limit is 1..{MAX_LIMIT}, got {limit}")
+    check_limit(limit)
     metadata, record = current if current is not None else subs.record(sub)
     preferences = record.data.preferences
     if preferences.transactional and transaction is None:

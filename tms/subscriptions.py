@@ -23,7 +23,9 @@ Contract (thread-safe; errors from ``tms.errors``):
   transaction sees; ``rollback_in_transaction`` removes it.
 * ``read`` reads from the position (``tms.subread``), optionally committing its start
   first (a commit riding on a poll: checked first, then written while the read goes
-  on from it; the read returns once the write is durable, and fails if it failed), or
+  on from it; the read returns once the write is durable, and fails if it failed; a
+  read that fails once the write is durable answers the commit, without messages, with
+  ``SubscriptionPoll.read_error``), or
   with its transaction brought up to date with ``finished`` transactions
   (``read_after_finish``).
 * Topic generations: deleting a topic deletes its subscriptions (``topic_deleted``); a
@@ -45,17 +47,24 @@ from tms.codec import keys
 from tms.errors import (
     BadVersionError,
     SubscriptionNotFoundError,
+    TmsError,
     TmsInvalidArgumentError,
 )
 from tms.ids import MessageId
-from tms.lag import lags
+from tms.lag import COUNT_LIMIT, GAUGE_COUNT_LIMIT, lags
 from tms.model import TopicId, TopicMetadata
 from tms.operations import RollbackPosition, WritePosition
 from tms.positions import Resolved, doomed_rows, fresh_view, resolve, superseded_by
 from tms.store.subscriptions import SubscriptionStore
 from tms.store.tables import TableBatch, Tables
 from tms.subbounds import PositionBounds
-from tms.subread import DEFAULT_LIMIT, SubscriptionPoll, read_after_finish, read_subscription
+from tms.subread import (
+    DEFAULT_LIMIT,
+    SubscriptionPoll,
+    check_limit,
+    read_after_finish,
+    read_subscription,
+)
 from tms.subscription import (
     EARLIEST,
     Lag,
@@ -75,6 +84,9 @@ if TYPE_CHECKING:
 __all__ = ["Subscriptions"]
 
 log = logging.getLogger(__name__)
+
+
+COMMIT_WRITERS = 64  # threads writing commits that ride on polls (at most the HTTP workers)
 
 
 def _random_stamp() -> int:
@@ -98,8 +110,9 @@ class Subscriptions:
         self.store = store
         self._bounds = PositionBounds(service, tables)
         self._stamps = stamps
-        # writes a commit riding on a read while the read goes on (``read``)
-        self._writes = ThreadPoolExecutor(2, thread_name_prefix="tms-sub-commit")
+        # writes a commit riding on a read while the read goes on (``read``); many threads,
+        # so that many polls' records share a synced write (the store's group commit)
+        self._writes = ThreadPoolExecutor(COMMIT_WRITERS, thread_name_prefix="tms-sub-commit")
 
     # -- records ------------------------------------------------------------------------
 
@@ -388,6 +401,7 @@ class Subscriptions:
             )
         if start_from is None:
             raise TmsInvalidArgumentError("a commit before a read commits its start: give one")
+        check_limit(limit)  # bad input changes nothing: checked before the commit
         metadata, record = self.record(sub)
         data = self._checked_move(
             sub, metadata, record, start_from, version=commit_version, transaction=transaction
@@ -405,8 +419,13 @@ class Subscriptions:
                 transaction=transaction,
                 current=(metadata, Versioned(data, record.version + 1)),
             )
-        finally:
+        except Exception as exc:
+            # the commit is durable: answer it (a retry would carry a stale version)
             version = writing.result()
+            failed = exc if isinstance(exc, TmsError) else TmsError(f"the read failed: {exc}")
+            log.warning("subscription %s: read failed after its commit: %s", sub, exc)
+            return SubscriptionPoll([], start_from, start_from, version, False, None, failed)
+        version = writing.result()
         return poll if poll.version == version else replace(poll, version=version)
 
     def close(self) -> None:
@@ -431,16 +450,20 @@ class Subscriptions:
                     break
 
     def all_lags(self) -> builtins.list[tuple[SubscriptionId, Lag]]:
-        """The lag of every subscription of every topic (the Prometheus gauge)."""
+        """The lag of every subscription of every topic (the Prometheus gauge: at most
+        ``GAUGE_COUNT_LIMIT`` rows scanned a topic, estimated beyond)."""
         found: builtins.list[tuple[SubscriptionId, Lag]] = []
         for metadata in self.svc.all_topics():
             if metadata.exists:
-                found.extend(self.topic_lags(metadata))
+                found.extend(self.topic_lags(metadata, count_limit=GAUGE_COUNT_LIMIT))
         return found
 
-    def topic_lags(self, metadata: TopicMetadata) -> builtins.list[tuple[SubscriptionId, Lag]]:
+    def topic_lags(
+        self, metadata: TopicMetadata, *, count_limit: int = COUNT_LIMIT
+    ) -> builtins.list[tuple[SubscriptionId, Lag]]:
         """The lag of each subscription of one topic, by name: one read of the records,
-        one of the transactional positions, one question to the transaction manager."""
+        one of the transactional positions, one question to the transaction manager,
+        one scan of at most ``count_limit`` rows (``tms.lag``)."""
         records = self.store.list(metadata.topic)
         if not records:
             return []
@@ -455,7 +478,9 @@ class Subscriptions:
             positions.append(
                 EARLIEST if stale else resolve(state, rows.get(name, ()), view).position
             )
-        counted = lags(self._tables, metadata, positions, self.svc.now_ms())
+        counted = lags(
+            self._tables, metadata, positions, self.svc.now_ms(), count_limit=count_limit
+        )
         return list(zip(subs, counted, strict=True))
 
     def clean_positions(self, metadata: TopicMetadata, invalid: frozenset[int]) -> int:

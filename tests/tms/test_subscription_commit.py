@@ -1,5 +1,6 @@
 """A commit riding on a subscription's poll: written while the read goes on, answered
-only once durable, and a failed write fails the poll and moves nothing."""
+only once durable, and a failed write fails the poll and moves nothing; the commits of
+many polls at once share a synced write."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from tms.errors import BadVersionError, StorageUnavailableError
+from tms.errors import BadVersionError, StorageUnavailableError, TmsInvalidArgumentError
 from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
 from tms.store.leveldb import LevelDBStore
-from tms.store.subscriptions import KvSubscriptionStore
+from tms.store.subscriptions import SUBSCRIPTION_TABLE, KvSubscriptionStore
 from tms.store.tables import MESSAGE_TABLE
 from tms.subscription import Preferences, Start, SubscriptionData, SubscriptionId
 
@@ -131,4 +132,88 @@ def test_a_failed_commit_fails_the_poll_and_moves_nothing(
         svc.subscriptions.read(
             SUB, start_from=first.position, limit=2, commit_version=first.version + 5
         )
+    assert svc.subscriptions.get(SUB).version == first.version
+
+
+class _StalledRecordWrites:
+    """The service's store; while ``gate`` is closed, a synced write of subscription
+    records waits (at most 20 s) for it (fault injection: a disk that stalls)."""
+
+    def __init__(self, inner: KeyValueStore) -> None:
+        self._inner = inner
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def table(self, name: bytes) -> Any:
+        inner, gate = self._inner.table(name), self.gate
+
+        class Table:
+            def write(self, *args: Any, **kwargs: Any) -> Any:
+                if name == SUBSCRIPTION_TABLE:
+                    gate.wait(20)
+                return inner.write(*args, **kwargs)
+
+            def __getattr__(self, attr: str) -> Any:
+                return getattr(inner, attr)
+
+        return Table()
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._inner, attr)
+
+
+def test_commits_riding_on_many_polls_share_one_synced_write(tmp_path: Path) -> None:
+    kv = _StalledRecordWrites(LevelDBStore(tmp_path / "db"))
+    records = KvSubscriptionStore(kv)
+    svc = MessagingService(kv, subscription_store=records)
+    consumers = 9
+    try:
+        svc.create_topic(T)
+        svc.publish(StoreRequest.of(T, [f"m{i}" for i in range(20)]))
+        subs = [SubscriptionId(T, f"c{i}") for i in range(consumers)]
+        firsts = []
+        for sub in subs:
+            svc.subscriptions.create(sub, Preferences(Start.earliest()))
+            firsts.append(svc.subscriptions.read(sub, limit=2))
+        syncs = records.syncs
+        # Given the records' synced write stalled
+        kv.gate.clear()
+        with ThreadPoolExecutor(consumers) as pool:
+            # When many consumers' polls commit riding on their reads at once
+            polling = [
+                pool.submit(
+                    svc.subscriptions.read,
+                    sub,
+                    start_from=first.position,
+                    limit=2,
+                    commit_version=first.version,
+                )
+                for sub, first in zip(subs, firsts, strict=True)
+            ]
+            # Then all but the one being written wait together for the next write
+            for _ in range(1000):
+                if records.gathered == consumers - 1:
+                    break
+                threading.Event().wait(0.01)
+            gathered = records.gathered
+            kv.gate.set()
+            answers = [p.result(30) for p in polling]
+        assert gathered == consumers - 1
+        assert records.syncs - syncs == 2
+        assert [a.version for a in answers] == [f.version + 1 for f in firsts]
+    finally:
+        kv.gate.set()
+        svc.close()
+
+
+def test_a_poll_with_a_commit_and_a_bad_limit_changes_nothing(
+    setup: tuple[MessagingService, StalledRecords, _WatchedTables],
+) -> None:
+    svc, _records, _tables = setup
+    first = svc.subscriptions.read(SUB, limit=2)
+    for limit in (0, 10_001):
+        with pytest.raises(TmsInvalidArgumentError):
+            svc.subscriptions.read(
+                SUB, start_from=first.position, limit=limit, commit_version=first.version
+            )
     assert svc.subscriptions.get(SUB).version == first.version

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,7 @@ from tms.errors import (
 )
 from tms.guard import TransactionStateGuard
 from tms.ids import MessageId
-from tms.lag import lags
+from tms.lag import GAUGE_COUNT_LIMIT, lags
 from tms.model import StoreRequest, TopicId
 from tms.positions import change_key
 from tms.service import MessagingService
@@ -33,10 +34,12 @@ from tms.store.leveldb import LevelDBStore
 from tms.store.tables import Tables
 from tms.subscription import (
     EARLIEST,
+    Lag,
     PayloadFilter,
     Preferences,
     Start,
     SubscriptionId,
+    after,
     after_entry,
 )
 from txn import InProcessTxClient, TransactionManager, TxConfig
@@ -415,3 +418,62 @@ def test_a_filter_delivers_matching_messages_and_moves_past_the_rest(core: Core)
     poll = subs.read(sub())
     assert [m.payload for m in poll.messages] == [b"order:1", b"order:2"]
     assert poll.position == end_of_topic(core)  # past the last, rejected, message too
+
+
+def _counted(core: Core, position: MessageId) -> int:
+    """Messages at or after ``position``, counted by reading the whole topic."""
+    everything = core.svc.subscriptions.read(sub("count"), start_from=EARLIEST, limit=10_000)
+    return sum(1 for m in everything.messages if m.id >= position)
+
+
+def test_the_lag_scan_stops_at_the_oldest_position_asked_about(
+    core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a topic of 3,000 messages (one transaction's among them) and positions near its end
+    for batch in range(30):
+        core.publish(*[f"{batch}:{i}" for i in range(100)])
+    tx = core.begin()
+    core.publish("t1", "t2", "t3", wp=tx.write_pointer)
+    core.commit(tx, b"c")
+    core.publish("last")
+    subs = core.svc.subscriptions
+    subs.create(sub("count"), Preferences())
+    ids = [m.id for m in subs.read(sub("count"), start_from=EARLIEST, limit=10_000).messages]
+    positions = [ids[-1], ids[-3], ids[-4], ids[-50], after(ids[-1])]
+    scanned: list[int] = []
+    scan_back = core.tables.messages.scan_back
+
+    def counting(prefix: bytes, through: tuple[int, int] | None = None) -> Iterator[Any]:
+        for row in scan_back(prefix, through):
+            scanned.append(1)
+            yield row
+
+    monkeypatch.setattr(core.tables.messages, "scan_back", counting)
+    # When their lags are counted
+    found = lags(core.tables, core.svc.get_topic(T), positions, core.svc.now_ms())
+    # Then each is exact and right, and the scan read only the rows after the oldest
+    assert [(lag.messages, lag.exact) for lag in found] == [
+        (_counted(core, p), True) for p in positions
+    ]
+    assert [lag.messages for lag in found] == [1, 3, 4, 50, 0]
+    assert len(scanned) < 60  # about 50 rows, not the topic's 3,000
+
+
+def test_the_lag_gauge_is_exact_near_the_end_and_bounded_behind(core: Core) -> None:
+    for batch in range(30):
+        core.publish(*[f"{batch}:{i}" for i in range(100)])
+    subs = core.svc.subscriptions
+    behind = subs.create(sub("behind"), Preferences())
+    near = subs.create(sub("near"), Preferences())
+    poll = subs.read(sub("near"), start_from=EARLIEST, limit=2_995)
+    subs.commit(sub("near"), poll.position, near.version)
+    gauge = dict(subs.all_lags())
+    assert (gauge[sub("near")].messages, gauge[sub("near")].exact) == (5, True)
+    # Behind the gauge's window: an estimate, at least the window's count
+    assert not gauge[sub("behind")].exact
+    assert gauge[sub("behind")].messages >= GAUGE_COUNT_LIMIT
+    # GET counts further back exactly
+    assert subs.get(sub("behind")).lag == Lag(3000, True)
+    assert behind.lag == Lag(3000, True)
+    labels = {"namespace": "ns", "topic": "t", "subscription": "near"}
+    assert core.svc.metrics.value("tms_subscription_lag", labels) == 5

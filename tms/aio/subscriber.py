@@ -15,6 +15,9 @@ riding on the next poll (one binary request), and by ``commit()`` and ``stop()``
 After a crash the messages after the last commit are delivered again — at least once,
 never skipped. When a commit finds the subscription changed (``BadVersionError``: a
 seek, or another consumer), it reads it again and goes on from its stored position.
+A poll whose commit was written but whose read failed, and a poll with a commit that
+got no answer, are handled as the sync ``Subscriber`` does (no ``BadVersionError`` met
+for its own commit).
 A transactional subscription is read with short transactions of ``tx_server``, each
 used for at most ``tx_refresh_s`` and replaced at once when a read is held behind one
 that finished. Its polls ask the service to ``reread``: a poll held behind a
@@ -34,7 +37,8 @@ from typing import Any
 from tms.aio.base import Clients
 from tms.aio.client import AsyncMessagingClient
 from tms.aio.txclient import AsyncTxClient
-from tms.errors import BadVersionError, ServiceUnavailableError
+from tms.client.subscriptions import SubscriptionInfo
+from tms.errors import BadVersionError, ServiceUnavailableError, TmsTransientError
 from tms.ids import MessageId
 from tms.model import Message
 from tms.subscription import SubscriptionId, after
@@ -77,6 +81,7 @@ class Subscriber(Clients):
         self._tx: Transaction | None = None
         self._tx_started = 0.0
         self._started = False
+        self._unsure: MessageId | None = None  # a commit sent without an answer
 
     async def start(self) -> None:
         """Read the subscription's position (otherwise the first read does)."""
@@ -84,8 +89,23 @@ class Subscriber(Clients):
             await self._reload()
             self._started = True
 
-    async def _reload(self) -> None:
+    async def _recover(self) -> None:
+        """After a poll that carried a commit got no answer: whether the commit was
+        written (the record holds its position under a newer version: go on from it,
+        no ``bad_version`` to meet), else as ``_reload`` when someone else moved it."""
         info = await self.client.get_subscription(self.subscription)
+        target, self._unsure = self._unsure, None
+        if info.version == self._version:
+            return  # not written: the next poll commits it
+        if info.position == target:
+            self._committed, self._version = info.position, info.version
+            self._committed_at = time.monotonic()
+            return
+        await self._reload(info)
+
+    async def _reload(self, info: SubscriptionInfo | None = None) -> None:
+        if info is None:
+            info = await self.client.get_subscription(self.subscription)
         if self._started:
             log.warning(
                 "subscription %s changed (now at %s, version %d): going on from there",
@@ -145,6 +165,9 @@ class Subscriber(Clients):
                 time.monotonic() - self._committed_at >= self._interval
             )
             try:
+                if due and self._unsure is not None:
+                    await self._recover()
+                    continue
                 batch = await self.client.poll_subscription(
                     self.subscription,
                     start=self._done,
@@ -155,6 +178,8 @@ class Subscriber(Clients):
                     reread=self._tx is not None,
                 )
             except ServiceUnavailableError:
+                if due:  # no answer: the commit may have been written
+                    self._unsure = self._done
                 await asyncio.sleep(delay)
                 delay = min(delay * 4, 10.0)
                 continue
@@ -164,6 +189,12 @@ class Subscriber(Clients):
             if due:
                 self._committed, self._committed_at = self._done, time.monotonic()
             self._version = batch.version
+            if batch.read_error is not None:  # the commit is done; the read failed
+                if not isinstance(batch.read_error, TmsTransientError):
+                    raise batch.read_error
+                await asyncio.sleep(delay)
+                delay = min(delay * 4, 10.0)
+                continue
             self._batch_end = batch.position
             if batch.fresh:  # read past what self._tx sees: read on, commit with a newer one
                 self._tx_started = -float("inf")
@@ -197,6 +228,8 @@ class Subscriber(Clients):
         self._settle()
         if through is not None:
             self._done = max(self._done, after(through.id))
+        if self._unsure is not None:
+            await self._recover()
         if self._done == self._committed:
             return
         await self._refresh_tx()  # a newer one when the last read went past what it sees

@@ -24,7 +24,9 @@ answer, ``commit_tx`` refuses to commit (the messages might be there once, or no
 
 After the commit (``post_tx_commit``) the publisher tells the service that its
 transaction finished (``notify_finished``; ``notify_finished=False`` does not), so
-transactional readers held behind its messages read on at once.
+transactional readers held behind its messages read on at once. The word is a hint (the
+service also finds out by itself, later): it is sent at once by a thread of its own
+(``send_finished``), and the committing thread does not wait for its answer.
 
 Message topics are append-only, so neither participant declares change keys (no
 conflicts). After a checkpoint both continue under the new write pointer.
@@ -33,6 +35,8 @@ conflicts). After a checkpoint both continue under the new write pointer.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 from collections.abc import Collection, Iterable
 
 from tms.client.http import MessagingClient, PollResult, RollbackToken
@@ -41,7 +45,13 @@ from tms.ids import MessageId
 from tms.model import TopicId
 from txn.transaction import Transaction
 
-__all__ = ["TransactionalFetcher", "TransactionalPublisher", "notify_finished", "outcome_unknown"]
+__all__ = [
+    "TransactionalFetcher",
+    "TransactionalPublisher",
+    "notify_finished",
+    "outcome_unknown",
+    "send_finished",
+]
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +142,7 @@ class TransactionalPublisher:
         tokens = list(self._tokens)
         self._reset()
         if self.notify_finished and tokens:
-            notify_finished(self.client, tokens)
+            send_finished(self.client, tokens)
 
     def rollback_tx(self) -> bool:
         ok = not self._in_doubt
@@ -155,6 +165,49 @@ class TransactionalPublisher:
         self._staged.clear()
         self._tokens.clear()
         self._in_doubt = self._lost_store = False
+
+
+class _Words:
+    """The post-commit words of this process, sent in order by one daemon thread
+    (started on first use, again in a forked child); at most ``MOST`` wait, the
+    newer are dropped (hints: the service finds out by itself)."""
+
+    MOST = 10_000
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[
+            tuple[MessagingClient, list[tuple[TopicId, RollbackToken]]]
+        ] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def send(self, client: MessagingClient, tokens: list[tuple[TopicId, RollbackToken]]) -> None:
+        if self._queue.qsize() >= self.MOST:
+            log.debug("too many words waiting: %d dropped", len(tokens))
+            return
+        self._queue.put((client, tokens))
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="tms-finished-words", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            client, tokens = self._queue.get()
+            try:
+                notify_finished(client, tokens)
+            except Exception as exc:  # a client closed meanwhile, say: a hint is lost
+                log.debug("could not send the word of %d transactions: %s", len(tokens), exc)
+
+
+_WORDS = _Words()
+
+
+def send_finished(client: MessagingClient, tokens: Iterable[tuple[TopicId, RollbackToken]]) -> None:
+    """``notify_finished`` from a thread of its own: returns at once."""
+    _WORDS.send(client, list(tokens))
 
 
 def notify_finished(

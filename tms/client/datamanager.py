@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import Any
 
-from tms.client.aware import notify_finished, outcome_unknown
+from tms.client.aware import outcome_unknown, send_finished
 from tms.client.http import MessagingClient, RollbackToken
 from tms.errors import TmsError
 from tms.model import TopicId
@@ -113,7 +113,7 @@ class MessagingDataManager:
                 self._sleep(delay)
         tokens = list(self._tokens)
         self._clear()
-        notify_finished(self.client, tokens)
+        send_finished(self.client, tokens)
 
     def tpc_abort(self, txn: Any) -> None:
         self._rollback()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tms.client.subscriptions import SubscriptionBatch, SubscriptionInfo
+from tms.client.subscriptions import SubscriptionBatch, SubscriptionInfo, read_error_of
 from tms.codec.subscriptions import preferences_from_json
 from tms.errors import TmsCodecError
 from tms.ids import MessageId
@@ -88,6 +88,7 @@ def batch_of(response: Any) -> SubscriptionBatch:
         bool(response.held),
         bool(response.held_finished),
         bool(response.fresh),
+        read_error_of(response.read_error, response.read_error_message),
     )
 
 

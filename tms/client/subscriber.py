@@ -13,7 +13,11 @@ leaves the message it was on unprocessed, unless ``commit(through=message)`` say
 otherwise); the position after the processed messages is committed at most every
 ``commit_interval_s`` (0: after every batch), riding on the next poll (``?commit``: one
 request), and by ``commit()`` and ``close()``. After a crash, the messages after the
-last commit are delivered again — at least once, never skipped.
+last commit are delivered again — at least once, never skipped. A poll whose commit
+was written but whose read failed answers the commit (``SubscriptionBatch.read_error``):
+a transient error is retried after a pause, another raised; a poll with a commit that
+got no answer is followed by a read of the subscription, which tells whether the
+commit was written — either way no retry meets ``BadVersionError`` for its own commit.
 
 A transactional subscription is read with transactions from ``tx_client`` (each used
 for at most ``tx_refresh_s``, replaced at once when a read is held behind one that
@@ -34,7 +38,8 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from tms.client.http import MessagingClient
-from tms.errors import BadVersionError, ServiceUnavailableError
+from tms.client.subscriptions import SubscriptionInfo
+from tms.errors import BadVersionError, ServiceUnavailableError, TmsTransientError
 from tms.ids import MessageId
 from tms.model import Message
 from tms.subscription import SubscriptionId, after
@@ -88,6 +93,7 @@ class Subscriber:
         self._tx_started = 0.0
         self._read_with: Transaction | None = None  # the transaction of the last read
         self._fresh = False  # the last read saw more than _read_with: commit with a newer
+        self._unsure: MessageId | None = None  # a commit sent without an answer
 
     @property
     def position(self) -> MessageId:
@@ -114,6 +120,9 @@ class Subscriber:
                 self._monotonic() - self._committed_at >= self._interval
             )
             try:
+                if due and self._unsure is not None:
+                    self._recover()
+                    continue
                 batch = self.client.poll_subscription(
                     self.subscription,
                     start=self._done,
@@ -124,19 +133,27 @@ class Subscriber:
                     reread=self._tx is not None,
                 )
             except ServiceUnavailableError:
+                if due:  # no answer: the commit may have been written
+                    self._unsure = self._done
                 self._sleep(delay)
                 delay = min(delay * 4, 10.0)
                 continue
             except BadVersionError:
                 self._reload()
                 continue
+            if due:
+                self._committed, self._committed_at = self._done, self._monotonic()
+            self._version = batch.version
+            if batch.read_error is not None:  # the commit is done; the read failed
+                if not isinstance(batch.read_error, TmsTransientError):
+                    raise batch.read_error
+                self._sleep(delay)
+                delay = min(delay * 4, 10.0)
+                continue
             delay = 0.01
             self._read_with, self._fresh = self._tx, batch.fresh
             if batch.fresh:
                 self._tx_started = -float("inf")  # read on with a newer transaction
-            if due:
-                self._committed, self._committed_at = self._done, self._monotonic()
-            self._version = batch.version
             for message in batch.messages:
                 yield message
                 self._through = message.id  # asked for the next one: processed
@@ -161,8 +178,23 @@ class Subscriber:
         self._tx, self._tx_started = self._tx_client.start_short(), self._monotonic()
         return True
 
-    def _reload(self) -> None:
+    def _recover(self) -> None:
+        """After a poll that carried a commit got no answer: whether the commit was
+        written (the record holds its position under a newer version: go on from it,
+        no ``bad_version`` to meet), else as ``_reload`` when someone else moved it."""
         info = self.client.get_subscription(self.subscription)
+        target, self._unsure = self._unsure, None
+        if info.version == self._version:
+            return  # not written: the next poll commits it
+        if info.position == target:
+            self._committed, self._version = info.position, info.version
+            self._committed_at = self._monotonic()
+            return
+        self._reload(info)
+
+    def _reload(self, info: SubscriptionInfo | None = None) -> None:
+        if info is None:
+            info = self.client.get_subscription(self.subscription)
         log.warning(
             "subscription %s changed (now at %s, version %d): going on from there",
             self.subscription,
@@ -179,6 +211,8 @@ class Subscriber:
         self._settle()
         if through is not None:
             self._done = max(self._done, after(through.id))
+        if self._unsure is not None:
+            self._recover()
         if self._done == self._committed:
             return
         if self._fresh:  # the position is past what _read_with sees: use a newer one

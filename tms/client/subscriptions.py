@@ -24,13 +24,14 @@ from tms.codec.subscription_bodies import (
     lag_from_json,
 )
 from tms.codec.subscriptions import preferences_from_json, preferences_to_json, start_to_json
+from tms.errors import TmsError, error_for
 from tms.ids import MessageId
 from tms.model import Message, TopicId
 from tms.subscription import Lag, Preferences, Start, SubscriptionId
 from txn.codec import encode_transaction
 from txn.transaction import Transaction
 
-__all__ = ["SubscriptionBatch", "SubscriptionCalls", "SubscriptionInfo"]
+__all__ = ["SubscriptionBatch", "SubscriptionCalls", "SubscriptionInfo", "read_error_of"]
 
 JSON = "application/json"
 AVRO = "avro/binary"
@@ -88,7 +89,9 @@ class SubscriptionBatch:
     at a transaction the reader cannot see yet (``held_finished``: which has finished
     since: read on with a new transaction); ``fresh``: read (``reread``) with what
     finished since the reader's transaction started — read on, and commit, with a
-    transaction started after this answer."""
+    transaction started after this answer. ``read_error``: the read failed after the
+    commit riding on the poll was written — no messages, ``position`` and ``version``
+    are the commit's (poll again, without committing)."""
 
     messages: list[Message]
     start: MessageId
@@ -97,6 +100,14 @@ class SubscriptionBatch:
     held: bool
     held_finished: bool
     fresh: bool = False
+    read_error: TmsError | None = None
+
+
+def read_error_of(code: str | None, message: str | None) -> TmsError | None:
+    """The error of a poll's failed read (``SubscriptionBatch.read_error``), or None."""
+    if code is None:
+        return None
+    return error_for(code, message or "the read failed", status=500)
 
 
 def _path(sub: SubscriptionId, action: str = "") -> str:
@@ -243,6 +254,7 @@ class SubscriptionCalls:
             headers.get("X-Tms-Held") == "true",
             headers.get("X-Tms-Held-Finished") == "true",
             headers.get("X-Tms-Fresh") == "true",
+            read_error_of(headers.get("X-Tms-Read-Error"), headers.get("X-Tms-Read-Error-Message")),
         )
 
     def transactions_finished(

@@ -171,6 +171,11 @@ SUBSCRIPTION_SCHEMAS: dict[str, Any] = {
             "fresh": {"type": "boolean"},
             "position": _ID,
             "version": _INT64,
+            "readError": {
+                "type": "object",
+                "description": "the read failed after the commit riding on it was written",
+                "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
+            },
         },
     },
     "WritePointers": _POINTERS,
@@ -270,7 +275,9 @@ SUBSCRIPTION_PATHS: dict[str, Any] = {
                 "200": {
                     "description": (
                         "Messages. Headers X-Tms-Start, X-Tms-Position (the next read's start), "
-                        "X-Tms-Version, X-Tms-Held, X-Tms-Held-Finished, X-Tms-Fresh"
+                        "X-Tms-Version, X-Tms-Held, X-Tms-Held-Finished, X-Tms-Fresh; "
+                        "X-Tms-Read-Error, X-Tms-Read-Error-Message: the read failed after "
+                        "the commit (?commit) was written: no messages, the commit answered"
                     ),
                     "content": {
                         "application/json": {"schema": _ref("SubscriptionPollResponse")},

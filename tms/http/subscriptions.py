@@ -14,7 +14,10 @@ version before reading: an at-least-once consumer's commit and next read in one 
 transaction the poll is held behind finishes, read again with what has finished and
 answer the messages (``long_poll_subscription``); such an answer says ``X-Tms-Fresh:
 true`` (JSON ``"fresh": true``): read on, and commit, with a transaction started after
-it.
+it. A poll whose read failed after its commit was written answers the commit (its
+position and version) without messages, with ``X-Tms-Read-Error`` (the error's code)
+and ``X-Tms-Read-Error-Message`` (JSON ``"readError": {"error": CODE, "message":
+TEXT}``): poll again, the commit is done.
 
 ``SubscriptionApi`` is a part of ``tms.http.app.Api``; its routes and their access are
 declared in ``tms.http.routes``.
@@ -23,6 +26,8 @@ declared in ``tms.http.routes``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -41,7 +46,7 @@ from tms.codec.subscription_bodies import (
     decode_write_pointers,
     subscription_to_json,
 )
-from tms.errors import TmsCodecError, TmsInvalidArgumentError
+from tms.errors import TmsCodecError, TmsError, TmsInvalidArgumentError
 from tms.http.config import HttpConfig
 from tms.http.waiting import LongPoll
 from tms.ids import MESSAGE_ID_SIZE, MessageId
@@ -92,14 +97,18 @@ async def long_poll_subscription(
     transaction it is held behind finished, the next ones read with what finished
     (``Subscriptions.read``'s ``finished``: the pointers this poll saw finish and those
     reported finished recently). Returns the last read, whether the transaction it is
-    held behind finished, and whether it was read with what finished (``fresh``)."""
+    held behind finished, and whether it was read with what finished (``fresh``).
+    Cancelled (a server stopping) once its commit was written, or while the committing
+    read runs (which is let finish), it returns that read instead: the commit is
+    answered, never an error its retry would meet as ``bad_version``."""
     commit = [commit_version]  # the first read commits, the long poll's next ones not
     finished: set[int] = set()
     fresh = [False]
+    committed: list[SubscriptionPoll] = []  # the committing read's answer, once it came
 
     async def read() -> SubscriptionPoll:
         (version, commit[0]), fresh[0] = (commit[0], None), bool(finished)
-        return await on_pool(
+        reading = on_pool(
             partial(
                 subs.read,
                 sub,
@@ -110,9 +119,25 @@ async def long_poll_subscription(
                 finished=frozenset(finished),
             )
         )
+        if version is None:
+            return await reading
+        # A committing read, once under way, is finished even when the poll is
+        # cancelled (a server stopping): its commit may be durable, so it is answered.
+        task = asyncio.ensure_future(reading)
+        try:
+            committed.append(await asyncio.shield(task))
+        except asyncio.CancelledError:
+            while not task.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({task})
+            if not task.cancelled() and task.exception() is None:
+                committed.append(task.result())
+            raise
+        return committed[-1]
 
     def outcome(poll: SubscriptionPoll) -> tuple[bool, int | None]:
-        return bool(poll.messages), poll.held_pointer if poll.held else None
+        found = bool(poll.messages) or poll.read_error is not None
+        return found, poll.held_pointer if poll.held else None
 
     def on_finished(write_pointer: int) -> bool:
         if not reread or transaction is None or write_pointer in finished:
@@ -121,8 +146,22 @@ async def long_poll_subscription(
         finished.update(long_poll.recent(sub.topic, transaction.read_pointer))
         return True
 
-    poll, done = await long_poll.run(sub.topic, wait_ms, read, outcome, on_finished)
+    try:
+        poll, done = await long_poll.run(sub.topic, wait_ms, read, outcome, on_finished)
+    except asyncio.CancelledError:
+        if not committed:
+            raise
+        return committed[0], False, False  # cut short after its commit: answer that
     return poll, done, fresh[0]
+
+
+def _header_text(text: str) -> str:
+    """``text`` as a header value: printable ASCII on one line, at most 200 characters."""
+    return "".join(c if " " <= c <= "~" else "?" for c in text[:200])
+
+
+def _error_json(error: TmsError) -> bytes:
+    return json.dumps({"error": error.code, "message": str(error)}).encode()
 
 
 def _subscription(request: web.Request) -> SubscriptionId:
@@ -294,6 +333,10 @@ class SubscriptionApi:
                 headers["X-Tms-Held-Finished"] = "true"
         if fresh:
             headers["X-Tms-Fresh"] = "true"
+        failed = poll.read_error
+        if failed is not None:
+            headers["X-Tms-Read-Error"] = failed.code
+            headers["X-Tms-Read-Error-Message"] = _header_text(str(failed))
         if fmt == AVRO:
             body = b"".join(avro.encode_consume_blocks(poll.messages, self.config.chunk_bytes))
             body += avro.ARRAY_END
@@ -303,6 +346,7 @@ class SubscriptionApi:
                 + jsonc.encode_messages(poll.messages, first=True)
                 + f'],"held":{str(poll.held).lower()},"heldFinished":{str(finished).lower()},'
                 f'"fresh":{str(fresh).lower()},'
-                f'"position":"{poll.position.hex}","version":{poll.version}}}'.encode()
+                f'"position":"{poll.position.hex}","version":{poll.version}'.encode()
+                + (b"}" if failed is None else b',"readError":' + _error_json(failed) + b"}")
             )
         return web.Response(body=body, content_type=fmt, headers=headers)

@@ -79,6 +79,8 @@ def poll_response(
         position=position.to_bytes(),
         version=poll.version,
         fresh=fresh or None,
+        read_error=None if poll.read_error is None else poll.read_error.code,
+        read_error_message=None if poll.read_error is None else str(poll.read_error),
     )
 
 

@@ -161,6 +161,10 @@ struct SubPollResponse {
   7: i64 version                      // the subscription's version, to commit with
   8: optional bool fresh              // read with what finished (reread): read on and
                                       // commit with a transaction started after it
+  9: optional string read_error       // the read failed after the commit riding on it
+                                      // was written (its error code): no messages;
+                                      // position and version are the commit's
+  10: optional string read_error_message
 }
 
 // op 10 subscription commit: move the position forward (not transactionally)

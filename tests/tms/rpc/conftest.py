@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from tms.rpc.server import RpcServer
 from tms.service import MessagingService
 from tms.store.kv import Fence, KeyValueStore, TableStore, WriteOp
 from tms.store.leveldb import LevelDBStore
+from tms.store.tables import MESSAGE_TABLE
 
 NOW = 1_700_000_000_000
 T = TopicId("ns", "t")
@@ -41,7 +43,8 @@ T = TopicId("ns", "t")
 class GatedStore:
     """A real store whose writes wait while ``gate`` is closed, and its reads while
     ``read_gate`` is (fault injection: a disk that stalls); ``waiting`` and
-    ``reading`` tell that one did."""
+    ``reading`` tell that one did. Each scan of the message table (a read of messages)
+    first raises the next error of ``scan_faults``, if any (a read that fails)."""
 
     def __init__(self, inner: KeyValueStore) -> None:
         self.inner = inner
@@ -51,13 +54,14 @@ class GatedStore:
         self.read_gate = threading.Event()
         self.read_gate.set()
         self.reading = threading.Event()
+        self.scan_faults: list[Exception] = []
 
     @property
     def epoch(self) -> int:
         return self.inner.epoch
 
     def table(self, name: bytes) -> TableStore:
-        return cast(TableStore, _GatedReads(self.inner.table(name), self))
+        return cast(TableStore, _GatedReads(self.inner.table(name), self, name))
 
     def write(
         self,
@@ -82,21 +86,29 @@ class GatedStore:
 
 
 class _GatedReads:
-    """A table whose calls wait while its store's ``read_gate`` is closed."""
+    """A table whose calls wait while its store's ``read_gate`` is closed (its writes:
+    while ``gate`` is)."""
 
-    def __init__(self, inner: TableStore, store: GatedStore) -> None:
+    def __init__(self, inner: TableStore, store: GatedStore, table: bytes) -> None:
         self._inner = inner
         self._store = store
+        self._table = table
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
         if not callable(attr):
             return attr
+        scan = (self._table, name) == (MESSAGE_TABLE, "scan_chunks")
 
         def gated(*args: Any, **kwargs: Any) -> Any:
-            if not self._store.read_gate.is_set():
+            if name == "write" and not self._store.gate.is_set():  # a table's own write
+                self._store.waiting.set()
+                self._store.gate.wait(30)
+            elif not self._store.read_gate.is_set():
                 self._store.reading.set()
                 self._store.read_gate.wait(30)
+            if scan and self._store.scan_faults:
+                raise self._store.scan_faults.pop(0)
             return attr(*args, **kwargs)
 
         return gated
@@ -155,6 +167,17 @@ def make_rpc(tmp_path: Path) -> Iterator[Any]:
 @pytest.fixture
 def served(make_rpc: Any) -> Served:
     return make_rpc(RpcConfig(port=0))  # type: ignore[no-any-return]
+
+
+def refused(address: tuple[str, int]) -> bool:
+    """The server no longer accepts connections (waiting at most 10 s for it)."""
+    for _ in range(1000):
+        try:
+            socket.create_connection(address, timeout=1).close()
+        except OSError:
+            return True
+        time.sleep(0.01)
+    return False
 
 
 class Raw:

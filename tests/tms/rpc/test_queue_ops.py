@@ -3,7 +3,6 @@ outcomes and errors as over REST, through ``MessagingClient("tms://...")``."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import FakeClock
-from tests.tms.rpc.conftest import NOW, Raw, Served, error_of
+from tests.tms.rpc.conftest import NOW, Raw, Served, error_of, refused
 from tms.client import MessagingClient
 from tms.client.queue import Queue
 from tms.client.rpc import RpcMessagingClient
@@ -177,17 +176,6 @@ def test_a_wait_past_the_servers_limit_is_refused(raw: Raw, served: Served) -> N
     assert served.service.queue_stats(Q).leased == 0
 
 
-def _refused(address: tuple[str, int]) -> bool:
-    """The server no longer accepts connections (waiting at most 10 s for it)."""
-    for _ in range(1000):
-        try:
-            socket.create_connection(address, timeout=1).close()
-        except OSError:
-            return True
-        time.sleep(0.01)
-    return False
-
-
 def test_stopping_does_not_cut_short_a_receive_being_written(make_rpc: Any) -> None:
     served = make_rpc(RpcConfig(port=0))
     served.service.create_topic(Q, {"kind": "queue", "lease_s": "60"})
@@ -203,7 +191,7 @@ def test_stopping_does_not_cut_short_a_receive_being_written(make_rpc: Any) -> N
         # When the server stops meanwhile (it cancels what waits, then closes nothing
         # until the requests under way are answered)
         stopping.start()
-        assert _refused(served.address)
+        assert refused(served.address)
         served.store.gate.set()
         # Then the receive answers with the message it leased, not with an error
         frame = raw.frame()

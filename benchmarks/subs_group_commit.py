@@ -1,0 +1,78 @@
+"""Group commit of subscription records, in process: ``--consumers`` threads each read a
+topic of 10,000 messages through their own subscription in polls of 100, each poll
+committing the previous one's position riding on it (``Subscriptions.read`` with
+``commit_version``), on a LevelDB store; prints messages/s and how many record changes
+each synced write carried (``KvSubscriptionStore.syncs`` / ``changes``).
+
+    python -m benchmarks.subs_group_commit [--consumers 16] [--rounds 2]
+
+Figures in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from benchmarks.subs_bench import PAYLOAD
+from tms.config import TmsConfig
+from tms.ids import MessageId
+from tms.model import StoreRequest, TopicId
+from tms.service import MessagingService
+from tms.store.leveldb import LevelDBStore
+from tms.store.subscriptions import KvSubscriptionStore
+from tms.subscription import Preferences, SubscriptionId
+
+
+def _consume(svc: MessagingService, sub: SubscriptionId) -> int:
+    start: MessageId | None = None
+    version: int | None = None  # the first poll commits nothing
+    total = 0
+    while True:
+        poll = svc.subscriptions.read(sub, start_from=start, limit=100, commit_version=version)
+        if not poll.messages:
+            return total
+        total += len(poll.messages)
+        start, version = poll.position, poll.version
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--consumers", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        kv = LevelDBStore(Path(tmp) / "db")
+        records = KvSubscriptionStore(kv)
+        svc = MessagingService(kv, TmsConfig(), subscription_store=records)
+        try:
+            topic = TopicId("bench", "group")
+            svc.create_topic(topic)
+            for _ in range(10):
+                svc.publish(StoreRequest.of(topic, [PAYLOAD] * 1000))
+            for r in range(args.rounds):
+                subs = [SubscriptionId(topic, f"r{r}c{i}") for i in range(args.consumers)]
+                for sub in subs:
+                    svc.subscriptions.create(sub, Preferences())
+                syncs, changes = records.syncs, records.changes
+                started = time.perf_counter()
+                with ThreadPoolExecutor(args.consumers) as pool:
+                    read = sum(pool.map(lambda s: _consume(svc, s), subs))
+                elapsed = time.perf_counter() - started
+                syncs, changes = records.syncs - syncs, records.changes - changes
+                print(
+                    f"round {r + 1}: {read / elapsed:,.0f} msg/s, {changes} commits in "
+                    f"{syncs} synced writes ({changes / max(syncs, 1):.2f} a write)",
+                    flush=True,
+                )
+        finally:
+            svc.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
