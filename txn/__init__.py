@@ -12,8 +12,9 @@ does not pay for the manager and its storage.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from txms_common.lazy import lazy_names
 
 if TYPE_CHECKING:
     from txn.aware import TransactionAware as TransactionAware
@@ -143,17 +144,4 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "VisibilityLevel",
     ),
 }
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
-
-
-def __getattr__(name: str) -> object:
-    module = _HOME_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'txn' has no attribute {name!r}")
-    value: object = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # loaded once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names("txn", _HOMES, globals())
