@@ -274,4 +274,5 @@ _HOMES = {
         "SubscriptionId",
     ),
 }
-__getattr__, __dir__ = lazy_names("tms", _HOMES, globals())
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+__getattr__, __dir__ = lazy_names("tms", _HOME_OF, globals())

@@ -12,12 +12,11 @@ __all__ = ["lazy_names"]
 
 
 def lazy_names(
-    package: str, homes: Mapping[str, tuple[str, ...]], namespace: dict[str, Any]
+    package: str, home_of: Mapping[str, str], namespace: dict[str, Any]
 ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package`` (its ``globals()`` is
-    ``namespace``), whose names live in ``homes`` (module -> names): a name loads on
-    first use and is kept in the namespace."""
-    home_of = {name: module for module, names in homes.items() for name in names}
+    ``namespace``), whose names live in the modules ``home_of`` gives (name -> module):
+    a name loads on first use and is kept in the namespace."""
 
     def getattr_(name: str) -> object:
         module = home_of.get(name)

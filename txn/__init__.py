@@ -144,4 +144,5 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "VisibilityLevel",
     ),
 }
-__getattr__, __dir__ = lazy_names("txn", _HOMES, globals())
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+__getattr__, __dir__ = lazy_names("txn", _HOME_OF, globals())
