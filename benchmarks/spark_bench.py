@@ -18,6 +18,7 @@ throughput can be compared per core used: rows per CPU-second of everything invo
   first batch and the later ones apart.
 
     python -m benchmarks.spark_bench [--rows N] [--quick] [--spark local,cluster]
+        [--phases write,read,floor,stream] [--no-client]
 
 Results: ``benchmarks/results/spark.json``.
 """
@@ -265,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         "--phases", default="write,read,floor,stream", help="which of write, read, floor, stream"
     )
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--no-client", action="store_true", help="skip the client's phases (e.g. streams only)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "spark.json")
     args = parser.parse_args(argv)
     rows = args.rows or (100_000 if args.quick else 1_000_000)
@@ -277,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         stack = Launched(Path(tmp) / "data")
         try:
-            report["client"] = run_client(stack, CpuMeter(stack.proc.pid), rows)
+            if not args.no_client:
+                report["client"] = run_client(stack, CpuMeter(stack.proc.pid), rows)
             for mode in modes:
                 if mode == "local":
                     spark = local_session("txms-bench", master="local[2]")

@@ -27,8 +27,9 @@ for the service or the client.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from txms_common.lazy import lazy_names
 
 if TYPE_CHECKING:
     from tms.client import MessagingClient as MessagingClient
@@ -274,16 +275,4 @@ _HOMES = {
     ),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
-
-
-def __getattr__(name: str) -> object:
-    module = _HOME_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tms' has no attribute {name!r}")
-    value: object = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # loaded once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names("tms", _HOME_OF, globals())

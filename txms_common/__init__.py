@@ -6,4 +6,5 @@ package, so each may import it without depending on the other.
 * ``periodic`` — a daemon thread running a function every so often (``PeriodicTask``);
 * ``retry`` — the pauses between attempts (``backoff`` and the strategies on it);
 * ``loop`` — the event loop every server of the project runs on (``new_event_loop``).
+* ``lazy`` — package names that load on first use (``lazy_names``).
 """

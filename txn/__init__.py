@@ -5,46 +5,55 @@ Public API::
     from txn import TransactionManager, TxConfig, InProcessTxClient, TransactionContext
 
 See ``txn.errors`` for the error tree and ``txn.aware`` for the participant contract.
+
+Names load on first use, so importing a submodule (``txn.codec``, ``txn.rpc.client``)
+does not pay for the manager and its storage.
 """
 
 from __future__ import annotations
 
-from txn.aware import TransactionAware
-from txn.client import TxClient
-from txn.codec import decode_transaction, encode_transaction
-from txn.config import ClientIdRetention, ServerConfig, TxConfig
-from txn.context import TransactionContext
-from txn.errors import (
-    CodecError,
-    CorruptStateError,
-    InvalidArgumentError,
-    InvalidStateError,
-    InvalidTruncateTimeError,
-    ManagerNotRunningError,
-    SnapshotUnavailableError,
-    TransactionConflictError,
-    TransactionFailureError,
-    TransactionNotInProgressError,
-    TransactionSizeError,
-    TransientTxError,
-    TxError,
-    TxServiceError,
-    TxServiceUnavailableError,
-    TxStorageError,
-)
-from txn.executor import NoRetries, RetryOnConflict, TransactionExecutor
-from txn.inmemory import InProcessTxClient
-from txn.manager import TransactionManager
-from txn.persist.local import LocalDirStorage
-from txn.persist.memory import MemoryStorage
-from txn.persist.store import TransactionStateStore
-from txn.state import TransactionSnapshot
-from txn.transaction import (
-    NO_TX_IN_PROGRESS,
-    Transaction,
-    TransactionType,
-    VisibilityLevel,
-)
+from typing import TYPE_CHECKING
+
+from txms_common.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from txn.aware import TransactionAware as TransactionAware
+    from txn.client import TxClient as TxClient
+    from txn.codec import decode_transaction as decode_transaction
+    from txn.codec import encode_transaction as encode_transaction
+    from txn.config import ClientIdRetention as ClientIdRetention
+    from txn.config import ServerConfig as ServerConfig
+    from txn.config import TxConfig as TxConfig
+    from txn.context import TransactionContext as TransactionContext
+    from txn.errors import CodecError as CodecError
+    from txn.errors import CorruptStateError as CorruptStateError
+    from txn.errors import InvalidArgumentError as InvalidArgumentError
+    from txn.errors import InvalidStateError as InvalidStateError
+    from txn.errors import InvalidTruncateTimeError as InvalidTruncateTimeError
+    from txn.errors import ManagerNotRunningError as ManagerNotRunningError
+    from txn.errors import SnapshotUnavailableError as SnapshotUnavailableError
+    from txn.errors import TransactionConflictError as TransactionConflictError
+    from txn.errors import TransactionFailureError as TransactionFailureError
+    from txn.errors import TransactionNotInProgressError as TransactionNotInProgressError
+    from txn.errors import TransactionSizeError as TransactionSizeError
+    from txn.errors import TransientTxError as TransientTxError
+    from txn.errors import TxError as TxError
+    from txn.errors import TxServiceError as TxServiceError
+    from txn.errors import TxServiceUnavailableError as TxServiceUnavailableError
+    from txn.errors import TxStorageError as TxStorageError
+    from txn.executor import NoRetries as NoRetries
+    from txn.executor import RetryOnConflict as RetryOnConflict
+    from txn.executor import TransactionExecutor as TransactionExecutor
+    from txn.inmemory import InProcessTxClient as InProcessTxClient
+    from txn.manager import TransactionManager as TransactionManager
+    from txn.persist.local import LocalDirStorage as LocalDirStorage
+    from txn.persist.memory import MemoryStorage as MemoryStorage
+    from txn.persist.store import TransactionStateStore as TransactionStateStore
+    from txn.state import TransactionSnapshot as TransactionSnapshot
+    from txn.transaction import NO_TX_IN_PROGRESS as NO_TX_IN_PROGRESS
+    from txn.transaction import Transaction as Transaction
+    from txn.transaction import TransactionType as TransactionType
+    from txn.transaction import VisibilityLevel as VisibilityLevel
 
 __all__ = [
     "NO_TX_IN_PROGRESS",
@@ -85,3 +94,55 @@ __all__ = [
     "decode_transaction",
     "encode_transaction",
 ]
+
+_HOMES: dict[str, tuple[str, ...]] = {
+    "txn.aware": ("TransactionAware",),
+    "txn.client": ("TxClient",),
+    "txn.codec": (
+        "decode_transaction",
+        "encode_transaction",
+    ),
+    "txn.config": (
+        "ClientIdRetention",
+        "ServerConfig",
+        "TxConfig",
+    ),
+    "txn.context": ("TransactionContext",),
+    "txn.errors": (
+        "CodecError",
+        "CorruptStateError",
+        "InvalidArgumentError",
+        "InvalidStateError",
+        "InvalidTruncateTimeError",
+        "ManagerNotRunningError",
+        "SnapshotUnavailableError",
+        "TransactionConflictError",
+        "TransactionFailureError",
+        "TransactionNotInProgressError",
+        "TransactionSizeError",
+        "TransientTxError",
+        "TxError",
+        "TxServiceError",
+        "TxServiceUnavailableError",
+        "TxStorageError",
+    ),
+    "txn.executor": (
+        "NoRetries",
+        "RetryOnConflict",
+        "TransactionExecutor",
+    ),
+    "txn.inmemory": ("InProcessTxClient",),
+    "txn.manager": ("TransactionManager",),
+    "txn.persist.local": ("LocalDirStorage",),
+    "txn.persist.memory": ("MemoryStorage",),
+    "txn.persist.store": ("TransactionStateStore",),
+    "txn.state": ("TransactionSnapshot",),
+    "txn.transaction": (
+        "NO_TX_IN_PROGRESS",
+        "Transaction",
+        "TransactionType",
+        "VisibilityLevel",
+    ),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+__getattr__, __dir__ = lazy_names("txn", _HOME_OF, globals())

@@ -57,17 +57,20 @@ import binascii
 import enum
 import json
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tms.client.http import MessagingClient
 from tms.errors import TmsInvalidArgumentError
 from tms.model import TopicId, validate_namespace
 from txn.errors import TxError
-from txn.rpc.client import ThriftTxClient
-from txn.rpc.tls import ClientTls, client_tls
+
+if TYPE_CHECKING:  # the clients load on first use: a task or planner may need neither
+    from tms.client.http import MessagingClient
+    from txn.rpc.client import ThriftTxClient
+    from txn.rpc.tls import ClientTls
 
 __all__ = ["EARLIEST", "LATEST", "SourceOptions", "Use", "parse_duration_ms", "parse_time_ms"]
 
@@ -294,11 +297,22 @@ class SourceOptions:
 
     def messaging(self) -> MessagingClient:
         """A client of the messaging service these options name."""
+        from tms.client.http import MessagingClient  # noqa: PLC0415 - see the imports
+
         return MessagingClient(self.url, token=self.token, ca_bundle=self.ca_bundle)
 
     def tx_client(self, address: str | None = None) -> ThriftTxClient:
         """A client of the transaction server (``txServer``, or ``address``)."""
+        from txn.rpc.client import ThriftTxClient  # noqa: PLC0415 - see the imports
+
         return ThriftTxClient(address or self.require_tx_server(), tls=self.tx_tls)
+
+
+def speaks_binary(client: MessagingClient) -> bool:
+    """Whether ``client`` speaks the binary protocol (``tms://``): asked without loading
+    that client's modules, which a client over HTTP never needs."""
+    rpc = sys.modules.get("tms.client.rpc")
+    return rpc is not None and isinstance(client, rpc.RpcMessagingClient)
 
 
 def _topics(opts: Mapping[str, str], use: Use, namespace: str) -> tuple[str, ...]:
@@ -341,8 +355,13 @@ def _start_id(opts: Mapping[str, str]) -> bytes | None:
 
 
 def _tx_tls(opts: Mapping[str, str]) -> ClientTls | None:
+    given = [opts.get(k) or None for k in ("txtlsca", "txtlscert", "txtlskey")]
+    if not any(given):
+        return None
+    from txn.rpc.tls import client_tls  # noqa: PLC0415 - see the imports
+
     try:
-        return client_tls(*(opts.get(k) or None for k in ("txtlsca", "txtlscert", "txtlskey")))
+        return client_tls(*given)
     except TxError as exc:
         raise TmsInvalidArgumentError(f"txTlsCa/txTlsCert/txTlsKey: {exc}") from exc
 

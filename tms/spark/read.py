@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,15 +35,17 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from tms.client.http import MessagingClient
-from tms.client.rpc import RpcMessagingClient
 from tms.ids import MessageId
 from tms.model import TopicBounds, TopicId
 from tms.spark.arrow_codec import consume_batch, messages_batch
-from tms.spark.options import SourceOptions
+from tms.spark.options import SourceOptions, speaks_binary
 from tms.spark.positions import Position, entry, next_entry, plan_ranges
+from tms.spark.source import SCHEMA
 from txn.codec import decode_transaction, encode_transaction
 from txn.transaction import Transaction
+
+if TYPE_CHECKING:
+    from tms.client.http import MessagingClient
 
 __all__ = [
     "SCHEMA",
@@ -56,7 +58,6 @@ __all__ = [
     "stop_of",
 ]
 
-SCHEMA = "id string, publish_time timestamp, payload binary, topic string"
 _CHUNK = 10_000
 _EMPTY: Position = (0, 0, 0, 0)
 
@@ -107,7 +108,7 @@ def poll_batch(
     """Up to 10,000 messages from ``start`` as a record batch of ``SCHEMA``; whether the
     read was held. Over HTTP the Avro answer is decoded a column at a time; over the
     binary protocol (``tms://``) its messages come decoded by thriftpy2's C loop."""
-    if isinstance(client, RpcMessagingClient):
+    if speaks_binary(client):
         result = client.poll(topic, start=start, inclusive=inclusive, limit=_CHUNK, transaction=tx)
         return messages_batch(result.messages, topic.topic), result.held
     body, held, _ = client.poll_encoded(

@@ -27,12 +27,13 @@ from pyspark.sql.types import StructType
 
 from tms.errors import TmsInvalidArgumentError
 from tms.spark.options import SourceOptions, Use
-from tms.spark.read import SCHEMA, TmsFilteringReader, TmsReader
-from tms.spark.stream import TmsStreamReader
-from tms.spark.stream_write import TmsStreamWriter
-from tms.spark.write import TmsWriter
 
 __all__ = ["TmsDataSource"]
+
+# The readers and writers load on first use: every Python process Spark starts for a
+# job (the planners, the committer, each task's worker) imports this module, and each
+# needs one of them at most (``tms.spark.read`` re-exports the schema).
+SCHEMA = "id string, publish_time timestamp, payload binary, topic string"
 
 
 class TmsDataSource(DataSource):
@@ -49,17 +50,25 @@ class TmsDataSource(DataSource):
         return SourceOptions.parse(dict(self.options), use)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from tms.spark.read import TmsFilteringReader, TmsReader  # noqa: PLC0415 - see SCHEMA
+
         options = self._options(Use.READ)
         return TmsFilteringReader(options) if options.push_filters else TmsReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+        from tms.spark.stream import TmsStreamReader  # noqa: PLC0415 - see SCHEMA
+
         return TmsStreamReader(self._options(Use.STREAM_READ))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from tms.spark.write import TmsWriter  # noqa: PLC0415 - see SCHEMA
+
         _append_only(overwrite)
         return TmsWriter(self._options(Use.WRITE), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
+        from tms.spark.stream_write import TmsStreamWriter  # noqa: PLC0415 - see SCHEMA
+
         _append_only(overwrite)
         return TmsStreamWriter(self._options(Use.STREAM_WRITE), schema)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -41,7 +41,6 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from tms.client.http import MessagingClient
 from tms.errors import TmsError, TmsInvalidArgumentError, TopicNotFoundError
 from tms.ids import MessageId
 from tms.spark.options import EARLIEST, LATEST, SourceOptions
@@ -57,6 +56,9 @@ from tms.spark.positions import (
 from tms.spark.read import ReadRange, read_range, resolve_topics, snapshot, stop_of
 from txn.codec import encode_transaction
 from txn.transaction import Transaction
+
+if TYPE_CHECKING:
+    from tms.client.http import MessagingClient
 
 __all__ = ["TmsStreamReader"]
 

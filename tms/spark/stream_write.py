@@ -33,7 +33,7 @@ import hashlib
 import itertools
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
@@ -54,8 +54,10 @@ from tms.spark.write import (
     task_context,
 )
 from txn.codec import decode_transaction
-from txn.rpc.client import ThriftTxClient
 from txn.transaction import Transaction
+
+if TYPE_CHECKING:
+    from txn.rpc.client import ThriftTxClient
 
 __all__ = ["TmsStreamWriter"]
 

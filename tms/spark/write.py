@@ -32,21 +32,22 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from tms.client.rpc import RpcMessagingClient
 from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.spark.arrow_codec import publish_body
 from tms.spark.lease import Lease, LeaseRegistry
-from tms.spark.options import SourceOptions
+from tms.spark.options import SourceOptions, speaks_binary
 from txn.codec import decode_transaction, encode_transaction
-from txn.rpc.client import ThriftTxClient
 from txn.transaction import Transaction, TransactionType
+
+if TYPE_CHECKING:
+    from txn.rpc.client import ThriftTxClient
 
 __all__ = [
     "Columns",
@@ -156,7 +157,7 @@ def stage_batches(
             payloads = rows.column("payload").combine_chunks()
             ttls = rows.column("ttl") if "ttl" in rows.column_names else None
             if ttls is None or ttls.null_count == len(ttls):
-                if isinstance(client, RpcMessagingClient):  # binary protocol: thriftpy2's C
+                if speaks_binary(client):  # binary protocol: thriftpy2's C
                     client.store(options.topic_id(topic), payloads.to_pylist(), tx_write_pointer=wp)
                 else:
                     client.store_encoded(options.topic_id(topic), publish_body(wp, payloads))

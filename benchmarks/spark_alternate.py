@@ -1,0 +1,86 @@
+"""The server's CPU for a Spark write against the client's, alternating on one stack.
+
+``spark_bench`` runs the client's phases first and Spark's after them, so Spark's write
+meets a store that already holds the client's rows. This runs a Spark write
+(``local[2]``) and the client's ``store`` + marker + commit alternately, ``--rounds``
+times, ``--rows`` each, on one standalone stack and one Spark session, and prints the
+CPU seconds per 10^6 rows of each kind of process (``benchmarks.cpu_meter``):
+
+    python -m benchmarks.spark_alternate [--rows N] [--rounds R] [--masters local[1],local[2]]
+
+With several masters each round writes through each in turn (a session each), then the
+client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks import spark_bench
+from benchmarks.cpu_meter import KINDS, CpuMeter
+from tms.client import MessagingClient
+from tms.model import TopicId
+from tms.spark import local_session
+from tms.standalone import Launched
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--masters", default="local[2]", help="Spark masters, each in its turn (local[1],...)"
+    )
+    args = parser.parse_args(argv)
+    masters = [m.strip() for m in args.masters.split(",") if m.strip()]
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+        stack = Launched(Path(tmp) / "data")
+        sessions = {m: local_session(f"txms-bench-{m}", master=m) for m in masters[:1]}
+        try:
+            for i in range(args.rounds):
+                for who in [*masters, "client"]:
+                    _one(stack, sessions, who, args.rows, i)
+        finally:
+            for spark in sessions.values():
+                spark.stop()
+            stack.stop()
+    return 0
+
+
+def _one(stack: Launched, sessions: dict[str, Any], who: str, rows: int, i: int) -> None:
+    """One write of ``rows`` by ``who`` (a master, or the client), measured and printed.
+    One session at a time: another master's stops the one before."""
+    tag = f"{who}-{i}".replace("[", "").replace("]", "")
+    topic = TopicId("bench", tag)
+    MessagingClient(stack.url).create_topic(topic)
+    spark = None
+    if who != "client":
+        if who not in sessions:
+            for old in sessions.values():
+                old.stop()
+            sessions.clear()
+            sessions[who] = local_session(f"txms-bench-{who}", master=who)
+        spark = sessions[who]
+        warm = TopicId("bench", f"warm-{tag}")
+        MessagingClient(stack.url).create_topic(warm)
+        spark_bench.spark_publish(spark, stack, warm, 1000, 4)  # its workers started
+    with CpuMeter(stack.proc.pid).measure() as m:
+        if spark is not None:
+            spark_bench.spark_publish(spark, stack, topic, rows, 4)
+        else:
+            spark_bench.client_publish(stack, topic, rows, transactional=True)
+    per = {k: round(m[k] * 1e6 / rows, 2) for k in KINDS if m[k] >= 0.005}
+    print(
+        f"round {i} {who}: CPU-s per 10^6 rows {per}, "
+        f"{rows / m['seconds']:,.0f} rows/s, load {m['load']:.1f}",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
