@@ -170,11 +170,16 @@ class Backend(SubscriptionOps):
             failed: BaseException | None = TmsError("the write was cancelled")
         else:
             failed = settled.exception()
+        if failed is not None:
+            error = TmsError(f"the write failed: {failed!r}")
+            for ticket, _answer, _done in turn:
+                ticket.fail(error)
+        try:
+            self.svc.finished_all([w[0] for w in turn], started)
+        except Exception:  # counting must not keep the writes unanswered
+            log.exception("counting a turn's writes failed")
         for ticket, answer, done in turn:
             try:
-                if failed is not None:
-                    ticket.fail(TmsError(f"the write failed: {failed!r}"))
-                self.svc.finished(ticket, started)
                 response = answer(ticket.result())
             except Exception as exc:  # a TmsError; anything else is answered as an internal error
                 response = exc
