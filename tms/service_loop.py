@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Iterable
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -164,16 +163,3 @@ class LoopSubmit:
         """Count a settled ticket's operation (``started``: ``time.perf_counter()``)."""
         seconds = None if ticket.error is not None else time.perf_counter() - started
         self.metrics.operation(ticket.op.kind, seconds)
-
-    def finished_all(self, tickets: Iterable[Ticket[object]], started: float) -> None:
-        """``finished`` for each of several settled tickets started together, counted
-        once per kind of operation."""
-        seconds = time.perf_counter() - started
-        counts: dict[str, list[int]] = {}
-        for ticket in tickets:
-            count = counts.get(ticket.op.kind)
-            if count is None:
-                count = counts[ticket.op.kind] = [0, 0]
-            count[ticket.error is not None] += 1
-        for kind, (ok, failed) in counts.items():
-            self.metrics.operations(kind, ok, failed, seconds)
