@@ -181,6 +181,13 @@ class Backend(SubscriptionOps):
         """Submit ``ticket`` with the other writes of this loop turn."""
         self._turn(topic).append((ticket, answer, done))
 
+    def publish_plain(
+        self, topic: TopicId, payloads: list[bytes], deadline: float | None, done: Done
+    ) -> None:
+        """A plain publish of ``payloads`` (``writes.plain_payloads``) whose request the
+        caller read itself: as ``dispatch`` of it."""
+        self._plain(topic, payloads, deadline, writes.publish_answer, done)
+
     def _plain(
         self,
         topic: TopicId,

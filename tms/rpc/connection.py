@@ -4,9 +4,11 @@
   authenticates, the bearer token. Anything else first, an unsupported version or a
   token that is not valid is answered and the connection closed.
 * Frames are cut from the byte stream (``tms.rpc.frames.read_frames``) and each request
-  goes to its ``Backend`` handler at once; responses leave as soon as they are ready, in
-  any order (a long poll does not hold back the publishes behind it). Responses that
-  become ready in one turn of the loop leave in one write.
+  goes to its ``Backend`` handler at once (a plain publish to a topic the connection
+  published to before without its body decoded in full: ``frames.plain_publish``);
+  responses leave as soon as they are ready, in any order (a long poll does not hold
+  back the publishes behind it). Responses that become ready in one turn of the loop
+  leave in one write.
 * Back-pressure: with ``max_in_flight`` requests in progress the connection is not read
   further (the client's sends block in TCP) until one is answered; nor while the client
   does not read its responses.
@@ -49,10 +51,11 @@ from tms.rpc.frames import (
     encode_body,
     encode_error,
     encode_frame,
+    plain_publish,
     read_frames,
     rpc,
 )
-from tms.rpc.ops import BY_CODE, HELLO, Op
+from tms.rpc.ops import BY_CODE, HELLO, PUBLISH, Op
 
 if TYPE_CHECKING:
     from tms.rpc.server import RpcServer
@@ -86,6 +89,9 @@ class Connection(asyncio.Protocol):
         self.principal: str | None = None
         self._allowed: set[tuple[TopicId, Permission]] = set()
         self._topics: dict[tuple[object, object], TopicId] = {}
+        self._plain_topics: dict[bytes, TopicId] = {}
+        """The topics of plain publishes by the bytes of their names' fields
+        (``plain_publish``): known valid and allowed."""
         self._outbox: list[bytes] = []
         self._pauses: set[str] = set()
         self._linger: asyncio.TimerHandle | None = None
@@ -189,12 +195,20 @@ class Connection(asyncio.Protocol):
         try:
             if op is HELLO:
                 raise TmsInvalidArgumentError("hello was already said on this connection")
+            deadline = received + frame.timeout_ms / 1000 if frame.timeout_ms else None
+            plain = plain_publish(frame.body) if op is PUBLISH else None
+            if plain is not None:
+                topic = self._plain_topics.get(plain[0])
+                if topic is not None:  # a topic this connection published to before
+                    self._backend.publish_plain(topic, plain[1], deadline, done)
+                    return
             req = decode_body(op.request, frame.body)
             topic = self._topic(req)
             assert op.permission is not None
             if self._server.authorizer is not None:
                 self._authorize(topic, op.permission)
-            deadline = received + frame.timeout_ms / 1000 if frame.timeout_ms else None
+            if plain is not None and len(self._plain_topics) < 1024:  # allowed, names valid
+                self._plain_topics[plain[0]] = topic
             self._backend.dispatch(op, req, topic, deadline, done)
         except Exception as exc:  # answered: a TmsError as itself, anything else as internal
             done(exc)

@@ -17,6 +17,8 @@ Every frame is a 4-byte length and a 12-byte header, big-endian, then the body::
 Bodies go through thriftpy2's C codec (``encode_body`` / ``decode_body``). Decoding reads
 through a buffered transport that raises on a short read: thriftpy2's memory buffer
 would read zeros past the end, and a list claiming a billion items would allocate them.
+``plain_publish`` reads the commonest body, a ``PublishRequest`` of payloads only, in a
+few slices (about half of ``decode_body``'s time, and no struct object).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ __all__ = [
     "encode_body",
     "encode_error",
     "encode_frame",
+    "plain_publish",
     "read_frames",
     "rpc",
 ]
@@ -163,6 +166,46 @@ def decode_body(cls: Any, data: bytes) -> Any:
     except Exception as exc:  # thriftpy2 raises several unrelated types on bad input
         raise TmsCodecError(f"malformed {cls.__name__}: {exc}") from exc
     return result
+
+
+_NS = b"\x0b\x00\x01"  # field 1, a string
+_TOPIC = b"\x0b\x00\x02"  # field 2, a string
+_PAYLOADS = b"\x0f\x00\x04\x0b"  # field 4, a list of binaries
+_U32 = struct.Struct(">I")
+
+
+def plain_publish(body: bytes) -> tuple[bytes, list[bytes]] | None:
+    """A ``PublishRequest`` body of exactly the fields ns, topic and payloads (at least
+    one), in that order — what the clients send for a publish that is not transactional
+    and has no TTLs — as (the bytes of its ns and topic fields, the payloads). None for
+    any other body, valid or not: ``decode_body`` reads those (and says what is wrong).
+    The names are not decoded here: the caller knows them by their bytes, or decodes
+    the body in full."""
+    end = len(body)
+    if end < 24 or not body.startswith(_NS):
+        return None
+    u32 = _U32.unpack_from
+    pos = 7 + u32(body, 3)[0]
+    if not body.startswith(_TOPIC, pos) or pos + 7 > end:
+        return None
+    pos += 7 + u32(body, pos + 3)[0]
+    if not body.startswith(_PAYLOADS, pos) or pos + 8 > end:
+        return None
+    names = body[:pos]
+    count = u32(body, pos + 4)[0]
+    pos += 8
+    if not 0 < count <= (end - pos) >> 2:  # a payload takes 4 bytes at least
+        return None
+    payloads = []
+    for _ in range(count):
+        if pos + 4 > end:
+            return None
+        start = pos + 4
+        pos = start + u32(body, pos)[0]
+        payloads.append(body[start:pos])
+    if pos != end - 1 or body[pos] != 0:
+        return None
+    return names, payloads
 
 
 def encode_error(code: str, message: str, owner: str | None = None) -> bytes:
