@@ -133,6 +133,7 @@ class Backend(SubscriptionOps):
         self._polls: set[asyncio.Task[None]] = set()
         self._writes: set[asyncio.Task[None]] = set()  # running: referenced until done
         self._queued: dict[TopicId, list[_Write | _Run]] = {}  # writes of this loop turn
+        self._last: tuple[TopicId | None, list[_Write | _Run]] = (None, [])  # the last of them
         self._long_poll = LongPoll(
             self._waiters,
             service.guard,
@@ -168,11 +169,15 @@ class Backend(SubscriptionOps):
 
     def _turn(self, topic: TopicId) -> list[_Write | _Run]:
         """The writes of this loop turn to ``topic`` so far (submitted at its end)."""
+        last_topic, last = self._last
+        if topic is last_topic:  # most writes of a turn go where the one before went
+            return last
         queued = self._queued.get(topic)
         if queued is None:
             if not self._queued:
                 self._loop.call_soon(self._submit_queued)
             queued = self._queued[topic] = []
+        self._last = (topic, queued)
         return queued
 
     def _write(
@@ -209,6 +214,7 @@ class Backend(SubscriptionOps):
     def _submit_queued(self) -> None:
         """The writes of one loop turn, each topic's in one call to its group commit."""
         queued, self._queued = self._queued, {}
+        self._last = (None, [])
         started = time.perf_counter()
         for topic, turn in queued.items():
             tickets: list[Ticket[Any]] = []

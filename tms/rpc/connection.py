@@ -43,6 +43,8 @@ from tms.http.auth import Permission
 from tms.model import TopicId
 from tms.rpc.frames import (
     FLAG_ERROR,
+    HEADER,
+    MIN_LENGTH,
     PROTOCOL_VERSION,
     Frame,
     FrameError,
@@ -70,6 +72,7 @@ _RESPONSE = int(Kind.RESPONSE)
 _PING = int(Kind.PING)
 _PONG = int(Kind.PONG)
 _GOAWAY = int(Kind.GOAWAY)
+_pack = HEADER.pack
 
 
 class Connection(asyncio.Protocol):
@@ -78,7 +81,9 @@ class Connection(asyncio.Protocol):
         self._config = server.config
         self._backend = server.backend
         self._now = server.monotonic
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = b""
+        """Bytes read and not yet cut into frames (a bytearray once a frame spans reads
+        beyond a few KiB, so that adding to it does not copy it)."""
         self.transport: asyncio.Transport | None = None
         self.accepted = self.last_rx = self._now()
         self.partial_since: float | None = None
@@ -109,7 +114,7 @@ class Connection(asyncio.Protocol):
         self._server.connections.discard(self)
         if self._linger is not None:
             self._linger.cancel()
-        self._buf = bytearray()
+        self._buf = b""
         self._outbox.clear()
 
     def pause_writing(self) -> None:
@@ -121,7 +126,13 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return  # lingering: read and drop
-        self._buf += data
+        buf = self._buf
+        if not buf:
+            self._buf = data  # frames are cut from it without copying it first
+        elif type(buf) is bytes:  # what was left of a read, and the rest of its frame
+            self._buf = buf + data if len(buf) < 4096 else bytearray(buf) + data
+        else:
+            buf += data
         self.last_rx = self._now()
         self._process()
 
@@ -153,7 +164,11 @@ class Connection(asyncio.Protocol):
             self.goaway("bad_frame", str(exc))
             return
         if used:
-            del self._buf[:used]
+            buf = self._buf
+            if isinstance(buf, bytearray):
+                del buf[:used]
+            else:
+                self._buf = buf[used:]
         received = self.last_rx
         for frame in frames:
             if self.closing:
@@ -274,7 +289,8 @@ class Connection(asyncio.Protocol):
             self._send_error(op.code, request_id, result)
         else:
             body = result if type(result) is bytes else encode_body(result)
-            self._send(encode_frame(_RESPONSE, op.code, request_id, body))
+            # encode_frame's, for the commonest frame: no flags, no trace
+            self._send(_pack(MIN_LENGTH + len(body), _RESPONSE, op.code, 0, request_id, 0) + body)
         if "in_flight" in self._pauses:
             self.resume("in_flight")
 

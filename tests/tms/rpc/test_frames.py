@@ -280,6 +280,10 @@ def test_golden_plain_publish() -> None:
     assert plain_publish(body) == (names, [b"ab", b""])
 
 
+def utf8(name: str | bytes) -> bytes:
+    return name.encode() if isinstance(name, str) else name
+
+
 publish_requests = st.builds(
     rpc.PublishRequest,
     ns=st.text(max_size=12),
@@ -321,17 +325,13 @@ def test_a_damaged_plain_publish_is_left_to_decode_body(req: object, data: st.Da
         i = data.draw(st.integers(0, len(body) - 1))
         damaged[i] ^= data.draw(st.integers(1, 255))
         damaged = bytes(damaged)
-    # Then what the fast reading says is never other than what decode_body reads (the
-    # server takes its names only when it has seen them decode before)
+    # Then what the fast reading says is never other than what decode_body reads (names
+    # that are not UTF-8 read as bytes: the server takes names from the fast reading only
+    # when it has seen them make a valid topic before)
     plain = plain_publish(damaged)
     if plain is not None:
-        try:
-            decoded = decode_body(rpc.PublishRequest, damaged)
-        except TmsCodecError:
-            with pytest.raises(UnicodeDecodeError):
-                plain[0].decode()
-            return
-        names = thrift_string(1, decoded.ns) + thrift_string(2, decoded.topic)
+        decoded = decode_body(rpc.PublishRequest, damaged)
+        names = thrift_binary(1, utf8(decoded.ns)) + thrift_binary(2, utf8(decoded.topic))
         assert plain == (names, decoded.payloads)
         assert decoded.write_pointer is None and decoded.ttls is None
 
