@@ -36,7 +36,7 @@ _HTTP = re.compile(r"listening on (http://[\d.]+:\d+)")
 _RPC = re.compile(r"binary protocol listening on (tms://[\d.]+:\d+)")
 
 
-def _cpu_s(pid: int) -> float:
+def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -61,7 +61,7 @@ class Server:
                 self.rpc = m.group(1)
 
     def cpu(self) -> float:
-        return _cpu_s(self.proc.pid)
+        return cpu_s(self.proc.pid)
 
     def stop(self) -> None:
         self.proc.terminate()
