@@ -172,6 +172,8 @@ _NS = b"\x0b\x00\x01"  # field 1, a string
 _TOPIC = b"\x0b\x00\x02"  # field 2, a string
 _PAYLOADS = b"\x0f\x00\x04\x0b"  # field 4, a list of binaries
 _U32 = struct.Struct(">I")
+_FIELD = struct.Struct(">3sI")  # a field's type and id, and a string's length
+_LIST = struct.Struct(">4sII")  # a list field's type, id and item type; its size; the first length
 
 
 def plain_publish(body: bytes) -> tuple[bytes, list[bytes]] | None:
@@ -181,31 +183,33 @@ def plain_publish(body: bytes) -> tuple[bytes, list[bytes]] | None:
     any other body, valid or not: ``decode_body`` reads those (and says what is wrong).
     The names are not decoded here: the caller knows them by their bytes, or decodes
     the body in full."""
-    end = len(body)
-    if end < 24 or not body.startswith(_NS):
+    try:
+        tag, n = _FIELD.unpack_from(body, 0)
+        if tag != _NS:
+            return None
+        pos = 7 + n
+        tag, n = _FIELD.unpack_from(body, pos)
+        if tag != _TOPIC:
+            return None
+        names_end = pos + 7 + n
+        tag, count, n = _LIST.unpack_from(body, names_end)
+    except struct.error:  # shorter than its fields say
         return None
-    u32 = _U32.unpack_from
-    pos = 7 + u32(body, 3)[0]
-    if not body.startswith(_TOPIC, pos) or pos + 7 > end:
+    end = len(body) - 1  # the struct's stop byte
+    if tag != _PAYLOADS or not 0 < count <= (end - names_end) >> 2:
         return None
-    pos += 7 + u32(body, pos + 3)[0]
-    if not body.startswith(_PAYLOADS, pos) or pos + 8 > end:
-        return None
-    names = body[:pos]
-    count = u32(body, pos + 4)[0]
-    pos += 8
-    if not 0 < count <= (end - pos) >> 2:  # a payload takes 4 bytes at least
-        return None
-    payloads = []
-    for _ in range(count):
+    start = names_end + 12
+    pos = start + n
+    payloads = [body[start:pos]]
+    for _ in range(count - 1):
         if pos + 4 > end:
             return None
         start = pos + 4
-        pos = start + u32(body, pos)[0]
+        pos = start + _U32.unpack_from(body, pos)[0]
         payloads.append(body[start:pos])
-    if pos != end - 1 or body[pos] != 0:
+    if pos != end or body[end] != 0:
         return None
-    return names, payloads
+    return body[:names_end], payloads
 
 
 def encode_error(code: str, message: str, owner: str | None = None) -> bytes:
