@@ -22,7 +22,9 @@ from tms.rpc.frames import (
     encode_body,
     encode_error,
     encode_frame,
+    plain_names,
     plain_publish,
+    plain_publish_body,
     read_frames,
     rpc,
 )
@@ -306,6 +308,15 @@ def test_a_plain_publish_reads_as_decode_body_does(req: object) -> None:
     if plain is not None:
         names = thrift_string(1, decoded.ns) + thrift_string(2, decoded.topic)
         assert plain == (names, decoded.payloads)
+
+
+@given(st.text(max_size=12), st.text(max_size=12), st.lists(st.binary(max_size=20), min_size=1))
+def test_a_plain_publish_body_is_what_encode_body_writes(
+    ns: str, topic: str, payloads: list[bytes]
+) -> None:
+    body = plain_publish_body(plain_names(ns, topic), payloads)
+    assert body == encode_body(rpc.PublishRequest(ns=ns, topic=topic, payloads=payloads))
+    assert plain_publish(body) == (plain_names(ns, topic), payloads)
 
 
 @given(publish_requests.filter(lambda r: r.payloads), st.data())
