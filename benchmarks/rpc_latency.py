@@ -30,6 +30,7 @@ import os
 import tempfile
 import time
 import urllib.request
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,7 @@ def _send(url: str, topic: TopicId, rate: int, count: int, out: Any) -> None:
         await client.ping()
         times: list[tuple[int, int]] = []
 
-        async def one(payload: bytes, sent: int) -> None:
-            await client.publish_nowait(topic, [payload])
+        def answered(sent: int, _future: object) -> None:
             times.append((sent, time.time_ns()))
 
         start, sent, answers = time.perf_counter(), 0, []
@@ -61,7 +61,9 @@ def _send(url: str, topic: TopicId, rate: int, count: int, out: Any) -> None:
             due = min(count, int((time.perf_counter() - start) * rate) + 1)
             while sent < due:
                 now = time.time_ns()
-                answers.append(asyncio.ensure_future(one(latency_payload(_SIZE, now), now)))
+                answer = client.publish_nowait(topic, [latency_payload(_SIZE, now)])
+                answer.add_done_callback(partial(answered, now))
+                answers.append(answer)
                 sent += 1
             await asyncio.sleep(max(0.0, start + sent / rate - time.perf_counter()))
         await asyncio.gather(*answers)
