@@ -1,14 +1,15 @@
 """CPU per operation of the binary protocol, against REST: what the server and the
 client spend on each publish and each message read.
 
-    python -m benchmarks.rpc_cpu [--seconds S] [--profile FILE]
+    python -m benchmarks.rpc_cpu [--seconds S] [--profile FILE] [--connections N]
 
 Starts ``tms serve --rpc-port 0`` (LevelDB in a temporary directory) in a child process
 and drives it from this process with one client, closed loop: one-message publishes,
-100-message publishes, one-message publishes 64 at a time (``tms.aio``), and polls of
-1,000 and of 10 messages from a topic of 100,000. For each, the server's CPU time (user + system,
-from ``/proc``) and this process's, divided by the operations: on a shared machine CPU
-time per operation moves far less than throughput. ``--profile FILE`` runs the server
+100-message publishes, one-message publishes 64 at a time (``tms.aio``; on
+``--connections`` connections, a client each), and polls of 1,000 and of 10 messages
+from a topic of 100,000. For each, the server's CPU time (user + system, from
+``/proc``) and this process's, divided by the operations: on a shared machine CPU time
+per operation moves far less than throughput. ``--profile FILE`` runs the server
 under cProfile and writes its statistics to FILE when it stops.
 """
 
@@ -36,7 +37,7 @@ _HTTP = re.compile(r"listening on (http://[\d.]+:\d+)")
 _RPC = re.compile(r"binary protocol listening on (tms://[\d.]+:\d+)")
 
 
-def _cpu_s(pid: int) -> float:
+def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -61,7 +62,7 @@ class Server:
                 self.rpc = m.group(1)
 
     def cpu(self) -> float:
-        return _cpu_s(self.proc.pid)
+        return cpu_s(self.proc.pid)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -104,24 +105,33 @@ def _reader(client: MessagingClient, topic: TopicId, page: int) -> Callable[[], 
     return run
 
 
-def _pipelined(url: str, topic: TopicId, window: int) -> tuple[Callable[[], int], Any]:
+def _pipelined(
+    url: str, topic: TopicId, window: int, connections: int = 1
+) -> tuple[Callable[[], int], Any]:
     loop = asyncio.new_event_loop()
-    client = AsyncMessagingClient(url)
+    clients = [AsyncMessagingClient(url) for _ in range(connections)]
 
-    async def burst() -> int:
+    async def bursts(client: AsyncMessagingClient) -> None:
         for _ in range(10):
             await asyncio.gather(*[client.publish_nowait(topic, [PAYLOAD]) for _ in range(window)])
-        return 10 * window
+
+    async def burst() -> int:
+        await asyncio.gather(*map(bursts, clients))
+        return 10 * window * connections
 
     def close() -> None:
-        loop.run_until_complete(client.close())
+        for client in clients:
+            loop.run_until_complete(client.close())
         loop.close()
 
     return lambda: loop.run_until_complete(burst()), close
 
 
 def run_all(
-    seconds: float, profile: str | None, transports: tuple[str, ...] = ("rest", "rpc")
+    seconds: float,
+    profile: str | None,
+    transports: tuple[str, ...] = ("rest", "rpc"),
+    connections: int = 1,
 ) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -148,11 +158,10 @@ def run_all(
                 )
             topic = TopicId("bench", "pipelined")
             admin.create_topic(topic)
-            run, close = _pipelined(server.rpc, topic, 64)
+            run, close = _pipelined(server.rpc, topic, 64, connections)
+            label = "64 in flight" if connections == 1 else f"{connections} x 64 in flight"
             try:
-                results["publish x1, 64 in flight, aio (per message)"] = measure(
-                    server, run, seconds
-                )
+                results[f"publish x1, {label}, aio (per message)"] = measure(server, run, seconds)
             finally:
                 close()
             for client in (*clients.values(), admin):
@@ -167,10 +176,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--profile", default=None)
     parser.add_argument("--transports", default="rest,rpc", help="rest, rpc or both")
+    parser.add_argument(
+        "--connections", type=int, default=1, help="connections of the 64-in-flight case"
+    )
     args = parser.parse_args()
     transports = tuple(t for t in args.transports.split(",") if t)
     with contextlib.suppress(KeyboardInterrupt):
-        for name, point in run_all(args.seconds, args.profile, transports).items():
+        for name, point in run_all(
+            args.seconds, args.profile, transports, args.connections
+        ).items():
             print(
                 f"{name:48} {point['ops_per_s']:>10,.0f} /s  server {point['server_us']:7.2f} µs"
                 f"  client {point['client_us']:7.2f} µs"

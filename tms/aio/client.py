@@ -40,7 +40,15 @@ from tms.errors import ServiceUnavailableError, TmsError
 from tms.ids import MessageId
 from tms.model import TopicBounds, TopicId
 from tms.rpc.endpoints import Endpoints, parse_url
-from tms.rpc.frames import FLAG_ERROR, Frame, decode_body, encode_body, rpc
+from tms.rpc.frames import (
+    FLAG_ERROR,
+    Frame,
+    decode_body,
+    encode_body,
+    plain_names,
+    plain_publish_body,
+    rpc,
+)
 from tms.rpc.ops import BY_NAME, Op
 from tms.rpc.values import (
     bounds_of,
@@ -58,6 +66,7 @@ __all__ = ["AsyncMessagingClient"]
 
 _PUBLISH, _STORE, _ROLLBACK = BY_NAME["publish"], BY_NAME["store"], BY_NAME["rollback"]
 _MARKERS, _POLL, _BOUNDS = BY_NAME["markers"], BY_NAME["poll"], BY_NAME["bounds"]
+_NO_ROLLBACK = encode_body(rpc.PublishResponse())  # a publish that was not transactional
 
 
 class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
@@ -96,6 +105,7 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         )
         self._http_url = http_url
         self._admin: MessagingClient | None = None
+        self._plain_names: dict[TopicId, bytes] = {}  # publish_nowait's bodies begin so
 
     async def _connect(self, address: tuple[str, int]) -> AsyncChannel:
         return await AsyncChannel.open(
@@ -237,11 +247,14 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         result: asyncio.Future[RollbackToken | None] = asyncio.get_running_loop().create_future()
         channel = self._routes.pool(topic).ready()
         if channel is not None:
-            request = publish_request(topic, data, tx_write_pointer, None)
+            if tx_write_pointer is None and data:  # built from its bytes: no struct
+                body = plain_publish_body(self._names(topic), data)
+            else:
+                body = encode_body(publish_request(topic, data, tx_write_pointer, None))
             with contextlib.suppress(ChannelError):
                 sent = channel.request(
                     _PUBLISH.code,
-                    encode_body(request),
+                    body,
                     timeout_s=self._timeout,
                     queue_timeout_ms=max(1, int(self._timeout * 500)),
                 )
@@ -251,6 +264,14 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
                 return result
         self._publish_later(result, topic, data, tx_write_pointer)
         return result
+
+    def _names(self, topic: TopicId) -> bytes:
+        names = self._plain_names.get(topic)
+        if names is None:
+            names = plain_names(topic.namespace, topic.topic)
+            if len(self._plain_names) < 1024:
+                self._plain_names[topic] = names
+        return names
 
     def _published(
         self,
@@ -265,6 +286,9 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         error = sent.exception()
         if error is None:
             frame = sent.result()
+            if frame.body == _NO_ROLLBACK and not frame.flags & FLAG_ERROR:  # most answers
+                result.set_result(None)
+                return
             if not frame.flags & FLAG_ERROR:
                 response = decode_body(_PUBLISH.response, frame.body)
                 token = None if response.rollback is None else token_of(response.rollback)

@@ -11,6 +11,12 @@ body) or the ``TmsError`` it failed with.
   order they came, as one call without a task (``MessagingService.submit_tickets``):
   what arrives while a batch is being written is the next batch, one synced write for
   all of it. A write still queued when its deadline passes is dropped unwritten.
+* Plain publishes (``writes.plain_payloads``) that follow each other in a turn's writes
+  to a topic, with one deadline, are written as one ``Publish`` — one operation and
+  one ticket, not one per request. Each request's messages stay contiguous and in call
+  order, as when written one by one; they succeed or fail together, as they would in
+  one batch (what fails a plain publish is its topic, its deadline or the batch's
+  write), and each request is answered and counted in the metrics on its own.
 * Reads run on the worker pool; one that starts after its deadline is dropped. A poll
   with ``wait_ms`` that finds nothing waits for the topic to change (``TopicWaiters``),
   and answers at once when it is held by an uncommitted entry.
@@ -58,6 +64,19 @@ Done = Callable[[Any], None]
 """Called once with the response struct (or its encoded bytes), or the ``TmsError`` the
 operation failed with (any other exception: a bug, answered as an internal error)."""
 _Write = tuple[Ticket[Any], Callable[[Any], Any], Done]
+
+
+class _Run:
+    """Plain publishes next to each other in a turn's writes to one topic, with one
+    deadline: their payloads, in order, and each request's answer and ``done``."""
+
+    __slots__ = ("answers", "deadline", "payloads", "ticket")
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+        self.payloads: list[bytes] = []
+        self.answers: list[tuple[Callable[[Any], Any], Done]] = []
+        self.ticket: Ticket[Any] | None = None  # once submitted
 
 
 def _settle(convert: Callable[[Any], Any], done: Done, future: asyncio.Future[Any]) -> None:
@@ -113,7 +132,8 @@ class Backend(SubscriptionOps):
         self._waiters = TopicWaiters(loop)
         self._polls: set[asyncio.Task[None]] = set()
         self._writes: set[asyncio.Task[None]] = set()  # running: referenced until done
-        self._queued: dict[TopicId, list[_Write]] = {}  # writes of this loop turn
+        self._queued: dict[TopicId, list[_Write | _Run]] = {}  # writes of this loop turn
+        self._last: tuple[TopicId | None, list[_Write | _Run]] = (None, [])  # the last of them
         self._long_poll = LongPoll(
             self._waiters,
             service.guard,
@@ -142,46 +162,121 @@ class Backend(SubscriptionOps):
             getattr(self, op.handler)(req, topic, deadline, done)
             return
         assert op.answer is not None
+        if op.write is writes.publish and (payloads := writes.plain_payloads(req)) is not None:
+            self._plain(topic, payloads, deadline, op.answer, done)
+            return
         self._write(topic, Ticket(op.write(req, topic), deadline), op.answer, done)
 
-    def _write(
-        self, topic: TopicId, ticket: Ticket[Any], answer: Callable[[Any], Any], done: Done
-    ) -> None:
-        """Submit ``ticket`` with the other writes of this loop turn."""
+    def _turn(self, topic: TopicId) -> list[_Write | _Run]:
+        """The writes of this loop turn to ``topic`` so far (submitted at its end)."""
+        last_topic, last = self._last
+        if topic is last_topic:  # most writes of a turn go where the one before went
+            return last
         queued = self._queued.get(topic)
         if queued is None:
             if not self._queued:
                 self._loop.call_soon(self._submit_queued)
             queued = self._queued[topic] = []
-        queued.append((ticket, answer, done))
+        self._last = (topic, queued)
+        return queued
+
+    def _write(
+        self, topic: TopicId, ticket: Ticket[Any], answer: Callable[[Any], Any], done: Done
+    ) -> None:
+        """Submit ``ticket`` with the other writes of this loop turn."""
+        self._turn(topic).append((ticket, answer, done))
+
+    def publish_plain(
+        self, topic: TopicId, payloads: list[bytes], deadline: float | None, done: Done
+    ) -> None:
+        """A plain publish of ``payloads`` (``writes.plain_payloads``) whose request the
+        caller read itself: as ``dispatch`` of it."""
+        self._plain(topic, payloads, deadline, writes.publish_answer, done)
+
+    def _plain(
+        self,
+        topic: TopicId,
+        payloads: list[bytes],
+        deadline: float | None,
+        answer: Callable[[Any], Any],
+        done: Done,
+    ) -> None:
+        """A plain publish: joins the run of them at the end of this turn's writes to
+        ``topic`` (see the module docstring)."""
+        turn = self._turn(topic)
+        run = turn[-1] if turn else None
+        if not isinstance(run, _Run) or run.deadline != deadline:
+            run = _Run(deadline)
+            turn.append(run)
+        run.payloads += payloads
+        run.answers.append((answer, done))
 
     def _submit_queued(self) -> None:
         """The writes of one loop turn, each topic's in one call to its group commit."""
         queued, self._queued = self._queued, {}
+        self._last = (None, [])
         started = time.perf_counter()
         for topic, turn in queued.items():
-            settled = self.svc.submit_tickets(topic, [w[0] for w in turn], self._loop)
-            settled.add_done_callback(partial(self._answer, turn, started))
+            tickets: list[Ticket[Any]] = []
+            for write in turn:
+                if isinstance(write, _Run):
+                    op = writes.plain_publish(topic, write.payloads)
+                    write.ticket = Ticket(op, write.deadline)
+                    tickets.append(write.ticket)
+                else:
+                    tickets.append(write[0])
+            settled = self.svc.submit_tickets(topic, tickets, self._loop)
+            settled.add_done_callback(partial(self._answer, turn, tickets, started))
 
-    def _answer(self, turn: list[_Write], started: float, settled: asyncio.Future[None]) -> None:
+    def _answer(
+        self,
+        turn: list[_Write | _Run],
+        tickets: list[Ticket[Any]],
+        started: float,
+        settled: asyncio.Future[None],
+    ) -> None:
         """Answer each write of ``turn``, each on its own: one whose answer cannot be
         made (a bug) is answered as an internal error and the others still are."""
         if settled.cancelled():
             failed: BaseException | None = TmsError("the write was cancelled")
         else:
             failed = settled.exception()
-        for ticket, answer, done in turn:
-            try:
-                if failed is not None:
-                    ticket.fail(TmsError(f"the write failed: {failed!r}"))
-                self.svc.finished(ticket, started)
-                response = answer(ticket.result())
-            except Exception as exc:  # a TmsError; anything else is answered as an internal error
-                response = exc
-            try:
-                done(response)
-            except Exception:  # answering one must not keep the others unanswered
-                log.exception("answering a %s write failed", ticket.op.kind)
+        if failed is not None:
+            error = TmsError(f"the write failed: {failed!r}")
+            for ticket in tickets:
+                ticket.fail(error)
+        try:
+            self._count(turn, started)
+        except Exception:  # counting must not keep the writes unanswered
+            log.exception("counting a turn's writes failed")
+        for write, ticket in zip(turn, tickets, strict=True):
+            answers = write.answers if isinstance(write, _Run) else (write[1:],)
+            for answer, done in answers:
+                try:
+                    response = answer(ticket.result())
+                except Exception as exc:  # a TmsError; anything else: an internal error
+                    response = exc
+                try:
+                    done(response)
+                except Exception:  # answering one must not keep the others unanswered
+                    log.exception("answering a %s write failed", ticket.op.kind)
+
+    def _count(self, turn: list[_Write | _Run], started: float) -> None:
+        """The turn's requests in the metrics, per kind (a run: each of its requests)."""
+        counts: dict[str, list[int]] = {}
+        for write in turn:
+            if isinstance(write, _Run):
+                ticket, n = write.ticket, len(write.answers)
+            else:
+                ticket, n = write[0], 1
+            assert ticket is not None
+            count = counts.get(ticket.op.kind)
+            if count is None:
+                count = counts[ticket.op.kind] = [0, 0]
+            count[ticket.error is not None] += n
+        seconds = time.perf_counter() - started
+        for kind, (ok, failed) in counts.items():
+            self.svc.metrics.operations(kind, ok, failed, seconds)
 
     def receive(self, req: Any, topic: TopicId, deadline: float | None, done: Done) -> None:
         """A queue's receive (op 7): a write like the others, or with ``wait_ms`` one

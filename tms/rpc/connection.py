@@ -4,9 +4,11 @@
   authenticates, the bearer token. Anything else first, an unsupported version or a
   token that is not valid is answered and the connection closed.
 * Frames are cut from the byte stream (``tms.rpc.frames.read_frames``) and each request
-  goes to its ``Backend`` handler at once; responses leave as soon as they are ready, in
-  any order (a long poll does not hold back the publishes behind it). Responses that
-  become ready in one turn of the loop leave in one write.
+  goes to its ``Backend`` handler at once (a plain publish to a topic the connection
+  published to before without its body decoded in full: ``frames.plain_publish``);
+  responses leave as soon as they are ready, in any order (a long poll does not hold
+  back the publishes behind it). Responses that become ready in one turn of the loop
+  leave in one write.
 * Back-pressure: with ``max_in_flight`` requests in progress the connection is not read
   further (the client's sends block in TCP) until one is answered; nor while the client
   does not read its responses.
@@ -41,6 +43,8 @@ from tms.http.auth import Permission
 from tms.model import TopicId
 from tms.rpc.frames import (
     FLAG_ERROR,
+    HEADER,
+    MIN_LENGTH,
     PROTOCOL_VERSION,
     Frame,
     FrameError,
@@ -49,10 +53,11 @@ from tms.rpc.frames import (
     encode_body,
     encode_error,
     encode_frame,
+    plain_publish,
     read_frames,
     rpc,
 )
-from tms.rpc.ops import BY_CODE, HELLO, Op
+from tms.rpc.ops import BY_CODE, HELLO, PUBLISH, Op
 
 if TYPE_CHECKING:
     from tms.rpc.server import RpcServer
@@ -67,6 +72,7 @@ _RESPONSE = int(Kind.RESPONSE)
 _PING = int(Kind.PING)
 _PONG = int(Kind.PONG)
 _GOAWAY = int(Kind.GOAWAY)
+_pack = HEADER.pack
 
 
 class Connection(asyncio.Protocol):
@@ -75,7 +81,9 @@ class Connection(asyncio.Protocol):
         self._config = server.config
         self._backend = server.backend
         self._now = server.monotonic
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = b""
+        """Bytes read and not yet cut into frames (a bytearray once a frame spans reads
+        beyond a few KiB, so that adding to it does not copy it)."""
         self.transport: asyncio.Transport | None = None
         self.accepted = self.last_rx = self._now()
         self.partial_since: float | None = None
@@ -86,6 +94,9 @@ class Connection(asyncio.Protocol):
         self.principal: str | None = None
         self._allowed: set[tuple[TopicId, Permission]] = set()
         self._topics: dict[tuple[object, object], TopicId] = {}
+        self._plain_topics: dict[bytes, TopicId] = {}
+        """The topics of plain publishes by the bytes of their names' fields
+        (``plain_publish``): known valid and allowed."""
         self._outbox: list[bytes] = []
         self._pauses: set[str] = set()
         self._linger: asyncio.TimerHandle | None = None
@@ -103,7 +114,7 @@ class Connection(asyncio.Protocol):
         self._server.connections.discard(self)
         if self._linger is not None:
             self._linger.cancel()
-        self._buf = bytearray()
+        self._buf = b""
         self._outbox.clear()
 
     def pause_writing(self) -> None:
@@ -115,7 +126,13 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return  # lingering: read and drop
-        self._buf += data
+        buf = self._buf
+        if not buf:
+            self._buf = data  # frames are cut from it without copying it first
+        elif type(buf) is bytes:  # what was left of a read, and the rest of its frame
+            self._buf = buf + data if len(buf) < 4096 else bytearray(buf) + data
+        else:
+            buf += data
         self.last_rx = self._now()
         self._process()
 
@@ -147,7 +164,11 @@ class Connection(asyncio.Protocol):
             self.goaway("bad_frame", str(exc))
             return
         if used:
-            del self._buf[:used]
+            buf = self._buf
+            if isinstance(buf, bytearray):
+                del buf[:used]
+            else:
+                self._buf = buf[used:]
         received = self.last_rx
         for frame in frames:
             if self.closing:
@@ -189,12 +210,20 @@ class Connection(asyncio.Protocol):
         try:
             if op is HELLO:
                 raise TmsInvalidArgumentError("hello was already said on this connection")
+            deadline = received + frame.timeout_ms / 1000 if frame.timeout_ms else None
+            plain = plain_publish(frame.body) if op is PUBLISH else None
+            if plain is not None:
+                topic = self._plain_topics.get(plain[0])
+                if topic is not None:  # a topic this connection published to before
+                    self._backend.publish_plain(topic, plain[1], deadline, done)
+                    return
             req = decode_body(op.request, frame.body)
             topic = self._topic(req)
             assert op.permission is not None
             if self._server.authorizer is not None:
                 self._authorize(topic, op.permission)
-            deadline = received + frame.timeout_ms / 1000 if frame.timeout_ms else None
+            if plain is not None and len(self._plain_topics) < 1024:  # allowed, names valid
+                self._plain_topics[plain[0]] = topic
             self._backend.dispatch(op, req, topic, deadline, done)
         except Exception as exc:  # answered: a TmsError as itself, anything else as internal
             done(exc)
@@ -260,7 +289,8 @@ class Connection(asyncio.Protocol):
             self._send_error(op.code, request_id, result)
         else:
             body = result if type(result) is bytes else encode_body(result)
-            self._send(encode_frame(_RESPONSE, op.code, request_id, body))
+            # encode_frame's, for the commonest frame: no flags, no trace
+            self._send(_pack(MIN_LENGTH + len(body), _RESPONSE, op.code, 0, request_id, 0) + body)
         if "in_flight" in self._pauses:
             self.resume("in_flight")
 

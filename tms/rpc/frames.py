@@ -17,6 +17,9 @@ Every frame is a 4-byte length and a 12-byte header, big-endian, then the body::
 Bodies go through thriftpy2's C codec (``encode_body`` / ``decode_body``). Decoding reads
 through a buffered transport that raises on a short read: thriftpy2's memory buffer
 would read zeros past the end, and a list claiming a billion items would allocate them.
+``plain_publish`` reads the commonest body, a ``PublishRequest`` of payloads only, in a
+few slices (about half of ``decode_body``'s time, and no struct object), and
+``plain_publish_body`` writes it without a struct (the same bytes as ``encode_body``).
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ __all__ = [
     "encode_body",
     "encode_error",
     "encode_frame",
+    "plain_names",
+    "plain_publish",
+    "plain_publish_body",
     "read_frames",
     "rpc",
 ]
@@ -163,6 +169,72 @@ def decode_body(cls: Any, data: bytes) -> Any:
     except Exception as exc:  # thriftpy2 raises several unrelated types on bad input
         raise TmsCodecError(f"malformed {cls.__name__}: {exc}") from exc
     return result
+
+
+_NS = b"\x0b\x00\x01"  # field 1, a string
+_TOPIC = b"\x0b\x00\x02"  # field 2, a string
+_PAYLOADS = b"\x0f\x00\x04\x0b"  # field 4, a list of binaries
+_U32 = struct.Struct(">I")
+_FIELD = struct.Struct(">3sI")  # a field's type and id, and a string's length
+_LIST = struct.Struct(">4sII")  # a list field's type, id and item type; its size; the first length
+
+
+def plain_publish(body: bytes) -> tuple[bytes, list[bytes]] | None:
+    """A ``PublishRequest`` body of exactly the fields ns, topic and payloads (at least
+    one), in that order — what the clients send for a publish that is not transactional
+    and has no TTLs — as (the bytes of its ns and topic fields, the payloads). None for
+    any other body, valid or not: ``decode_body`` reads those (and says what is wrong).
+    The names are not decoded here: the caller knows them by their bytes, or decodes
+    the body in full."""
+    try:
+        tag, n = _FIELD.unpack_from(body, 0)
+        if tag != _NS:
+            return None
+        pos = 7 + n
+        tag, n = _FIELD.unpack_from(body, pos)
+        if tag != _TOPIC:
+            return None
+        names_end = pos + 7 + n
+        tag, count, n = _LIST.unpack_from(body, names_end)
+    except struct.error:  # shorter than its fields say
+        return None
+    end = len(body) - 1  # the struct's stop byte
+    if tag != _PAYLOADS or not 0 < count <= (end - names_end) >> 2:
+        return None
+    start = names_end + 12
+    pos = start + n
+    payloads = [body[start:pos]]
+    for _ in range(count - 1):
+        if pos + 4 > end:
+            return None
+        start = pos + 4
+        pos = start + _U32.unpack_from(body, pos)[0]
+        payloads.append(body[start:pos])
+    if pos != end or body[end] != 0:
+        return None
+    return body[:names_end], payloads
+
+
+def plain_names(ns: str, topic: str) -> bytes:
+    """The ns and topic fields of a ``PublishRequest`` (what ``plain_publish`` returns
+    first), for ``plain_publish_body``."""
+    ns_bytes, topic_bytes = ns.encode(), topic.encode()
+    return (
+        _NS + _U32.pack(len(ns_bytes)) + ns_bytes + _TOPIC + _U32.pack(len(topic_bytes))
+        + topic_bytes
+    )  # fmt: skip
+
+
+def plain_publish_body(names: bytes, payloads: list[bytes]) -> bytes:
+    """``encode_body`` of the ``PublishRequest`` of ``names`` (``plain_names``) and
+    ``payloads`` (at least one) alone, built from its bytes: the body ``plain_publish``
+    reads."""
+    first = payloads[0]
+    parts = [names, _LIST.pack(_PAYLOADS, len(payloads), len(first)), first]
+    for payload in payloads[1:]:
+        parts += (_U32.pack(len(payload)), payload)
+    parts.append(b"\x00")
+    return b"".join(parts)
 
 
 def encode_error(code: str, message: str, owner: str | None = None) -> bytes:

@@ -25,7 +25,7 @@ from tms.operations import Operation
 from tms.rpc import writes
 from tms.rpc.frames import rpc
 
-__all__ = ["BY_CODE", "BY_NAME", "HELLO", "OPS", "Op"]
+__all__ = ["BY_CODE", "BY_NAME", "HELLO", "OPS", "PUBLISH", "Op"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +93,7 @@ OPS: tuple[Op, ...] = (
 )  # fmt: skip
 
 BY_CODE: dict[int, Op] = {op.code: op for op in OPS}
+PUBLISH = BY_CODE[1]
 BY_NAME: dict[str, Op] = {op.name: op for op in OPS}
 if len(BY_CODE) != len(OPS) or len(BY_NAME) != len(OPS):
     raise ValueError("op codes and names must be unique")

@@ -41,6 +41,8 @@ __all__ = [
     "markers_answer",
     "nack",
     "outcomes_answer",
+    "plain_payloads",
+    "plain_publish",
     "publish",
     "publish_answer",
     "receive",
@@ -69,6 +71,22 @@ def _store_request(req: Any, topic: TopicId) -> StoreRequest:
 
 def publish(req: Any, topic: TopicId) -> Publish:
     return Publish(_store_request(req, topic))
+
+
+def plain_payloads(req: Any) -> list[bytes] | None:
+    """The payloads of a publish that may be written as part of one ``Publish`` with
+    the plain publishes next to it (``tms.rpc.backend``): not transactional, without
+    TTLs, with at least one payload (what ``publish`` would make of it cannot fail on
+    its own). None for any other."""
+    payloads: list[bytes] | None = req.payloads
+    if not payloads or req.write_pointer is not None or req.ttls is not None:
+        return None
+    return payloads
+
+
+def plain_publish(topic: TopicId, payloads: list[bytes]) -> Publish:
+    """One ``Publish`` of the payloads of several plain publishes, in order."""
+    return Publish(StoreRequest(topic, payloads))
 
 
 def publish_answer(detail: RollbackDetail | None) -> Any:

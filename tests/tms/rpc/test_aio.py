@@ -273,3 +273,28 @@ def test_a_send_without_an_open_connection_goes_the_slow_way(stack: Stack) -> No
 
     assert run(main()) is None
     assert [m.payload for m in stack.messaging.poll(T).messages] == [b"first"]
+
+
+def test_publish_nowait_answers_as_publish_does(stack: Stack) -> None:
+    # Given a connected client and a transaction
+    tx = stack.tx.start_short()
+
+    async def main() -> list[Any]:
+        async with AsyncMessagingClient(stack.rpc_url) as client:
+            await client.ping()
+            # When plain publishes (several payloads, text) and a transactional one are sent
+            return await asyncio.gather(
+                client.publish_nowait(T, [b"a", "b", b""]),
+                client.publish_nowait(T, ["c"]),
+                client.publish_nowait(T, [b"t"], tx_write_pointer=tx.write_pointer),
+            )
+
+    plain_a, plain_c, token = run(main())
+    stack.tx.commit_or_throw(tx)
+    # Then the plain ones answer None, the transactional one its rollback token, and
+    # each message is stored as sent
+    assert plain_a is None and plain_c is None
+    assert token is not None and token.detail.tx_write_pointer == tx.write_pointer
+    assert sorted(m.payload for m in stack.messaging.poll(T).messages) == [
+        b"", b"a", b"b", b"c", b"t"
+    ]  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -119,3 +120,95 @@ def test_a_cancelled_turn_answers_each_write_with_an_error(
     assert sorted(answers) == [0, 1, 2]
     for response in answers.values():
         assert isinstance(response, TmsError) and "cancelled" in str(response)
+
+
+def dispatched_together(
+    svc: MessagingService, writes: list[tuple[Any, float | None]], topic: TopicId = T
+) -> list[Any]:
+    """Publishes (request, deadline) to ``topic`` dispatched in one turn of a loop; their
+    answers, in order (each waited for at most ``WAIT_S``)."""
+
+    async def scenario() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(2) as pool:
+            backend = Backend(svc, pool, loop, max_wait_ms=1000, max_poll_bytes=1 << 20)
+            answers = [loop.create_future() for _ in writes]
+            for (req, deadline), answer in zip(writes, answers, strict=True):
+                backend.dispatch(PUBLISH, req, topic, deadline, answer.set_result)
+            try:
+                return list(await asyncio.wait_for(asyncio.gather(*answers), WAIT_S))
+            finally:
+                backend.close()
+
+    return asyncio.run(scenario())
+
+
+def plain(payload: bytes, *more: bytes) -> Any:
+    return rpc.PublishRequest(ns="ns", topic="t", payloads=[payload, *more])
+
+
+def writer_operations(svc: MessagingService) -> float:
+    return svc.metrics.value("tms_writer_batch_operations_sum")
+
+
+def test_plain_publishes_of_a_turn_are_one_operation_each_answered_and_counted(
+    svc: MessagingService,
+) -> None:
+    # When five plain publishes (one of two messages) arrive in one turn
+    answers = dispatched_together(
+        svc,
+        [(plain(b"a"), None), (plain(b"b", b"c"), None)]
+        + [(plain(b"d%d" % i), None) for i in range(3)],
+    )
+    # Then the writer gets one operation, each request its own answer, the metrics each
+    # request, and the messages are stored in call order
+    assert answers == [EMPTY_BODY] * 5
+    assert writer_operations(svc) == 1
+    assert svc.metrics.value("tms_requests_total", {"op": "publish", "outcome": "ok"}) == 5
+    assert svc.metrics.value("tms_operation_seconds_count", {"op": "publish"}) == 5
+    assert stored(svc) == [b"a", b"b", b"c", b"d0", b"d1", b"d2"]
+
+
+def test_a_publish_that_is_not_plain_keeps_its_place_between_runs(svc: MessagingService) -> None:
+    # Given a publish with a TTL between plain ones, in one turn
+    ttl = rpc.PublishRequest(ns="ns", topic="t", payloads=[b"ttl"], ttls=[60])
+    answers = dispatched_together(
+        svc, [(plain(b"p0"), None), (plain(b"p1"), None), (ttl, None), (plain(b"p2"), None)]
+    )
+    # Then it is written on its own, in its place: three operations, in call order
+    assert answers == [EMPTY_BODY] * 4
+    assert writer_operations(svc) == 3
+    assert stored(svc) == [b"p0", b"p1", b"ttl", b"p2"]
+
+
+def test_a_run_past_its_deadline_is_dropped_and_the_others_written(svc: MessagingService) -> None:
+    # Given plain publishes of one turn, the middle two already past their deadline
+    past = time.monotonic() - 1
+    answers = dispatched_together(
+        svc,
+        [
+            (plain(b"kept0"), None),
+            (plain(b"late0"), past),
+            (plain(b"late1"), past),
+            (plain(b"kept1"), None),
+        ],
+    )
+    # Then the late ones are each answered request_timeout, unwritten; the others written
+    assert answers[0] == answers[3] == EMPTY_BODY
+    for late in answers[1:3]:
+        assert isinstance(late, TmsError) and late.code == "request_timeout"
+    assert stored(svc) == [b"kept0", b"kept1"]
+    assert svc.metrics.value("tms_requests_total", {"op": "publish", "outcome": "error"}) == 2
+
+
+def test_a_run_that_fails_answers_each_of_its_requests(svc: MessagingService) -> None:
+    # Given a topic that is a queue (a plain publish to it fails, for every request alike)
+    q = TopicId("ns", "q")
+    svc.create_topic(q, {"kind": "queue"})
+    reqs = [rpc.PublishRequest(ns="ns", topic="q", payloads=[b"x%d" % i]) for i in range(3)]
+    # When three plain publishes to it arrive in one turn
+    answers = dispatched_together(svc, [(req, None) for req in reqs], q)
+    # Then each request is answered with the error
+    assert len(answers) == 3
+    for answer in answers:
+        assert isinstance(answer, TmsError) and answer.code == "invalid_argument"
