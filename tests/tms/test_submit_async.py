@@ -57,10 +57,19 @@ class GatedStore(MemoryStore):
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
+        existing_only: bool = False,
+        new_keys: bool = False,
     ) -> None:
         self.waiting.set()
         assert self.open.wait(WAIT_S)
-        super().write(ops, sync=sync, epoch=epoch, fence=fence)
+        super().write(
+            ops,
+            sync=sync,
+            epoch=epoch,
+            fence=fence,
+            existing_only=existing_only,
+            new_keys=new_keys,
+        )
 
 
 @pytest.fixture

@@ -134,9 +134,18 @@ class _GatedWrites:
             sync: bool = True,
             epoch: int | None = None,
             fence: Fence | None = None,
+            existing_only: bool = False,
+            new_keys: bool = False,
         ) -> None:
             self.gate.wait(30)
-            real(ops, sync=sync, epoch=epoch, fence=fence)
+            real(
+                ops,
+                sync=sync,
+                epoch=epoch,
+                fence=fence,
+                existing_only=existing_only,
+                new_keys=new_keys,
+            )
 
         monkeypatch.setattr(kv, "write", write)
 
