@@ -70,11 +70,20 @@ class GatedStore:
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
+        existing_only: bool = False,
+        new_keys: bool = False,
     ) -> None:
         if not self.gate.is_set():
             self.waiting.set()
             self.gate.wait(30)
-        self.inner.write(ops, sync=sync, epoch=epoch, fence=fence)
+        self.inner.write(
+            ops,
+            sync=sync,
+            epoch=epoch,
+            fence=fence,
+            existing_only=existing_only,
+            new_keys=new_keys,
+        )
 
     def acquire_fence(self, name: bytes) -> int:
         return self.inner.acquire_fence(name)
