@@ -44,7 +44,7 @@ import requests
 
 from benchmarks.common import new_report, write_report
 from tms.client import MessagingClient
-from tms.client.aware import TransactionalPublisher
+from tms.client.aware import TransactionalPublisher, flush_finished
 from tms.client.consumer import SubscriptionConsumer
 from tms.client.subscriber import Subscriber
 from tms.ids import MessageId
@@ -310,31 +310,48 @@ def _publisher(
     tx_address: str,
     topic: TopicId,
     *,
+    number: int,
     count: int,
     rate: float,
     notify: bool,
     go: Any,
     out: Any,
 ) -> None:
+    """Publish ``count`` messages, one per transaction; each payload starts with its key
+    (``_key``: this publisher's ``number`` and the message's sequence number, unique in a
+    run) and the time just before its publish. Puts ``{key: commit time}`` on ``out``."""
     client, tx_client = MessagingClient(url), ThriftTxClient(tx_address)
     publisher = TransactionalPublisher(client, notify_finished=notify)
     clock = _CommitClock()
-    committed: dict[int, int] = {}
+    committed: dict[bytes, int] = {}
     go.wait()
     interval = 1.0 / rate
     next_at = time.perf_counter()
-    for _ in range(count):
+    for seq in range(count):
         next_at += interval
+        key = number.to_bytes(4, "big") + seq.to_bytes(4, "big")
         with TransactionContext(tx_client, clock, publisher):
             stamp = time.time_ns()
-            publisher.publish(topic, [stamp.to_bytes(8, "big") + PAYLOAD[8:]])
-        committed[stamp] = clock.at_ns
+            publisher.publish(topic, [key + stamp.to_bytes(8, "big") + PAYLOAD[16:]])
+        committed[key] = clock.at_ns
         delay = next_at - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
     out.put(committed)
+    flush_finished(5.0)  # a forked child ends without atexit: the last words go out now
     client.close()
     tx_client.close()
+
+
+def _key(payload: bytes) -> bytes:
+    """A latency message's key: its publisher's number and sequence number. (Not the
+    send time: two publisher processes can read the same nanosecond — seen once in ten
+    runs — and a consumer counting by send time then waits for a message it has.)"""
+    return payload[:8]
+
+
+def _sent_ns(payload: bytes) -> int:
+    return int.from_bytes(payload[8:16], "big")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -356,6 +373,7 @@ def bench_latency(
             target=_publisher,
             args=(stack.url, stack.tx_address, topic),
             kwargs={
+                "number": number,
                 "count": expected // procs,
                 "rate": rate / procs,
                 "notify": notify,
@@ -363,7 +381,7 @@ def bench_latency(
                 "out": out,
             },
         )
-        for _ in range(procs)
+        for number in range(procs)
     ]
     for p in publishers:
         p.start()
@@ -375,31 +393,37 @@ def bench_latency(
         messages: Any = Subscriber(client, sub, tx_client=tx_client, wait_ms=1000, stop=stop)
     else:
         messages = client.follow(topic, start=0, tx_client=tx_client, wait_ms=1000, stop=stop)
-    received: dict[int, int] = {}
+    received: dict[bytes, tuple[int, int]] = {}  # key: (sent, received)
+    duplicates = 0
     started = time.perf_counter()
     go.set()
     for message in messages:
-        received[int.from_bytes(message.payload[:8], "big")] = time.time_ns()
+        duplicates += _key(message.payload) in received
+        received[_key(message.payload)] = (_sent_ns(message.payload), time.time_ns())
         if len(received) >= expected:
             break
     elapsed = time.perf_counter() - started
     if isinstance(messages, Subscriber):
         messages.close()
-    committed: dict[int, int] = {}
+    committed: dict[bytes, int] = {}
     for _ in publishers:
         committed.update(out.get(timeout=60))
     for p in publishers:
         p.join(60)
     client.close()
     tx_client.close()
-    latencies = sorted((got - sent) / 1e6 for sent, got in received.items())
-    after_commit = sorted((got - committed[sent]) / 1e6 for sent, got in received.items())
+    if len(received) < expected:  # (a message the service never delivered)
+        missing = len(set(committed) - set(received))
+        raise RuntimeError(f"the consumer holds {len(received)} of {expected}: {missing} missing")
+    latencies = sorted((got - sent) / 1e6 for sent, got in received.values())
+    after_commit = sorted((got - committed[key]) / 1e6 for key, (_, got) in received.items())
     return {
         "consumer": consumer,
         "publisher_tells_service": notify,
         "offered_per_s": rate,
         "achieved_per_s": round(len(latencies) / elapsed),
         "messages": len(latencies),
+        "duplicates": duplicates,
         "p50_ms": _pct(latencies, 0.5),
         "p99_ms": _pct(latencies, 0.99),
         "max_ms": round(latencies[-1], 2) if latencies else None,

@@ -26,7 +26,10 @@ After the commit (``post_tx_commit``) the publisher tells the service that its
 transaction finished (``notify_finished``; ``notify_finished=False`` does not), so
 transactional readers held behind its messages read on at once. The word is a hint (the
 service also finds out by itself, later): it is sent at once by a thread of its own
-(``send_finished``), and the committing thread does not wait for its answer.
+(``send_finished``), and the committing thread does not wait for its answer. Words still
+queued when the process exits go out first (at most ``EXIT_DRAIN_S``);
+``flush_finished`` sends them on demand (before closing the client, or ending a process
+that skips the exit handlers, as a forked ``multiprocessing`` child does).
 
 Message topics are append-only, so neither participant declares change keys (no
 conflicts). After a checkpoint both continue under the new write pointer.
@@ -34,7 +37,9 @@ conflicts). After a checkpoint both continue under the new write pointer.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import queue
 import threading
 from collections.abc import Collection, Iterable
@@ -48,6 +53,7 @@ from txn.transaction import Transaction
 __all__ = [
     "TransactionalFetcher",
     "TransactionalPublisher",
+    "flush_finished",
     "notify_finished",
     "outcome_unknown",
     "send_finished",
@@ -169,8 +175,9 @@ class TransactionalPublisher:
 
 class _Words:
     """The post-commit words of this process, sent in order by one daemon thread
-    (started on first use, again in a forked child); at most ``MOST`` wait, the
-    newer are dropped (hints: the service finds out by itself)."""
+    (started on first use); at most ``MOST`` wait, the newer are dropped (hints: the
+    service finds out by itself). ``drain`` waits for the words queued so far to go
+    out; a forked child starts with none (its parent's are the parent's to send)."""
 
     MOST = 10_000
 
@@ -179,19 +186,28 @@ class _Words:
             tuple[MessagingClient, list[tuple[TopicId, RollbackToken]]]
         ] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._pending = 0  # queued, or being sent
         self._thread: threading.Thread | None = None
 
     def send(self, client: MessagingClient, tokens: list[tuple[TopicId, RollbackToken]]) -> None:
-        if self._queue.qsize() >= self.MOST:
-            log.debug("too many words waiting: %d dropped", len(tokens))
-            return
-        self._queue.put((client, tokens))
         with self._lock:
+            if self._pending >= self.MOST:
+                log.debug("too many words waiting: %d dropped", len(tokens))
+                return
+            self._pending += 1
+            self._queue.put((client, tokens))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name="tms-finished-words", daemon=True
                 )
                 self._thread.start()
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait at most ``timeout_s`` for the words queued so far to be sent (or to
+        fail); whether none is left."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout_s)
 
     def _run(self) -> None:
         while True:
@@ -200,14 +216,41 @@ class _Words:
                 notify_finished(client, tokens)
             except Exception as exc:  # a client closed meanwhile, say: a hint is lost
                 log.debug("could not send the word of %d transactions: %s", len(tokens), exc)
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
 
 
 _WORDS = _Words()
+EXIT_DRAIN_S = 2.0  # how long a process's exit waits for its words (``flush_finished``)
+
+
+def _forked() -> None:
+    global _WORDS
+    _WORDS = _Words()  # the parent's lock may have been held at the fork
+
+
+os.register_at_fork(after_in_child=_forked)
+atexit.register(lambda: _WORDS.drain(EXIT_DRAIN_S))
 
 
 def send_finished(client: MessagingClient, tokens: Iterable[tuple[TopicId, RollbackToken]]) -> None:
-    """``notify_finished`` from a thread of its own: returns at once."""
+    """``notify_finished`` from a thread of its own: returns at once. The words queued
+    go out at the process's exit (waiting at most ``EXIT_DRAIN_S``); words still queued
+    after that, or when the process ends without its exit handlers (killed, ``os._exit``
+    as in a forked ``multiprocessing`` child), or whose client was closed before they
+    went out, are lost — the service then finds out by itself (every
+    ``held_recheck_ms``). Call ``flush_finished`` before closing the client or ending
+    such a process to send them."""
     _WORDS.send(client, list(tokens))
+
+
+def flush_finished(timeout_s: float = EXIT_DRAIN_S) -> bool:
+    """Wait at most ``timeout_s`` for this process's words queued so far
+    (``send_finished``) to go out; whether all did (or failed: a hint that cannot be
+    sent is not retried)."""
+    return _WORDS.drain(timeout_s)
 
 
 def notify_finished(
