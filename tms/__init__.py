@@ -29,34 +29,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tms import errors as _errors
 from txms_common.lazy import lazy_names
 
 if TYPE_CHECKING:
     from tms.client import MessagingClient as MessagingClient
     from tms.config import TmsConfig as TmsConfig
-    from tms.errors import BadVersionError as BadVersionError
-    from tms.errors import ClusterUnavailableError as ClusterUnavailableError
-    from tms.errors import FencedError as FencedError
-    from tms.errors import ForbiddenError as ForbiddenError
-    from tms.errors import NotOwnerError as NotOwnerError
-    from tms.errors import PositionOutOfRangeError as PositionOutOfRangeError
-    from tms.errors import RequestTimeoutError as RequestTimeoutError
-    from tms.errors import RequestTooLargeError as RequestTooLargeError
-    from tms.errors import ServiceUnavailableError as ServiceUnavailableError
-    from tms.errors import StorageUnavailableError as StorageUnavailableError
-    from tms.errors import SubscriptionExistsError as SubscriptionExistsError
-    from tms.errors import SubscriptionNotFoundError as SubscriptionNotFoundError
-    from tms.errors import TmsCodecError as TmsCodecError
-    from tms.errors import TmsError as TmsError
-    from tms.errors import TmsInvalidArgumentError as TmsInvalidArgumentError
-    from tms.errors import TmsTransientError as TmsTransientError
-    from tms.errors import TopicAlreadyExistsError as TopicAlreadyExistsError
-    from tms.errors import TopicNotFoundError as TopicNotFoundError
-    from tms.errors import TransactionNotInProgressError as TransactionNotInProgressError
-    from tms.errors import TransactionServiceError as TransactionServiceError
-    from tms.errors import TransactionTooOldError as TransactionTooOldError
-    from tms.errors import UnauthenticatedError as UnauthenticatedError
-    from tms.errors import UnsupportedOperationError as UnsupportedOperationError
+    from tms.errors import *  # noqa: F403  (the error tree, named by its __all__)
     from tms.fetcher import FetchRequest as FetchRequest
     from tms.ids import MessageId as MessageId
     from tms.model import MarkersRequest as MarkersRequest
@@ -107,111 +86,10 @@ if TYPE_CHECKING:
     from tms.subscription import Subscription as Subscription
     from tms.subscription import SubscriptionId as SubscriptionId
 
-__all__ = [
-    "Ack",
-    "AckOutcome",
-    "AckRequest",
-    "BadVersionError",
-    "ClusterUnavailableError",
-    "Enqueue",
-    "EnqueueItem",
-    "EnqueueRequest",
-    "Enqueued",
-    "FencedError",
-    "FetchRequest",
-    "FetchResult",
-    "ForbiddenError",
-    "KvSubscriptionStore",
-    "Lag",
-    "LevelDBStore",
-    "Maintain",
-    "Markers",
-    "MarkersRequest",
-    "MarkersResult",
-    "MemoryStore",
-    "Message",
-    "MessageId",
-    "MessagingClient",
-    "MessagingService",
-    "Nack",
-    "NackRequest",
-    "NotOwnerError",
-    "Operation",
-    "PositionOutOfRangeError",
-    "PostgresStore",
-    "Preferences",
-    "Publish",
-    "QueueConfig",
-    "QueueMessage",
-    "QueueStats",
-    "Receipt",
-    "Receive",
-    "ReceiveRequest",
-    "ReceiveResult",
-    "RequestTimeoutError",
-    "RequestTooLargeError",
-    "Rollback",
-    "RollbackDetail",
-    "RollbackPosition",
-    "ServiceUnavailableError",
-    "Settle",
-    "SettleRequest",
-    "Start",
-    "StorageUnavailableError",
-    "Store",
-    "StoreRequest",
-    "Subscription",
-    "SubscriptionExistsError",
-    "SubscriptionId",
-    "SubscriptionNotFoundError",
-    "SubscriptionStore",
-    "Ticket",
-    "TmsCodecError",
-    "TmsConfig",
-    "TmsError",
-    "TmsInvalidArgumentError",
-    "TmsTransientError",
-    "TopicAlreadyExistsError",
-    "TopicBounds",
-    "TopicId",
-    "TopicMetadata",
-    "TopicNotFoundError",
-    "TransactionNotInProgressError",
-    "TransactionServiceError",
-    "TransactionTooOldError",
-    "UnauthenticatedError",
-    "UnsupportedOperationError",
-    "WritePosition",
-]
-
 _HOMES = {
     "tms.client": ("MessagingClient",),
     "tms.config": ("TmsConfig",),
-    "tms.errors": (
-        "BadVersionError",
-        "ClusterUnavailableError",
-        "FencedError",
-        "ForbiddenError",
-        "NotOwnerError",
-        "RequestTimeoutError",
-        "PositionOutOfRangeError",
-        "RequestTooLargeError",
-        "ServiceUnavailableError",
-        "StorageUnavailableError",
-        "SubscriptionExistsError",
-        "SubscriptionNotFoundError",
-        "TmsCodecError",
-        "TmsError",
-        "TmsInvalidArgumentError",
-        "TmsTransientError",
-        "TopicAlreadyExistsError",
-        "TopicNotFoundError",
-        "TransactionNotInProgressError",
-        "TransactionServiceError",
-        "TransactionTooOldError",
-        "UnauthenticatedError",
-        "UnsupportedOperationError",
-    ),
+    "tms.errors": tuple(n for n in _errors.__all__ if n.endswith("Error")),
     "tms.fetcher": ("FetchRequest",),
     "tms.ids": ("MessageId",),
     "tms.model": (
@@ -275,4 +153,6 @@ _HOMES = {
     ),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+# Every name of the table and only those; type checkers read the imports above.
+__all__ = sorted(_HOME_OF)  # noqa: PLE0605
 __getattr__, __dir__ = lazy_names("tms", _HOME_OF, globals())

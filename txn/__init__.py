@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from txms_common.lazy import lazy_names
+from txn import errors as _errors
 
 if TYPE_CHECKING:
     from txn.aware import TransactionAware as TransactionAware
@@ -25,22 +26,7 @@ if TYPE_CHECKING:
     from txn.config import ServerConfig as ServerConfig
     from txn.config import TxConfig as TxConfig
     from txn.context import TransactionContext as TransactionContext
-    from txn.errors import CodecError as CodecError
-    from txn.errors import CorruptStateError as CorruptStateError
-    from txn.errors import InvalidArgumentError as InvalidArgumentError
-    from txn.errors import InvalidStateError as InvalidStateError
-    from txn.errors import InvalidTruncateTimeError as InvalidTruncateTimeError
-    from txn.errors import ManagerNotRunningError as ManagerNotRunningError
-    from txn.errors import SnapshotUnavailableError as SnapshotUnavailableError
-    from txn.errors import TransactionConflictError as TransactionConflictError
-    from txn.errors import TransactionFailureError as TransactionFailureError
-    from txn.errors import TransactionNotInProgressError as TransactionNotInProgressError
-    from txn.errors import TransactionSizeError as TransactionSizeError
-    from txn.errors import TransientTxError as TransientTxError
-    from txn.errors import TxError as TxError
-    from txn.errors import TxServiceError as TxServiceError
-    from txn.errors import TxServiceUnavailableError as TxServiceUnavailableError
-    from txn.errors import TxStorageError as TxStorageError
+    from txn.errors import *  # noqa: F403  (the error tree, named by its __all__)
     from txn.executor import NoRetries as NoRetries
     from txn.executor import RetryOnConflict as RetryOnConflict
     from txn.executor import TransactionExecutor as TransactionExecutor
@@ -55,46 +41,6 @@ if TYPE_CHECKING:
     from txn.transaction import TransactionType as TransactionType
     from txn.transaction import VisibilityLevel as VisibilityLevel
 
-__all__ = [
-    "NO_TX_IN_PROGRESS",
-    "ClientIdRetention",
-    "CodecError",
-    "CorruptStateError",
-    "InProcessTxClient",
-    "InvalidArgumentError",
-    "InvalidStateError",
-    "InvalidTruncateTimeError",
-    "LocalDirStorage",
-    "ManagerNotRunningError",
-    "MemoryStorage",
-    "NoRetries",
-    "RetryOnConflict",
-    "ServerConfig",
-    "SnapshotUnavailableError",
-    "Transaction",
-    "TransactionAware",
-    "TransactionConflictError",
-    "TransactionContext",
-    "TransactionExecutor",
-    "TransactionFailureError",
-    "TransactionManager",
-    "TransactionNotInProgressError",
-    "TransactionSizeError",
-    "TransactionSnapshot",
-    "TransactionStateStore",
-    "TransactionType",
-    "TransientTxError",
-    "TxClient",
-    "TxConfig",
-    "TxError",
-    "TxServiceError",
-    "TxServiceUnavailableError",
-    "TxStorageError",
-    "VisibilityLevel",
-    "decode_transaction",
-    "encode_transaction",
-]
-
 _HOMES: dict[str, tuple[str, ...]] = {
     "txn.aware": ("TransactionAware",),
     "txn.client": ("TxClient",),
@@ -108,24 +54,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "TxConfig",
     ),
     "txn.context": ("TransactionContext",),
-    "txn.errors": (
-        "CodecError",
-        "CorruptStateError",
-        "InvalidArgumentError",
-        "InvalidStateError",
-        "InvalidTruncateTimeError",
-        "ManagerNotRunningError",
-        "SnapshotUnavailableError",
-        "TransactionConflictError",
-        "TransactionFailureError",
-        "TransactionNotInProgressError",
-        "TransactionSizeError",
-        "TransientTxError",
-        "TxError",
-        "TxServiceError",
-        "TxServiceUnavailableError",
-        "TxStorageError",
-    ),
+    "txn.errors": tuple(_errors.__all__),
     "txn.executor": (
         "NoRetries",
         "RetryOnConflict",
@@ -145,4 +74,6 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+# Every name of the table and only those; type checkers read the imports above.
+__all__ = sorted(_HOME_OF)  # noqa: PLE0605
 __getattr__, __dir__ = lazy_names("txn", _HOME_OF, globals())
