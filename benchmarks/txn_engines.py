@@ -2,15 +2,18 @@
 alternately (docs/benchmarks.md, "The native engine").
 
 Each round measures, one after the other: the disk's bound (``group_commit_bound.c``, 16
-clients, 200 µs commit delay), then for each engine in turn (the order alternates between
-rounds) a fresh ``txn serve --engine E`` with its state on disk driven by 16 Java threads
-on the client Apache Thrift generates and by 16 ``ThriftTxClient`` threads, and a fresh
-``txn serve --engine E --in-memory`` driven by 16 Java threads; with the server's CPU per
-cycle over each measured window. Medians over the rounds, and each durable median as a
-fraction of the bound's median; each round records the machine's load average. For the
-native engine's Java point, the server's group-commit rounds split into syncing, handing
-out the replies and gathering the next calls (µs per round; ``round_us``), from the line
-it logs when it stops.
+clients, 200 µs commit delay), the same bound over sockets (``socket_bound.c``: 16 client
+threads in another process, each cycle three blocking request/reply round trips over
+loopback TCP to one epoll server that appends and syncs once a round; same commit delay),
+then for each engine in turn (the order alternates between rounds) a fresh ``txn serve
+--engine E`` with its state on disk driven by 16 Java threads on the client Apache Thrift
+generates and by 16 ``ThriftTxClient`` threads, and a fresh ``txn serve --engine E
+--in-memory`` driven by 16 Java threads; with the server's CPU per cycle over each measured
+window. Medians over the rounds, and each durable median as a fraction of each bound's
+median (``of_bound``, ``of_socket_bound``); each round records the machine's load average.
+For the native engine's Java point, the server's group-commit rounds split into syncing,
+handing out the replies and gathering the next calls (µs per round; ``round_us``), from the
+line it logs when it stops.
 
 With ``--against DIR`` the Python engine's place goes to the native engine of another
 source tree (DIR, with its extension built in place, run through ``PYTHONPATH``): a change
@@ -49,6 +52,12 @@ def _bound(program: Path, root: Path, seconds: float) -> float:
     command = [program, 16, seconds, root / "bound.log", 1, 200]
     out = subprocess.run(list(map(str, command)), check=True, capture_output=True, text=True)
     return float(json.loads(out.stdout)["cycles_per_second"])
+
+
+def _socket_bound(program: Path, root: Path, seconds: float) -> dict[str, float]:
+    command = [program, 16, seconds, root / "socket-bound.log", 200]
+    out = subprocess.run(list(map(str, command)), check=True, capture_output=True, text=True)
+    return {k: float(v) for k, v in json.loads(out.stdout).items()}
 
 
 def _thrift_client_cycles(address: tuple[str, int], pid: int, seconds: float) -> dict[str, Any]:
@@ -155,6 +164,7 @@ def compare_engines(
     from tests.interop.__main__ import generate, missing_tools
 
     program = compile_bound(root)
+    over_sockets = compile_bound(root, "socket_bound")
     missing = missing_tools()
     classes = None
     if not missing:
@@ -170,6 +180,8 @@ def compare_engines(
         one: dict[str, Any] = {"load_average": os.getloadavg()[0]}
         if program is not None:
             one["bound_16"] = _bound(program, root, seconds)
+        if over_sockets is not None:
+            one["socket_bound_16"] = _socket_bound(over_sockets, root, seconds)
         order = names if r % 2 == 0 else tuple(reversed(names))
         for name in order:
             engine, tree = variants[name]
@@ -187,6 +199,15 @@ def _medians(rounds: list[dict[str, Any]], names: tuple[str, ...] = ENGINES) -> 
     bounds = [r["bound_16"] for r in rounds if "bound_16" in r]
     if bounds:
         out["bound_16"] = statistics.median(bounds)
+    sockets = [r["socket_bound_16"]["cycles_per_second"] for r in rounds if "socket_bound_16" in r]
+    if sockets:
+        out["socket_bound_16"] = {
+            "per_second": statistics.median(sockets),
+            "range": [min(sockets), max(sockets)],
+            "server_cpu_us_per_cycle": statistics.median(
+                r["socket_bound_16"]["server_cpu_us_per_cycle"] for r in rounds
+            ),
+        }
     for engine in names:
         for point in rounds[0].get(engine, {}):
             runs = [r[engine][point] for r in rounds]
@@ -202,6 +223,8 @@ def _medians(rounds: list[dict[str, Any]], names: tuple[str, ...] = ENGINES) -> 
                 entry["round_us"] = {k: statistics.median(p[k] for p in phases) for k in phases[0]}
             if bounds and not point.endswith("in_memory"):
                 entry["of_bound"] = round(median / statistics.median(bounds), 2)
+            if sockets and not point.endswith("in_memory"):
+                entry["of_socket_bound"] = round(median / statistics.median(sockets), 2)
             out[f"{engine}/{point}"] = entry
     return out
 
