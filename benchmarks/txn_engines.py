@@ -19,7 +19,8 @@ With ``--against DIR`` the Python engine's place goes to the native engine of an
 source tree (DIR, with its extension built in place, run through ``PYTHONPATH``): a change
 to the native engine measured against the code before it, alternately.
 
-    python -m benchmarks.txn_engines [--rounds N] [--seconds S] [--against DIR] [--out FILE]
+    python -m benchmarks.txn_engines [--rounds N] [--seconds S] [--against DIR] [--java-only]
+                                     [--out FILE]
 
 (also run by ``make bench-txn``, as its ``engines`` section)
 """
@@ -92,14 +93,20 @@ def _source(tree: Path | None) -> Iterator[None]:
 
 
 def _engine_round(
-    engine: str, root: Path, classes: Path | None, seconds: float, tree: Path | None = None
+    engine: str,
+    root: Path,
+    classes: Path | None,
+    seconds: float,
+    tree: Path | None = None,
+    *,
+    java_only: bool = False,
 ) -> dict[str, dict[str, Any]]:
     with _source(tree):
-        return _engine_points(engine, root, classes, seconds)
+        return _engine_points(engine, root, classes, seconds, java_only)
 
 
 def _engine_points(
-    engine: str, root: Path, classes: Path | None, seconds: float
+    engine: str, root: Path, classes: Path | None, seconds: float, java_only: bool = False
 ) -> dict[str, dict[str, Any]]:
     from tests.integration.procs import ServerProcess
 
@@ -113,6 +120,8 @@ def _engine_points(
         finally:
             server.terminate()
         points["java_16"].update(_rounds(server.output))
+        if java_only:
+            return points
     server = ServerProcess(root / f"state-{engine}", "--engine", engine)
     address = server.start()
     try:
@@ -154,9 +163,10 @@ def _rounds(output: list[str]) -> dict[str, Any]:
 
 
 def compare_engines(
-    root: Path, rounds: int, seconds: float, against: Path | None = None
+    root: Path, rounds: int, seconds: float, against: Path | None = None, java_only: bool = False
 ) -> dict[str, Any]:
-    """The comparison of the module docstring; sections it cannot run are noted."""
+    """The comparison of the module docstring (with ``java_only``, the Java client's durable
+    point alone); sections it cannot run are noted."""
     variants: dict[str, tuple[str, Path | None]] = {e: (e, None) for e in ENGINES}
     if against is not None:
         variants = {"against": ("native", against.resolve()), "native": ("native", None)}
@@ -186,7 +196,9 @@ def compare_engines(
         for name in order:
             engine, tree = variants[name]
             with tempfile.TemporaryDirectory(dir=root) as tmp:
-                one[name] = _engine_round(engine, Path(tmp), classes, seconds, tree)
+                one[name] = _engine_round(
+                    engine, Path(tmp), classes, seconds, tree, java_only=java_only
+                )
         section["rounds"].append(one)
         print(f"engines round {r + 1}: {json.dumps(one)}", flush=True)
     section["medians"] = _medians(section["rounds"], names)
@@ -234,10 +246,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--against", type=Path, default=None, metavar="DIR")
+    parser.add_argument(
+        "--java-only", action="store_true", help="only the Java client's durable point"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "txn-engines.json")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        section = compare_engines(Path(tmp), args.rounds, args.seconds, args.against)
+        section = compare_engines(
+            Path(tmp), args.rounds, args.seconds, args.against, args.java_only
+        )
     write_report(args.out, new_report("txn-engines", seconds_per_point=args.seconds, **section))
     return 0
 
