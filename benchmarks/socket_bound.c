@@ -13,7 +13,10 @@
  *
  * Usage: socket_bound CLIENTS SECONDS FILE [DELAY_US [SYNC]]
  * Prints one JSON line: cycles_per_second, syncs_per_second, edits_per_sync,
- * server_cpu_us_per_cycle, clients_cpu_us_per_cycle.
+ * server_cpu_us_per_cycle, clients_cpu_us_per_cycle, and round_us: a round (from the end of
+ * one sync to the end of the next) split as txn serve splits its own (docs/txn.md, "The
+ * native engine") into syncing (`write` + `fdatasync`), handing out the replies and
+ * gathering the next requests.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -118,7 +121,8 @@ int main(int argc, char **argv) {
     memset(reply, 'r', sizeof reply);
     int npending = 0;
     long syncs = 0, s0 = 0, c0 = 0;
-    double started = now(), t0 = 0, deadline = 0, cpu0 = 0;
+    double started = now(), t0 = 0, deadline = 0, cpu0 = 0, synced_at = 0;
+    double syncing = 0, replying = 0, gathering = 0; /* over the measured rounds */
     struct epoll_event events[MAX_CLIENTS];
     for (;;) {
         double t = now();
@@ -129,11 +133,20 @@ int main(int argc, char **argv) {
         }
         int full = npending >= clients, due = npending > 0 && (delay <= 0 || t >= deadline);
         if (full || due) { /* one round: append, sync, answer everyone in it */
+            double began = t;
             if (write(log, records, (size_t)npending * RECORD) != (ssize_t)npending * RECORD) { perror("write"); return 1; }
             if (sync && fdatasync(log) != 0) { perror("fdatasync"); return 1; }
             syncs++;
+            double ended = now();
             for (int i = 0; i < npending; i++)
                 if (send(pending[i]->fd, reply, sizeof reply, MSG_NOSIGNAL) != (ssize_t)sizeof reply) { perror("send"); return 1; }
+            double answered = now();
+            if (t0 > 0 && synced_at > 0) {
+                syncing += ended - began;
+                gathering += began - synced_at;
+            }
+            if (t0 > 0) replying += answered - ended;
+            synced_at = answered;
             npending = 0;
             continue;
         }
@@ -164,8 +177,11 @@ int main(int argc, char **argv) {
     unlink(argv[3]);
     /* the clients' CPU covers their whole life, warm-up included: an upper bound */
     printf("{\"cycles_per_second\": %.1f, \"syncs_per_second\": %.1f, \"edits_per_sync\": %.2f, "
-           "\"server_cpu_us_per_cycle\": %.1f, \"clients_cpu_us_per_cycle\": %.1f}\n",
+           "\"server_cpu_us_per_cycle\": %.1f, \"clients_cpu_us_per_cycle\": %.1f, "
+           "\"round_us\": {\"sync\": %.0f, \"replies\": %.0f, \"calls\": %.0f}}\n",
            done / elapsed, rounds / elapsed, rounds > 0 ? 3.0 * done / rounds : 0.0,
-           done > 0 ? server_cpu / done * 1e6 : 0.0, done > 0 ? client_cpu / (*cycles) * 1e6 : 0.0);
+           done > 0 ? server_cpu / done * 1e6 : 0.0, done > 0 ? client_cpu / (*cycles) * 1e6 : 0.0,
+           rounds > 0 ? syncing / rounds * 1e6 : 0.0, rounds > 0 ? replying / rounds * 1e6 : 0.0,
+           rounds > 0 ? gathering / rounds * 1e6 : 0.0);
     return 0;
 }

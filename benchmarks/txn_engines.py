@@ -55,10 +55,11 @@ def _bound(program: Path, root: Path, seconds: float) -> float:
     return float(json.loads(out.stdout)["cycles_per_second"])
 
 
-def _socket_bound(program: Path, root: Path, seconds: float) -> dict[str, float]:
+def _socket_bound(program: Path, root: Path, seconds: float) -> dict[str, Any]:
     command = [program, 16, seconds, root / "socket-bound.log", 200]
     out = subprocess.run(list(map(str, command)), check=True, capture_output=True, text=True)
-    return {k: float(v) for k, v in json.loads(out.stdout).items()}
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
 
 
 def _thrift_client_cycles(address: tuple[str, int], pid: int, seconds: float) -> dict[str, Any]:
@@ -211,14 +212,19 @@ def _medians(rounds: list[dict[str, Any]], names: tuple[str, ...] = ENGINES) -> 
     bounds = [r["bound_16"] for r in rounds if "bound_16" in r]
     if bounds:
         out["bound_16"] = statistics.median(bounds)
-    sockets = [r["socket_bound_16"]["cycles_per_second"] for r in rounds if "socket_bound_16" in r]
-    if sockets:
+    runs = [r["socket_bound_16"] for r in rounds if "socket_bound_16" in r]
+    sockets = [run["cycles_per_second"] for run in runs]
+    if runs:
         out["socket_bound_16"] = {
             "per_second": statistics.median(sockets),
             "range": [min(sockets), max(sockets)],
             "server_cpu_us_per_cycle": statistics.median(
-                r["socket_bound_16"]["server_cpu_us_per_cycle"] for r in rounds
+                run["server_cpu_us_per_cycle"] for run in runs
             ),
+            "round_us": {
+                k: statistics.median(run["round_us"][k] for run in runs)
+                for k in runs[0]["round_us"]
+            },
         }
     for engine in names:
         for point in rounds[0].get(engine, {}):
