@@ -20,11 +20,6 @@
  * writes `sent_fd` only if the loop asked (want_done: a connection of the batch has replies
  * due or was closed), or a send did not finish.
  *
- * The thread claims all it can at once (up to RING_ENTRIES) and sends them with one
- * io_uring submission (ring.c): one kernel entry for a round's replies instead of one per
- * connection; what a submission leaves (a partial send) goes on with send(). Without
- * io_uring it claims and sends one at a time.
- *
  * Replies stay in request order per connection: a connection is in at most one batch, and
  * nothing is added to its `out` while it is.
  */
@@ -52,35 +47,6 @@ static void send_out(Conn *c) {
         }
         c->out_sent += (size_t)n;
     }
-}
-
-/* Send connections the thread claimed (without smu): with one ring submission first, then
- * send() for what that left. */
-static void send_group(Server *s, Conn **group, int n) {
-    if (n > 1 && s->ring.fd >= 0) {
-        int fds[RING_ENTRIES], results[RING_ENTRIES], m = 0;
-        void *bufs[RING_ENTRIES];
-        size_t lens[RING_ENTRIES];
-        Conn *which[RING_ENTRIES];
-        for (int i = 0; i < n; i++) {
-            Conn *c = group[i];
-            if (c->out_sent >= c->out.len) continue;
-            which[m] = c;
-            fds[m] = c->fd;
-            bufs[m] = c->out.data + c->out_sent;
-            lens[m] = c->out.len - c->out_sent;
-            m++;
-        }
-        if (m > 0 && ring_send_all(&s->ring, fds, bufs, lens, m, results) == 0) {
-            for (int i = 0; i < m; i++) {
-                if (results[i] > 0) which[i]->out_sent += (size_t)results[i];
-                else if (results[i] < 0 && results[i] != -EAGAIN && results[i] != -EINTR)
-                    which[i]->tx_err = -results[i];
-            }
-        }
-    }
-    for (int i = 0; i < n; i++)
-        if (group[i]->tx_err == 0) send_out(group[i]);
 }
 
 /* Take the batch's next connection to send (either thread; under smu), or NULL. */
@@ -113,14 +79,12 @@ static void *sender_main(void *arg) {
     pthread_mutex_lock(&s->smu);
     for (;;) {
         while (s->job_claim == NULL && !s->sender_quit) pthread_cond_wait(&s->scv, &s->smu);
-        Conn *group[RING_ENTRIES], *c;
-        int n = 0, most = s->ring.fd >= 0 ? RING_ENTRIES : 1;
-        while (n < most && (c = claim(s)) != NULL) group[n++] = c;
-        if (n == 0) break; /* quit, with nothing left to take */
+        Conn *c = claim(s);
+        if (c == NULL) break; /* quit, with nothing left to take */
         pthread_mutex_unlock(&s->smu);
-        send_group(s, group, n);
+        send_out(c);
         pthread_mutex_lock(&s->smu);
-        for (int i = 0; i < n; i++) sent_one(s, group[i], 0);
+        sent_one(s, c, 0);
     }
     pthread_mutex_unlock(&s->smu);
     return NULL;
@@ -149,11 +113,7 @@ int sender_start(Server *s) {
     s->job = s->job_claim = s->pending = NULL;
     s->job_busy = s->job_done = s->want_done = s->sender_quit = s->tx_attention = 0;
     s->job_left = s->job_unfinished = 0;
-    if (ring_open(&s->ring) < 0) s->ring.fd = -1; /* no io_uring here: one send at a time */
-    if (pthread_create(&s->sender_thread, NULL, sender_main, s) != 0) {
-        ring_close(&s->ring);
-        return -1;
-    }
+    if (pthread_create(&s->sender_thread, NULL, sender_main, s) != 0) return -1;
     s->sender_started = 1;
     return 0;
 }
@@ -290,7 +250,6 @@ void sender_stop(Server *s) {
     s->job_done = 0;
     pthread_mutex_unlock(&s->smu);
     pthread_join(s->sender_thread, NULL);
-    ring_close(&s->ring);
     s->sender_started = 0;
     if (done != NULL) collect(s, done);
     send_pending(s);

@@ -13,7 +13,6 @@
 #include "hot.h"
 #include "log.h"
 #include "machine.h"
-#include "ring.h"
 
 typedef struct Reply {
     struct Reply *next;
@@ -121,7 +120,6 @@ typedef struct {
     int job_busy, job_done, job_unfinished, want_done, sender_quit;
     int tx_attention;   /* the loop's: a connection in the batch needs it back soon */
     int64_t stat_batches, stat_batched, stat_unfinished; /* unfinished: guarded by smu */
-    Ring ring;          /* the thread's: its claimed connections sent in one system call */
 } Server;
 
 extern PyTypeObject ServerType;
