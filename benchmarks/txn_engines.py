@@ -2,21 +2,25 @@
 alternately (docs/benchmarks.md, "The native engine").
 
 Each round measures, one after the other: the disk's bound (``group_commit_bound.c``, 16
-clients, 200 µs commit delay), then for each engine in turn (the order alternates between
-rounds) a fresh ``txn serve --engine E`` with its state on disk driven by 16 Java threads
-on the client Apache Thrift generates and by 16 ``ThriftTxClient`` threads, and a fresh
-``txn serve --engine E --in-memory`` driven by 16 Java threads; with the server's CPU per
-cycle over each measured window. Medians over the rounds, and each durable median as a
-fraction of the bound's median; each round records the machine's load average. For the
-native engine's Java point, the server's group-commit rounds split into syncing, handing
-out the replies and gathering the next calls (µs per round; ``round_us``), from the line
-it logs when it stops.
+clients, 200 µs commit delay), the same bound over sockets (``socket_bound.c``: 16 client
+threads in another process, each cycle three blocking request/reply round trips over
+loopback TCP to one epoll server that appends and syncs once a round; same commit delay),
+then for each engine in turn (the order alternates between rounds) a fresh ``txn serve
+--engine E`` with its state on disk driven by 16 Java threads on the client Apache Thrift
+generates and by 16 ``ThriftTxClient`` threads, and a fresh ``txn serve --engine E
+--in-memory`` driven by 16 Java threads; with the server's CPU per cycle over each measured
+window. Medians over the rounds, and each durable median as a fraction of each bound's
+median (``of_bound``, ``of_socket_bound``); each round records the machine's load average.
+For the native engine's Java point, the server's group-commit rounds split into syncing,
+handing out the replies and gathering the next calls (µs per round; ``round_us``), from the
+line it logs when it stops.
 
 With ``--against DIR`` the Python engine's place goes to the native engine of another
 source tree (DIR, with its extension built in place, run through ``PYTHONPATH``): a change
 to the native engine measured against the code before it, alternately.
 
-    python -m benchmarks.txn_engines [--rounds N] [--seconds S] [--against DIR] [--out FILE]
+    python -m benchmarks.txn_engines [--rounds N] [--seconds S] [--against DIR] [--java-only]
+                                     [--out FILE]
 
 (also run by ``make bench-txn``, as its ``engines`` section)
 """
@@ -51,6 +55,13 @@ def _bound(program: Path, root: Path, seconds: float) -> float:
     return float(json.loads(out.stdout)["cycles_per_second"])
 
 
+def _socket_bound(program: Path, root: Path, seconds: float) -> dict[str, Any]:
+    command = [program, 16, seconds, root / "socket-bound.log", 200]
+    out = subprocess.run(list(map(str, command)), check=True, capture_output=True, text=True)
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
 def _thrift_client_cycles(address: tuple[str, int], pid: int, seconds: float) -> dict[str, Any]:
     """16 ``ThriftTxClient`` threads (in 4 processes), with the server's CPU per cycle."""
     from benchmarks.txn_bench import _drive_clients
@@ -83,14 +94,20 @@ def _source(tree: Path | None) -> Iterator[None]:
 
 
 def _engine_round(
-    engine: str, root: Path, classes: Path | None, seconds: float, tree: Path | None = None
+    engine: str,
+    root: Path,
+    classes: Path | None,
+    seconds: float,
+    tree: Path | None = None,
+    *,
+    java_only: bool = False,
 ) -> dict[str, dict[str, Any]]:
     with _source(tree):
-        return _engine_points(engine, root, classes, seconds)
+        return _engine_points(engine, root, classes, seconds, java_only)
 
 
 def _engine_points(
-    engine: str, root: Path, classes: Path | None, seconds: float
+    engine: str, root: Path, classes: Path | None, seconds: float, java_only: bool = False
 ) -> dict[str, dict[str, Any]]:
     from tests.integration.procs import ServerProcess
 
@@ -104,6 +121,8 @@ def _engine_points(
         finally:
             server.terminate()
         points["java_16"].update(_rounds(server.output))
+        if java_only:
+            return points
     server = ServerProcess(root / f"state-{engine}", "--engine", engine)
     address = server.start()
     try:
@@ -145,9 +164,10 @@ def _rounds(output: list[str]) -> dict[str, Any]:
 
 
 def compare_engines(
-    root: Path, rounds: int, seconds: float, against: Path | None = None
+    root: Path, rounds: int, seconds: float, against: Path | None = None, java_only: bool = False
 ) -> dict[str, Any]:
-    """The comparison of the module docstring; sections it cannot run are noted."""
+    """The comparison of the module docstring (with ``java_only``, the Java client's durable
+    point alone); sections it cannot run are noted."""
     variants: dict[str, tuple[str, Path | None]] = {e: (e, None) for e in ENGINES}
     if against is not None:
         variants = {"against": ("native", against.resolve()), "native": ("native", None)}
@@ -155,6 +175,7 @@ def compare_engines(
     from tests.interop.__main__ import generate, missing_tools
 
     program = compile_bound(root)
+    over_sockets = compile_bound(root, "socket_bound")
     missing = missing_tools()
     classes = None
     if not missing:
@@ -170,11 +191,15 @@ def compare_engines(
         one: dict[str, Any] = {"load_average": os.getloadavg()[0]}
         if program is not None:
             one["bound_16"] = _bound(program, root, seconds)
+        if over_sockets is not None:
+            one["socket_bound_16"] = _socket_bound(over_sockets, root, seconds)
         order = names if r % 2 == 0 else tuple(reversed(names))
         for name in order:
             engine, tree = variants[name]
             with tempfile.TemporaryDirectory(dir=root) as tmp:
-                one[name] = _engine_round(engine, Path(tmp), classes, seconds, tree)
+                one[name] = _engine_round(
+                    engine, Path(tmp), classes, seconds, tree, java_only=java_only
+                )
         section["rounds"].append(one)
         print(f"engines round {r + 1}: {json.dumps(one)}", flush=True)
     section["medians"] = _medians(section["rounds"], names)
@@ -187,6 +212,20 @@ def _medians(rounds: list[dict[str, Any]], names: tuple[str, ...] = ENGINES) -> 
     bounds = [r["bound_16"] for r in rounds if "bound_16" in r]
     if bounds:
         out["bound_16"] = statistics.median(bounds)
+    runs = [r["socket_bound_16"] for r in rounds if "socket_bound_16" in r]
+    sockets = [run["cycles_per_second"] for run in runs]
+    if runs:
+        out["socket_bound_16"] = {
+            "per_second": statistics.median(sockets),
+            "range": [min(sockets), max(sockets)],
+            "server_cpu_us_per_cycle": statistics.median(
+                run["server_cpu_us_per_cycle"] for run in runs
+            ),
+            "round_us": {
+                k: statistics.median(run["round_us"][k] for run in runs)
+                for k in runs[0]["round_us"]
+            },
+        }
     for engine in names:
         for point in rounds[0].get(engine, {}):
             runs = [r[engine][point] for r in rounds]
@@ -202,6 +241,8 @@ def _medians(rounds: list[dict[str, Any]], names: tuple[str, ...] = ENGINES) -> 
                 entry["round_us"] = {k: statistics.median(p[k] for p in phases) for k in phases[0]}
             if bounds and not point.endswith("in_memory"):
                 entry["of_bound"] = round(median / statistics.median(bounds), 2)
+            if sockets and not point.endswith("in_memory"):
+                entry["of_socket_bound"] = round(median / statistics.median(sockets), 2)
             out[f"{engine}/{point}"] = entry
     return out
 
@@ -211,10 +252,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--against", type=Path, default=None, metavar="DIR")
+    parser.add_argument(
+        "--java-only", action="store_true", help="only the Java client's durable point"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "txn-engines.json")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        section = compare_engines(Path(tmp), args.rounds, args.seconds, args.against)
+        section = compare_engines(
+            Path(tmp), args.rounds, args.seconds, args.against, args.java_only
+        )
     write_report(args.out, new_report("txn-engines", seconds_per_point=args.seconds, **section))
     return 0
 

@@ -27,14 +27,15 @@ def machine_ticks() -> tuple[int, int]:
     return sum(values), values[3] + values[4]
 
 
-def compile_bound(root: Path) -> Path | None:
-    """``benchmarks/group_commit_bound.c`` compiled into ``root``; None without a compiler."""
+def compile_bound(root: Path, name: str = "group_commit_bound") -> Path | None:
+    """``benchmarks/NAME.c`` (by default the disk's bound, ``group_commit_bound.c``)
+    compiled into ``root``; None without a compiler."""
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         return None
-    program = root / "group_commit_bound"
+    program = root / name
     if not program.exists():
-        source = Path(__file__).parent / "group_commit_bound.c"
+        source = Path(__file__).parent / f"{name}.c"
         subprocess.run([compiler, "-O2", "-pthread", "-o", program, source], check=True)
     return program
 
