@@ -12,9 +12,11 @@
   after a back-off pause (``txms_common.retry.backoff``). The shells acquire a
   connection, send, wait and sleep; ``Attempts`` says what comes next.
 
-A plain publish (not transactional, no TTLs, at least one payload) is sent as the body
-``tms.rpc.frames.plain_publish_body`` builds from its bytes, equal byte for byte to the
-encoded ``PublishRequest`` (the server's fast path reads it without a struct).
+A plain publish (not transactional, no TTLs) of up to ``PLAIN_MOST`` payloads is sent as
+the body ``tms.rpc.frames.plain_publish_body`` builds from its bytes; a larger one as
+thriftpy2 encodes the ``PublishRequest``, whose C loop over the payloads is then the
+cheaper (docs/benchmarks.md). The bytes are the same either way, and the server's fast
+path reads both without a struct.
 """
 
 from __future__ import annotations
@@ -114,6 +116,11 @@ def no_answer(_response: Any) -> None:
 # -- messages -----------------------------------------------------------------------------
 
 
+PLAIN_MOST = 8
+"""The most payloads of a publish whose body is built from its bytes (measured: cheaper
+than a struct up to about 8-16 payloads of 100 bytes, dearer beyond)."""
+
+
 @lru_cache(maxsize=1024)
 def _names(namespace: str, topic: str) -> bytes:
     return plain_names(namespace, topic)
@@ -126,9 +133,9 @@ def publish_body(
     ttls: Iterable[int | None] | None,
 ) -> bytes:
     """The body of a publish of ``data`` (payloads already ``payloads_of``): built from
-    its bytes when plain, else the encoded ``PublishRequest`` (the same bytes either
-    way)."""
-    if tx_write_pointer is None and ttls is None and data:
+    its bytes when plain and small, else the encoded ``PublishRequest`` (the same bytes
+    either way)."""
+    if tx_write_pointer is None and ttls is None and 0 < len(data) <= PLAIN_MOST:
         return plain_publish_body(_names(topic.namespace, topic.topic), data)
     return encode_body(publish_request(topic, data, tx_write_pointer, ttls))
 

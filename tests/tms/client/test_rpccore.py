@@ -44,7 +44,7 @@ def test_golden_plain_publish_call() -> None:
 
 @given(
     st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True),
-    st.lists(st.binary(max_size=16), max_size=4),
+    st.lists(st.binary(max_size=16), max_size=12),
     st.none() | st.integers(1, 2**62),
     st.none() | st.lists(st.none() | st.integers(0, 2**31 - 1), max_size=4),
 )
