@@ -359,6 +359,12 @@ class MessagingService(QueueMethods, LoopSubmit):
 
     # -- reading ------------------------------------------------------------------------
 
+    def local_reads(self) -> bool:
+        """Whether a read now is answered by this process alone, from memory and local
+        files, without waiting on another process (the store's ``local_reads``,
+        ``tms.store.kv``): short enough for an event loop's thread when it reads little."""
+        return bool(getattr(self._tables.kv, "local_reads", False))
+
     def read(self, topic: TopicId, request: FetchRequest | None = None) -> MessageFetcher:
         """A read of ``topic`` to iterate (lazily, in chunks if the caller likes; its
         ``held`` tells where it stopped). Counts nothing in the metrics: ``fetch`` does,

@@ -18,54 +18,28 @@ import contextlib
 import os
 from collections.abc import Iterable, Mapping
 from functools import partial
-from itertools import islice
-from typing import Any
+from typing import TypeVar, cast
 
 from tms.aio.channel import AsyncChannel, AsyncChannelPool
 from tms.aio.queuecalls import AsyncQueueCalls
 from tms.aio.subs import AsyncSubscriptionCalls
-from tms.client.channel import (
-    RETRY,
-    ChannelError,
-    answer_of,
-    check_retry,
-    error_of,
-    may_retry,
-    unavailable,
-)
+from tms.client import rpccore as core
+from tms.client.channel import ChannelError, error_of, may_retry, unavailable
 from tms.client.http import MarkersOutcome, MessagingClient, PollResult, RollbackToken
 from tms.client.owners import OwnerRoutes
 from tms.client.rpc import client_ssl_context, rest_url
+from tms.client.rpccore import AGAIN, Attempts, Call, Pause
 from tms.errors import ServiceUnavailableError, TmsError
 from tms.ids import MessageId
 from tms.model import TopicBounds, TopicId
 from tms.rpc.endpoints import Endpoints, parse_url
-from tms.rpc.frames import (
-    FLAG_ERROR,
-    Frame,
-    decode_body,
-    encode_body,
-    plain_names,
-    plain_publish_body,
-    rpc,
-)
-from tms.rpc.ops import BY_NAME, Op
-from tms.rpc.values import (
-    bounds_of,
-    messages_of,
-    payloads_of,
-    poll_request,
-    publish_request,
-    rollback_range,
-    token_of,
-)
-from txms_common.retry import backoff
+from tms.rpc.frames import FLAG_ERROR, Frame, decode_body, encode_body, rpc
+from tms.rpc.values import payloads_of
 from txn.transaction import Transaction
 
 __all__ = ["AsyncMessagingClient"]
 
-_PUBLISH, _STORE, _ROLLBACK = BY_NAME["publish"], BY_NAME["store"], BY_NAME["rollback"]
-_MARKERS, _POLL, _BOUNDS = BY_NAME["markers"], BY_NAME["poll"], BY_NAME["bounds"]
+T = TypeVar("T")
 _NO_ROLLBACK = encode_body(rpc.PublishResponse())  # a publish that was not transactional
 
 
@@ -105,7 +79,6 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         )
         self._http_url = http_url
         self._admin: MessagingClient | None = None
-        self._plain_names: dict[TopicId, bytes] = {}  # publish_nowait's bodies begin so
 
     async def _connect(self, address: tuple[str, int]) -> AsyncChannel:
         return await AsyncChannel.open(
@@ -136,52 +109,35 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         except ChannelError as exc:
             raise ServiceUnavailableError(f"ping: {exc}") from exc
 
-    async def _call(
-        self,
-        op: Op,
-        request: Any,
-        *,
-        topic: object = None,
-        idempotent: bool | None = None,
-        wait_s: float = 0.0,
-    ) -> Any:
-        """Send ``request`` as ``op``; the response struct (``tms.client.rpc`` retries)."""
-        body = encode_body(request)
-        retry_lost = op.idempotent if idempotent is None else idempotent
-        queue_ms = max(1, int(self._timeout * 500))
-        delays = islice(backoff(self._backoff, 4.0), self._retries)
-        hops = 0
+    async def _run(self, call: Call[T]) -> T:
+        """Send ``call`` until ``Attempts`` gives its answer (``tms.client.rpc``'s rules)."""
+        attempts = Attempts(
+            call,
+            self._routes,
+            timeout_s=self._timeout,
+            retries=self._retries,
+            backoff_s=self._backoff,
+        )
+        code, body = call.op.code, call.body
         while True:
-            pool = self._routes.pool(topic)
+            pool = attempts.pool()
             channel = None
             try:
                 channel = await pool.acquire()
                 frame = await channel.request(
-                    op.code, body, timeout_s=self._timeout + wait_s, queue_timeout_ms=queue_ms
+                    code, body, timeout_s=attempts.timeout_s, queue_timeout_ms=attempts.queue_ms
                 )
             except (ChannelError, ServiceUnavailableError) as exc:
                 if channel is not None and channel.dead:
                     pool.discard(channel)
-                    pool.endpoints.failed(channel.address)
-                self._routes.lost(topic, pool)
-                delay = next(delays, None)
-                check_retry(op, exc, retry_lost=retry_lost, again=delay is not None)
+                step = attempts.failed(pool, channel, exc)
             else:
-                if frame.flags & FLAG_ERROR:  # not_owner: to the owner (tms.client.owners)
-                    pause = self._routes.redirect(topic, error_of(frame, topic), hops)
-                    if pause is not None:
-                        hops += 1
-                        if pause:
-                            await asyncio.sleep(pause)
-                        continue
-                delay = next(delays, None)
-                answer = answer_of(
-                    op, frame, topic=topic, retry_lost=retry_lost, again=delay is not None
-                )
-                if answer is not RETRY:
-                    return answer
-            assert delay is not None
-            await asyncio.sleep(delay)
+                step = attempts.answered(frame)
+                if step is AGAIN:
+                    continue
+                if not isinstance(step, Pause):
+                    return cast(T, step)
+            await asyncio.sleep(step.seconds)
 
     # -- writing --------------------------------------------------------------------------
 
@@ -194,13 +150,7 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         ttls: Iterable[int | None] | None = None,
     ) -> RollbackToken | None:
         """See ``MessagingClient.publish``: durable when it returns."""
-        data = payloads_of(payloads)
-        marker = tx_write_pointer is not None and not data
-        request = publish_request(topic, data, tx_write_pointer, ttls)
-        response = await self._call(_PUBLISH, request, topic=topic, idempotent=marker)
-        if response.rollback is None:
-            return None
-        return RollbackToken(*token_of(response.rollback))
+        return await self._run(core.publish(topic, payloads, tx_write_pointer, ttls))
 
     async def store(
         self,
@@ -210,27 +160,15 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         tx_write_pointer: int,
         ttls: Iterable[int | None] | None = None,
     ) -> None:
-        request = publish_request(topic, payloads_of(payloads), tx_write_pointer, ttls)
-        await self._call(_STORE, request, topic=topic)
+        await self._run(core.store(topic, payloads, tx_write_pointer, ttls))
 
     async def rollback(self, topic: TopicId, token: RollbackToken) -> None:
-        request = rpc.RollbackRequest(
-            ns=topic.namespace, topic=topic.topic, rollback=rollback_range(token.detail)
-        )
-        await self._call(_ROLLBACK, request, topic=topic)
+        await self._run(core.rollback(topic, token))
 
     async def publish_markers(
         self, topic: TopicId, write_pointers: Iterable[int], *, idempotency_key: str | None = None
     ) -> MarkersOutcome:
-        request = rpc.MarkersRequest(
-            ns=topic.namespace,
-            topic=topic.topic,
-            write_pointers=list(write_pointers),
-            idempotency_key=idempotency_key,
-        )
-        response = await self._call(_MARKERS, request, topic=topic)
-        tokens = [RollbackToken(*token_of(m)) for m in response.markers or ()]
-        return MarkersOutcome(tokens, bool(response.duplicate))
+        return await self._run(core.markers(topic, write_pointers, idempotency_key))
 
     def publish_nowait(
         self,
@@ -247,13 +185,10 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         result: asyncio.Future[RollbackToken | None] = asyncio.get_running_loop().create_future()
         channel = self._routes.pool(topic).ready()
         if channel is not None:
-            if tx_write_pointer is None and data:  # built from its bytes: no struct
-                body = plain_publish_body(self._names(topic), data)
-            else:
-                body = encode_body(publish_request(topic, data, tx_write_pointer, None))
+            body = core.publish_body(topic, data, tx_write_pointer, None)
             with contextlib.suppress(ChannelError):
                 sent = channel.request(
-                    _PUBLISH.code,
+                    core.PUBLISH.code,
                     body,
                     timeout_s=self._timeout,
                     queue_timeout_ms=max(1, int(self._timeout * 500)),
@@ -264,14 +199,6 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
                 return result
         self._publish_later(result, topic, data, tx_write_pointer)
         return result
-
-    def _names(self, topic: TopicId) -> bytes:
-        names = self._plain_names.get(topic)
-        if names is None:
-            names = plain_names(topic.namespace, topic.topic)
-            if len(self._plain_names) < 1024:
-                self._plain_names[topic] = names
-        return names
 
     def _published(
         self,
@@ -290,9 +217,8 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
                 result.set_result(None)
                 return
             if not frame.flags & FLAG_ERROR:
-                response = decode_body(_PUBLISH.response, frame.body)
-                token = None if response.rollback is None else token_of(response.rollback)
-                result.set_result(None if token is None else RollbackToken(*token))
+                response = decode_body(core.PUBLISH.response, frame.body)
+                result.set_result(core.rollback_token(response))
                 return
             error = error_of(frame, topic)
         marker = tx_write_pointer is not None and not data
@@ -301,7 +227,7 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         ):  # publish sends it on
             self._publish_later(result, topic, data, tx_write_pointer)
         elif isinstance(error, ChannelError):
-            result.set_exception(unavailable(_PUBLISH.name, error))
+            result.set_exception(unavailable(core.PUBLISH.name, error))
         else:
             result.set_exception(error)
 
@@ -336,8 +262,7 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         inclusive: bool = True,
         transaction: Transaction | None = None,
     ) -> TopicBounds:
-        request = poll_request(topic, start, inclusive, None, transaction)
-        return bounds_of(await self._call(_BOUNDS, request, topic=topic))
+        return await self._run(core.bounds(topic, start, inclusive, transaction))
 
     async def poll(
         self,
@@ -349,9 +274,7 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         transaction: Transaction | None = None,
         wait_ms: int = 0,
     ) -> PollResult:
-        request = poll_request(topic, start, inclusive, limit, transaction, wait_ms)
-        response = await self._call(_POLL, request, topic=topic, wait_s=wait_ms / 1000)
-        return PollResult(messages_of(response), bool(response.held))
+        return await self._run(core.poll(topic, start, inclusive, limit, transaction, wait_ms))
 
     # -- administration (REST) ------------------------------------------------------------
 

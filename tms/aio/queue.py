@@ -46,8 +46,15 @@ from typing import TypeVar
 
 from tms.aio.client import AsyncMessagingClient
 from tms.aio.producer import Producer
-from tms.client.aware import outcome_unknown
-from tms.client.queue import Deliveries, items_of, receipts_of
+from tms.client.queuecore import (
+    Deliveries,
+    TxQueueWork,
+    delay_ms_of,
+    items_of,
+    lease_ms_of,
+    receipts_of,
+    wait_ms_of,
+)
 from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.model import TopicId
 from tms.queues import AckOutcome, Enqueued, EnqueueItem, QueueMessage, QueueStats
@@ -65,8 +72,7 @@ class _Party:
     def __init__(self, queue: Queue, tx: Transaction) -> None:
         self._queue = queue
         self._tx = tx
-        self.pointers: set[int] = set()
-        self.in_doubt = False
+        self.work = TxQueueWork()
 
     def changes(self) -> Collection[bytes]:
         return ()  # leases, not conflicts, keep two workers apart
@@ -78,17 +84,17 @@ class _Party:
         await self._settle(commit=True)
 
     async def rollback(self, tx: Transaction) -> bool:
-        proven = not self.in_doubt
+        settled_all = True
         try:
             await self._settle(commit=False)
         except TmsError:
             log.warning("could not settle %s of an aborted transaction", self._queue.topic)
-            proven = False
-        return proven
+            settled_all = False
+        return self.work.rollback_proven(settled_all)
 
     async def _settle(self, *, commit: bool) -> None:
-        for wp in sorted(self.pointers):
-            await self._queue.client.settle_queue(self._queue.topic, wp, commit=commit)
+        for topic, wp in self.work.to_settle():
+            await self._queue.client.settle_queue(topic, wp, commit=commit)
 
     def finished(self) -> None:
         self._queue._parties.pop(self._tx.transaction_id, None)
@@ -113,7 +119,7 @@ class Queue:
             party = self._parties[tx.transaction_id] = _Party(self, tx)
         assert self.producer is not None
         self.producer.enlist(party)
-        party.pointers.add(tx.write_pointer)
+        party.work.joined(self.topic, tx.write_pointer)
         return party
 
     @staticmethod
@@ -122,7 +128,7 @@ class Queue:
             return await call
         except BaseException as exc:
             if party is not None:
-                party.in_doubt = party.in_doubt or outcome_unknown(exc)
+                party.work.failed(exc)
             raise
 
     async def enqueue(self, messages: Iterable[EnqueueItem | bytes | str]) -> list[Enqueued]:
@@ -138,9 +144,8 @@ class Queue:
     ) -> list[QueueMessage]:
         """Lease up to ``max_messages`` due messages (for ``lease_s``, else the queue's),
         waiting up to ``wait_s`` for one."""
-        lease_ms = None if lease_s is None else max(1, int(lease_s * 1000))
         return await self.client.receive_queue(
-            self.topic, max_messages, lease_ms=lease_ms, wait_ms=int(wait_s * 1000)
+            self.topic, max_messages, lease_ms=lease_ms_of(lease_s), wait_ms=wait_ms_of(wait_s)
         )
 
     async def ack(self, deliveries: Deliveries) -> list[AckOutcome]:
@@ -154,8 +159,8 @@ class Queue:
         self, deliveries: Deliveries, *, delay_s: float | None = None
     ) -> list[AckOutcome]:
         """Return deliveries, due again after ``delay_s`` (None: the queue's back-off)."""
-        delay_ms = None if delay_s is None else int(delay_s * 1000)
-        return await self.client.nack_queue(self.topic, receipts_of(deliveries), delay_ms=delay_ms)
+        receipts = receipts_of(deliveries)
+        return await self.client.nack_queue(self.topic, receipts, delay_ms=delay_ms_of(delay_s))
 
     async def stats(self) -> QueueStats:
         return await self.client.queue_stats(self.topic)

@@ -9,26 +9,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
+from typing import TypeVar
 
 from tms.client.http import MessagingClient
-from tms.client.rpcsubs import (
-    SUB_COMMIT,
-    SUB_POLL,
-    SUB_POSITION,
-    batch_of,
-    commit_request,
-    info_of,
-    sub_poll_request,
-)
+from tms.client.rpccore import Call
+from tms.client.rpcsubs import commit_call, poll_call, position_call
 from tms.client.subscriptions import SubscriptionBatch, SubscriptionInfo
 from tms.ids import MessageId
 from tms.model import TopicId
-from tms.rpc.ops import Op
 from tms.subscription import Preferences, Start, SubscriptionId
 from txn.transaction import Transaction
 
 __all__ = ["AsyncCalls", "AsyncSubscriptionCalls"]
+
+T = TypeVar("T")
 
 
 class AsyncCalls:
@@ -36,15 +30,7 @@ class AsyncCalls:
     ``tms.aio.queuecalls.AsyncQueueCalls``) call: its binary request and its REST
     client."""
 
-    async def _call(
-        self,
-        op: Op,
-        request: Any,
-        *,
-        topic: object = None,
-        idempotent: bool | None = None,
-        wait_s: float = 0.0,
-    ) -> Any:
+    async def _run(self, call: Call[T]) -> T:
         raise NotImplementedError  # AsyncMessagingClient's
 
     async def _rest(self) -> MessagingClient:
@@ -68,15 +54,9 @@ class AsyncSubscriptionCalls(AsyncCalls):
         reread: bool = False,
     ) -> SubscriptionBatch:
         """See ``MessagingClient.poll_subscription``."""
-        request = sub_poll_request(sub, start, limit, transaction, wait_ms, commit_version, reread)
-        response = await self._call(
-            SUB_POLL,
-            request,
-            topic=sub.topic,
-            idempotent=commit_version is None,
-            wait_s=wait_ms / 1000,
+        return await self._run(
+            poll_call(sub, start, limit, transaction, wait_ms, commit_version, reread)
         )
-        return batch_of(response)
 
     async def commit_subscription(
         self,
@@ -87,16 +67,14 @@ class AsyncSubscriptionCalls(AsyncCalls):
         transaction: Transaction | None = None,
     ) -> SubscriptionInfo:
         """See ``MessagingClient.commit_subscription``."""
-        request = commit_request(sub, position, version, transaction)
-        return info_of(sub, await self._call(SUB_COMMIT, request, topic=sub.topic))
+        return await self._run(commit_call(sub, position, version, transaction))
 
     async def commit_in_transaction(
         self, sub: SubscriptionId, position: MessageId, version: int, transaction: Transaction
     ) -> None:
         """See ``MessagingClient.commit_in_transaction`` (``tms.aio.SubscriptionConsumer``
         uses it, and rolls it back)."""
-        request = commit_request(sub, position, version, transaction)
-        await self._call(SUB_POSITION, request, topic=sub.topic)
+        await self._run(position_call(sub, position, version, transaction))
 
     # -- over REST ------------------------------------------------------------------------
 

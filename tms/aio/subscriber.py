@@ -37,8 +37,9 @@ from typing import Any
 from tms.aio.base import Clients
 from tms.aio.client import AsyncMessagingClient
 from tms.aio.txclient import AsyncTxClient
+from tms.client.subcore import Cursor
 from tms.client.subscriptions import SubscriptionInfo
-from tms.errors import BadVersionError, ServiceUnavailableError, TmsTransientError
+from tms.errors import BadVersionError, ServiceUnavailableError
 from tms.ids import MessageId
 from tms.model import Message
 from tms.subscription import SubscriptionId, after
@@ -70,18 +71,14 @@ class Subscriber(Clients):
         self.subscription = subscription
         self._batch = batch
         self._wait_ms = wait_ms
-        self._interval = commit_interval_s
         self._tx_refresh_s = tx_refresh_s
         self._buffer: deque[Message] = deque()
         self._last: Message | None = None  # delivered by the iteration, not yet processed
         self._batch_end: MessageId | None = None  # where the batch being delivered ends
-        self._done = self._committed = MessageId(0, 0)
-        self._version = 0
-        self._committed_at = time.monotonic()
+        self._cursor = Cursor(commit_interval_s, time.monotonic())
         self._tx: Transaction | None = None
         self._tx_started = 0.0
         self._started = False
-        self._unsure: MessageId | None = None  # a commit sent without an answer
 
     async def start(self) -> None:
         """Read the subscription's position (otherwise the first read does)."""
@@ -94,14 +91,8 @@ class Subscriber(Clients):
         written (the record holds its position under a newer version: go on from it,
         no ``bad_version`` to meet), else as ``_reload`` when someone else moved it."""
         info = await self.client.get_subscription(self.subscription)
-        target, self._unsure = self._unsure, None
-        if info.version == self._version:
-            return  # not written: the next poll commits it
-        if info.position == target:
-            self._committed, self._version = info.position, info.version
-            self._committed_at = time.monotonic()
-            return
-        await self._reload(info)
+        if self._cursor.recovered(info, time.monotonic()):
+            await self._reload(info)
 
     async def _reload(self, info: SubscriptionInfo | None = None) -> None:
         if info is None:
@@ -113,24 +104,22 @@ class Subscriber(Clients):
                 info.position.hex,
                 info.version,
             )
-        self._done = self._committed = info.position
-        self._version = info.version
-        self._committed_at = time.monotonic()
+        self._cursor.reloaded(info, time.monotonic())
         self._buffer.clear()
         self._last = self._batch_end = None
 
     @property
     def committed(self) -> MessageId:
         """The position last committed."""
-        return self._committed
+        return self._cursor.committed
 
     def _settle(self) -> None:
         """Count what was delivered as processed."""
         if self._last is not None:
-            self._done = max(self._done, after(self._last.id))
+            self._cursor.processed(after(self._last.id))
             self._last = None
         if not self._buffer and self._batch_end is not None:
-            self._done = max(self._done, self._batch_end)
+            self._cursor.processed(self._batch_end)
             self._batch_end = None
 
     def __aiter__(self) -> Subscriber:
@@ -158,40 +147,34 @@ class Subscriber(Clients):
 
     async def _poll(self) -> list[Message]:
         await self.start()
+        cursor = self._cursor
         delay = 0.01
         while True:
             fresh = await self._refresh_tx()
-            due = self._done != self._committed and (
-                time.monotonic() - self._committed_at >= self._interval
-            )
+            due = cursor.due(time.monotonic())
             try:
-                if due and self._unsure is not None:
+                if due and cursor.unsure is not None:
                     await self._recover()
                     continue
                 batch = await self.client.poll_subscription(
                     self.subscription,
-                    start=self._done,
+                    start=cursor.done,
                     limit=self._batch,
                     transaction=self._tx,
                     wait_ms=self._wait_ms,
-                    commit_version=self._version if due else None,
+                    commit_version=cursor.version if due else None,
                     reread=self._tx is not None,
                 )
             except ServiceUnavailableError:
-                if due:  # no answer: the commit may have been written
-                    self._unsure = self._done
+                cursor.unanswered(due)  # with a commit: it may have been written
                 await asyncio.sleep(delay)
                 delay = min(delay * 4, 10.0)
                 continue
             except BadVersionError:
                 await self._reload()
                 continue
-            if due:
-                self._committed, self._committed_at = self._done, time.monotonic()
-            self._version = batch.version
-            if batch.read_error is not None:  # the commit is done; the read failed
-                if not isinstance(batch.read_error, TmsTransientError):
-                    raise batch.read_error
+            cursor.answered(batch, due, time.monotonic())
+            if batch.read_error is not None:  # the commit is done; the read failed for now
                 await asyncio.sleep(delay)
                 delay = min(delay * 4, 10.0)
                 continue
@@ -225,23 +208,23 @@ class Subscriber(Clients):
     async def commit(self, *, through: Message | None = None) -> None:
         """Commit the position after the processed messages now; ``through``: count this
         message (and those before it) as processed too."""
+        cursor = self._cursor
         self._settle()
         if through is not None:
-            self._done = max(self._done, after(through.id))
-        if self._unsure is not None:
+            cursor.processed(after(through.id))
+        if cursor.unsure is not None:
             await self._recover()
-        if self._done == self._committed:
+        if cursor.done == cursor.committed:
             return
         await self._refresh_tx()  # a newer one when the last read went past what it sees
         try:
             info = await self.client.commit_subscription(
-                self.subscription, self._done, self._version, transaction=self._tx
+                self.subscription, cursor.done, cursor.version, transaction=self._tx
             )
         except BadVersionError:
             await self._reload()
             return
-        self._committed, self._version = self._done, info.version
-        self._committed_at = time.monotonic()
+        cursor.commit_written(info, time.monotonic())
 
     async def stop(self) -> None:
         """Commit what was processed (not the message the iteration is on); end the

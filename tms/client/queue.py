@@ -36,21 +36,22 @@ import threading
 from collections.abc import Callable, Collection, Iterable
 from typing import TypeVar
 
-from tms.client.aware import outcome_unknown
 from tms.client.http import MessagingClient
+from tms.client.queuecore import (
+    Deliveries,
+    TxQueueWork,
+    delay_ms_of,
+    items_of,
+    lease_ms_of,
+    receipts_of,
+    wait_ms_of,
+)
 from tms.client.rpc import RpcMessagingClient
 from tms.codec import queue_json as qj
 from tms.codec.json import loads_object
 from tms.errors import TmsError
 from tms.model import TopicId
-from tms.queues import (
-    AckOutcome,
-    Enqueued,
-    EnqueueItem,
-    QueueMessage,
-    QueueStats,
-    Receipt,
-)
+from tms.queues import AckOutcome, Enqueued, EnqueueItem, QueueMessage, QueueStats
 from txn.transaction import Transaction
 
 __all__ = ["Deliveries", "Queue", "TransactionalQueue", "Worker", "items_of", "receipts_of"]
@@ -59,29 +60,6 @@ log = logging.getLogger(__name__)
 
 JSON = "application/json"
 R = TypeVar("R")
-
-Deliveries = Iterable[QueueMessage | Receipt | str]
-
-
-def items_of(messages: Iterable[EnqueueItem | bytes | str]) -> list[EnqueueItem]:
-    """Messages to enqueue as ``EnqueueItem``s (bytes as they are, text as UTF-8)."""
-    return [
-        m if isinstance(m, EnqueueItem) else EnqueueItem(m.encode() if isinstance(m, str) else m)
-        for m in messages
-    ]
-
-
-def receipts_of(deliveries: Deliveries) -> list[Receipt]:
-    """The receipts of deliveries: messages, receipts, or receipts as text."""
-    out = []
-    for d in deliveries:
-        if isinstance(d, QueueMessage):
-            out.append(d.receipt)
-        elif isinstance(d, Receipt):
-            out.append(d)
-        else:
-            out.append(Receipt.parse(d))
-    return out
 
 
 class Queue:
@@ -124,8 +102,7 @@ class Queue:
     ) -> list[QueueMessage]:
         """Lease up to ``max_messages`` due messages (for ``lease_s``, else the queue's
         ``lease_s``), waiting up to ``wait_s`` for one."""
-        lease_ms = None if lease_s is None else max(1, int(lease_s * 1000))
-        wait_ms = int(wait_s * 1000)
+        lease_ms, wait_ms = lease_ms_of(lease_s), wait_ms_of(wait_s)
         if isinstance(self.client, RpcMessagingClient):
             return self.client.receive_queue(self.topic, max_messages, lease_ms, wait_ms)
         body = qj.encode_receive_request(max_messages, lease_ms)
@@ -152,7 +129,7 @@ class Queue:
 
     def nack(self, deliveries: Deliveries, *, delay_s: float | None = None) -> list[AckOutcome]:
         """Return deliveries, due again after ``delay_s`` (None: the queue's back-off)."""
-        delay_ms = None if delay_s is None else int(delay_s * 1000)
+        delay_ms = delay_ms_of(delay_s)
         receipts = receipts_of(deliveries)
         if isinstance(self.client, RpcMessagingClient):
             return self.client.nack_queue(self.topic, receipts, delay_ms)
@@ -182,8 +159,7 @@ class TransactionalQueue:
         self.client = client
         self.name = name
         self._tx: Transaction | None = None
-        self._touched: set[tuple[TopicId, int]] = set()
-        self._in_doubt = False
+        self._work = TxQueueWork()
 
     @property
     def transaction(self) -> Transaction | None:
@@ -204,11 +180,11 @@ class TransactionalQueue:
         tx = self._tx
         if tx is None:
             return call(queue, None)
-        self._touched.add((topic, tx.write_pointer))
+        self._work.joined(topic, tx.write_pointer)
         try:
             return call(queue, tx.write_pointer)
         except BaseException as exc:
-            self._in_doubt = self._in_doubt or outcome_unknown(exc)
+            self._work.failed(exc)
             raise
 
     # -- TransactionAware ---------------------------------------------------------------
@@ -228,7 +204,7 @@ class TransactionalQueue:
 
     def post_tx_commit(self) -> None:
         try:
-            for topic, wp in sorted(self._touched, key=lambda t: (str(t[0]), t[1])):
+            for topic, wp in self._work.to_settle():
                 try:
                     Queue(self.client, topic).settle(wp, commit=True)
                 except TmsError:  # the service settles it by itself
@@ -237,24 +213,23 @@ class TransactionalQueue:
             self._reset()
 
     def rollback_tx(self) -> bool:
-        ok = not self._in_doubt
+        settled_all = True
         try:
-            for topic, wp in sorted(self._touched, key=lambda t: (str(t[0]), t[1])):
+            for topic, wp in self._work.to_settle():
                 try:
                     Queue(self.client, topic).settle(wp, commit=False)
                 except TmsError:
-                    ok = False
+                    settled_all = False
+            return self._work.rollback_proven(settled_all)
         finally:
             self._reset()
-        return ok
 
     def transaction_aware_name(self) -> str:
         return self.name
 
     def _reset(self) -> None:
         self._tx = None
-        self._touched = set()
-        self._in_doubt = False
+        self._work = TxQueueWork()
 
 
 class Worker:

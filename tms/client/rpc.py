@@ -32,48 +32,25 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import islice
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from tms.client.channel import (
-    RETRY,
-    Channel,
-    ChannelError,
-    ChannelPool,
-    answer_of,
-    check_retry,
-    error_of,
-)
+from tms.client import rpccore as core
+from tms.client.channel import Channel, ChannelError, ChannelPool
 from tms.client.http import MarkersOutcome, MessagingClient, PollResult, RollbackToken
 from tms.client.owners import OwnerRoutes
+from tms.client.rpccore import AGAIN, Attempts, Call, Pause
 from tms.client.rpcsubs import RpcSubscriptionCalls
 from tms.client.transport import Reply, Transport
 from tms.errors import ServiceUnavailableError, TmsError
 from tms.ids import MessageId
 from tms.model import TopicBounds, TopicId
 from tms.queues import AckOutcome, Enqueued, EnqueueItem, QueueMessage, Receipt
-from tms.rpc import queue_values
 from tms.rpc.endpoints import Endpoints, parse_url
-from tms.rpc.frames import FLAG_ERROR, encode_body, rpc
-from tms.rpc.ops import BY_NAME, Op
-from tms.rpc.values import (
-    bounds_of,
-    messages_of,
-    payloads_of,
-    poll_request,
-    publish_request,
-    rollback_range,
-    token_of,
-)
-from txms_common.retry import backoff
 from txn.transaction import Transaction
 
 __all__ = ["RpcMessagingClient", "client_ssl_context", "rest_url"]
 
-_PUBLISH, _STORE, _ROLLBACK = BY_NAME["publish"], BY_NAME["store"], BY_NAME["rollback"]
-_MARKERS, _POLL, _BOUNDS = BY_NAME["markers"], BY_NAME["poll"], BY_NAME["bounds"]
-_RECEIVE, _ACK, _NACK = BY_NAME["receive"], BY_NAME["ack"], BY_NAME["nack"]
-_ENQUEUE, _SETTLE = BY_NAME["enqueue"], BY_NAME["settle"]
+T = TypeVar("T")
 
 
 def client_ssl_context(ca_bundle: str | os.PathLike[str] | None) -> ssl.SSLContext:
@@ -215,53 +192,36 @@ class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
 
     # -- calls ----------------------------------------------------------------------------
 
-    def _call(
-        self,
-        op: Op,
-        request: Any,
-        *,
-        topic: object = None,
-        idempotent: bool | None = None,
-        wait_s: float = 0.0,
-    ) -> Any:
-        """Send ``request`` as ``op`` and return the response struct (see the module
-        docstring for what is retried)."""
-        body = encode_body(request)
-        retry_lost = op.idempotent if idempotent is None else idempotent
-        queue_ms = max(1, int(self._timeout * 500))
-        delays = islice(backoff(self._backoff, 4.0), self._retries)
-        hops = 0
+    def _run(self, call: Call[T]) -> T:
+        """Send ``call`` until ``Attempts`` gives its answer (see the module docstring for
+        what is retried)."""
+        attempts = Attempts(
+            call,
+            self._routes,
+            timeout_s=self._timeout,
+            retries=self._retries,
+            backoff_s=self._backoff,
+        )
+        code, body = call.op.code, call.body
         while True:
-            pool = self._routes.pool(topic)
+            pool = attempts.pool()
             channel = None
             try:
                 channel = pool.acquire()
                 frame = channel.call(
-                    op.code, body, timeout_s=self._timeout + wait_s, queue_timeout_ms=queue_ms
+                    code, body, timeout_s=attempts.timeout_s, queue_timeout_ms=attempts.queue_ms
                 )
             except (ChannelError, ServiceUnavailableError) as exc:
                 if channel is not None and channel.dead:
                     pool.discard(channel)
-                    pool.endpoints.failed(channel.address)
-                self._routes.lost(topic, pool)
-                delay = next(delays, None)
-                check_retry(op, exc, retry_lost=retry_lost, again=delay is not None)
+                step = attempts.failed(pool, channel, exc)
             else:
-                if frame.flags & FLAG_ERROR:  # not_owner: to the owner (tms.client.owners)
-                    pause = self._routes.redirect(topic, error_of(frame, topic), hops)
-                    if pause is not None:
-                        hops += 1
-                        if pause:
-                            self._sleep(pause)
-                        continue
-                delay = next(delays, None)
-                answer = answer_of(
-                    op, frame, topic=topic, retry_lost=retry_lost, again=delay is not None
-                )
-                if answer is not RETRY:
-                    return answer
-            assert delay is not None
-            self._sleep(delay)
+                step = attempts.answered(frame)
+                if step is AGAIN:
+                    continue
+                if not isinstance(step, Pause):
+                    return cast(T, step)
+            self._sleep(step.seconds)
 
     # -- writing --------------------------------------------------------------------------
 
@@ -273,13 +233,7 @@ class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
         tx_write_pointer: int | None = None,
         ttls: Iterable[int | None] | None = None,
     ) -> RollbackToken | None:
-        data = payloads_of(payloads)
-        marker = tx_write_pointer is not None and not data
-        request = publish_request(topic, data, tx_write_pointer, ttls)
-        response = self._call(_PUBLISH, request, topic=topic, idempotent=marker)
-        if response.rollback is None:
-            return None
-        return RollbackToken(*token_of(response.rollback))
+        return self._run(core.publish(topic, payloads, tx_write_pointer, ttls))
 
     def store(
         self,
@@ -289,14 +243,10 @@ class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
         tx_write_pointer: int,
         ttls: Iterable[int | None] | None = None,
     ) -> None:
-        request = publish_request(topic, payloads_of(payloads), tx_write_pointer, ttls)
-        self._call(_STORE, request, topic=topic)
+        self._run(core.store(topic, payloads, tx_write_pointer, ttls))
 
     def rollback(self, topic: TopicId, token: RollbackToken) -> None:
-        request = rpc.RollbackRequest(
-            ns=topic.namespace, topic=topic.topic, rollback=rollback_range(token.detail)
-        )
-        self._call(_ROLLBACK, request, topic=topic)
+        self._run(core.rollback(topic, token))
 
     def publish_markers(
         self,
@@ -305,15 +255,7 @@ class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
         *,
         idempotency_key: str | None = None,
     ) -> MarkersOutcome:
-        request = rpc.MarkersRequest(
-            ns=topic.namespace,
-            topic=topic.topic,
-            write_pointers=list(write_pointers),
-            idempotency_key=idempotency_key,
-        )
-        response = self._call(_MARKERS, request, topic=topic)
-        tokens = [RollbackToken(*token_of(m)) for m in response.markers or ()]
-        return MarkersOutcome(tokens, bool(response.duplicate))
+        return self._run(core.markers(topic, write_pointers, idempotency_key))
 
     # -- queues (tms.client.queue.Queue uses these) ----------------------------------------
 
@@ -322,39 +264,29 @@ class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
     ) -> list[Enqueued]:
         """A queue's enqueue as one binary request; resent after a lost answer only when
         every message has a key (a repeat is then a duplicate)."""
-        request = queue_values.enqueue_request(topic, items, tx_write_pointer)
-        keyed = all(item.key is not None for item in items)
-        response = self._call(_ENQUEUE, request, topic=topic, idempotent=keyed)
-        return queue_values.enqueued_of(response)
+        return self._run(core.enqueue(topic, items, tx_write_pointer))
 
     def receive_queue(
         self, topic: TopicId, max_messages: int, lease_ms: int | None, wait_ms: int = 0
     ) -> list[QueueMessage]:
         """A queue's receive as one binary request, waiting up to ``wait_ms``."""
-        request = queue_values.receive_request(topic, max_messages, lease_ms, wait_ms)
-        response = self._call(_RECEIVE, request, topic=topic, wait_s=wait_ms / 1000)
-        return queue_values.messages_of(response)
+        return self._run(core.receive(topic, max_messages, lease_ms, wait_ms))
 
     def ack_queue(
         self, topic: TopicId, receipts: list[Receipt], tx_write_pointer: int | None
     ) -> list[AckOutcome]:
         """A queue's ack as one binary request."""
-        request = queue_values.ack_request(topic, receipts, tx_write_pointer)
-        return queue_values.outcomes_of(self._call(_ACK, request, topic=topic))
+        return self._run(core.ack(topic, receipts, tx_write_pointer))
 
     def nack_queue(
         self, topic: TopicId, receipts: list[Receipt], delay_ms: int | None
     ) -> list[AckOutcome]:
         """A queue's nack as one binary request."""
-        request = queue_values.nack_request(topic, receipts, delay_ms)
-        return queue_values.outcomes_of(self._call(_NACK, request, topic=topic))
+        return self._run(core.nack(topic, receipts, delay_ms))
 
     def settle_queue(self, topic: TopicId, tx_write_pointer: int, commit: bool) -> int:
         """Settle a transaction's pending queue work as one binary request; how many."""
-        request = rpc.SettleRequest(
-            ns=topic.namespace, topic=topic.topic, write_pointer=tx_write_pointer, commit=commit
-        )
-        return int(self._call(_SETTLE, request, topic=topic).settled or 0)
+        return self._run(core.settle(topic, tx_write_pointer, commit))
 
     # -- reading --------------------------------------------------------------------------
 
@@ -373,8 +305,7 @@ class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
             return super().bounds(
                 topic, start=start, inclusive=inclusive, transaction=transaction, limit=limit
             )
-        request = poll_request(topic, start, inclusive, None, transaction)
-        return bounds_of(self._call(_BOUNDS, request, topic=topic))
+        return self._run(core.bounds(topic, start, inclusive, transaction))
 
     def poll(
         self,
@@ -386,6 +317,4 @@ class RpcMessagingClient(RpcSubscriptionCalls, MessagingClient):
         transaction: Transaction | None = None,
         wait_ms: int = 0,
     ) -> PollResult:
-        request = poll_request(topic, start, inclusive, limit, transaction, wait_ms)
-        response = self._call(_POLL, request, topic=topic, wait_s=wait_ms / 1000)
-        return PollResult(messages_of(response), bool(response.held))
+        return self._run(core.poll(topic, start, inclusive, limit, transaction, wait_ms))

@@ -12,14 +12,16 @@ over REST: the resend of an applied commit would fail with ``BadVersionError``).
 from __future__ import annotations
 
 import json
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
+from tms.client.rpccore import Call, make_call, no_answer
 from tms.client.subscriptions import SubscriptionBatch, SubscriptionInfo, read_error_of
 from tms.codec.subscriptions import preferences_from_json
 from tms.errors import TmsCodecError
 from tms.ids import MessageId
 from tms.rpc.frames import rpc
-from tms.rpc.ops import BY_NAME, Op
+from tms.rpc.ops import BY_NAME
 from tms.rpc.values import messages_of
 from tms.subscription import SubscriptionId
 from txn.codec import encode_transaction
@@ -31,10 +33,15 @@ __all__ = [
     "SUB_POSITION",
     "RpcSubscriptionCalls",
     "batch_of",
+    "commit_call",
     "commit_request",
     "info_of",
+    "poll_call",
+    "position_call",
     "sub_poll_request",
 ]
+
+T = TypeVar("T")
 
 SUB_POLL, SUB_COMMIT, SUB_POSITION = (
     BY_NAME["sub_poll"],
@@ -124,20 +131,49 @@ def info_of(sub: SubscriptionId, response: Any) -> SubscriptionInfo:
         raise TmsCodecError(f"a subscription's state that does not read: {exc}") from exc
 
 
+def poll_call(  # noqa: PLR0917 - MessagingClient.poll_subscription's, in order
+    sub: SubscriptionId,
+    start: MessageId | None,
+    limit: int | None,
+    transaction: Transaction | None,
+    wait_ms: int,
+    commit_version: int | None,
+    reread: bool,
+) -> Call[SubscriptionBatch]:
+    """A subscription's poll (``tms.client.rpccore.Call``)."""
+    request = sub_poll_request(sub, start, limit, transaction, wait_ms, commit_version, reread)
+    return make_call(
+        SUB_POLL,
+        request,
+        batch_of,
+        sub.topic,
+        idempotent=commit_version is None,
+        wait_s=wait_ms / 1000,
+    )
+
+
+def commit_call(
+    sub: SubscriptionId, position: MessageId, version: int, transaction: Transaction | None
+) -> Call[SubscriptionInfo]:
+    """A subscription's commit (``tms.client.rpccore.Call``)."""
+    request = commit_request(sub, position, version, transaction)
+    return make_call(SUB_COMMIT, request, partial(info_of, sub), sub.topic)
+
+
+def position_call(
+    sub: SubscriptionId, position: MessageId, version: int, transaction: Transaction
+) -> Call[None]:
+    """A subscription's position written in a transaction (``tms.client.rpccore.Call``)."""
+    request = commit_request(sub, position, version, transaction)
+    return make_call(SUB_POSITION, request, no_answer, sub.topic)
+
+
 class RpcSubscriptionCalls:
     """See the module docstring."""
 
     request_timeout_s: float
 
-    def _call(
-        self,
-        op: Op,
-        request: Any,
-        *,
-        topic: object = None,
-        idempotent: bool | None = None,
-        wait_s: float = 0.0,
-    ) -> Any:
+    def _run(self, call: Call[T]) -> T:
         raise NotImplementedError  # RpcMessagingClient's
 
     def poll_subscription(
@@ -152,15 +188,7 @@ class RpcSubscriptionCalls:
         reread: bool = False,
     ) -> SubscriptionBatch:
         """See ``MessagingClient.poll_subscription``."""
-        request = sub_poll_request(sub, start, limit, transaction, wait_ms, commit_version, reread)
-        response = self._call(
-            SUB_POLL,
-            request,
-            topic=sub.topic,
-            idempotent=commit_version is None,
-            wait_s=wait_ms / 1000,
-        )
-        return batch_of(response)
+        return self._run(poll_call(sub, start, limit, transaction, wait_ms, commit_version, reread))
 
     def commit_subscription(
         self,
@@ -172,8 +200,7 @@ class RpcSubscriptionCalls:
     ) -> SubscriptionInfo:
         """Move the position forward to ``position`` (``transaction``: the one the
         messages were read with, required for a transactional subscription)."""
-        request = commit_request(sub, position, version, transaction)
-        return info_of(sub, self._call(SUB_COMMIT, request, topic=sub.topic))
+        return self._run(commit_call(sub, position, version, transaction))
 
     def commit_in_transaction(
         self,
@@ -184,5 +211,4 @@ class RpcSubscriptionCalls:
     ) -> None:
         """Write ``position`` as part of ``transaction`` (see
         ``SubscriptionCalls.commit_in_transaction``)."""
-        request = commit_request(sub, position, version, transaction)
-        self._call(SUB_POSITION, request, topic=sub.topic)
+        self._run(position_call(sub, position, version, transaction))

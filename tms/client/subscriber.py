@@ -38,8 +38,9 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from tms.client.http import MessagingClient
+from tms.client.subcore import Cursor
 from tms.client.subscriptions import SubscriptionInfo
-from tms.errors import BadVersionError, ServiceUnavailableError, TmsTransientError
+from tms.errors import BadVersionError, ServiceUnavailableError
 from tms.ids import MessageId
 from tms.model import Message
 from tms.subscription import SubscriptionId, after
@@ -78,75 +79,66 @@ class Subscriber:
         self._tx_client = tx_client
         self._batch = batch
         self._wait_ms = wait_ms
-        self._interval = commit_interval_s
         self._tx_refresh_s = tx_refresh_s
         self._stop = stop
         self._sleep = sleep
         self._monotonic = monotonic
         info = client.get_subscription(subscription)
-        self._done: MessageId = info.position  # everything before it is processed
-        self._through: MessageId | None = None  # and this message (settled into _done)
-        self._committed = info.position
-        self._version = info.version
-        self._committed_at = monotonic()
+        now = monotonic()
+        self._cursor = Cursor(commit_interval_s, now)
+        self._cursor.reloaded(info, now)
+        self._through: MessageId | None = None  # processed too (settled into the cursor)
         self._tx: Transaction | None = None
         self._tx_started = 0.0
         self._read_with: Transaction | None = None  # the transaction of the last read
         self._fresh = False  # the last read saw more than _read_with: commit with a newer
-        self._unsure: MessageId | None = None  # a commit sent without an answer
 
     @property
     def position(self) -> MessageId:
         """Where processing stands: everything before it was processed."""
         self._settle()
-        return self._done
+        return self._cursor.done
 
     def _settle(self) -> None:
         if self._through is not None:
-            self._done = max(self._done, after(self._through))
+            self._cursor.processed(after(self._through))
             self._through = None
 
     @property
     def committed(self) -> MessageId:
         """The position last committed."""
-        return self._committed
+        return self._cursor.committed
 
     def __iter__(self) -> Iterator[Message]:
+        cursor = self._cursor
         delay = held_delay = 0.01
         while not self._stop():
             fresh = self._refresh_tx()
             self._settle()
-            due = self._done != self._committed and (
-                self._monotonic() - self._committed_at >= self._interval
-            )
+            due = cursor.due(self._monotonic())
             try:
-                if due and self._unsure is not None:
+                if due and cursor.unsure is not None:
                     self._recover()
                     continue
                 batch = self.client.poll_subscription(
                     self.subscription,
-                    start=self._done,
+                    start=cursor.done,
                     limit=self._batch,
                     transaction=self._tx,
                     wait_ms=self._wait_ms,
-                    commit_version=self._version if due else None,
+                    commit_version=cursor.version if due else None,
                     reread=self._tx is not None,
                 )
             except ServiceUnavailableError:
-                if due:  # no answer: the commit may have been written
-                    self._unsure = self._done
+                cursor.unanswered(due)  # with a commit: it may have been written
                 self._sleep(delay)
                 delay = min(delay * 4, 10.0)
                 continue
             except BadVersionError:
                 self._reload()
                 continue
-            if due:
-                self._committed, self._committed_at = self._done, self._monotonic()
-            self._version = batch.version
-            if batch.read_error is not None:  # the commit is done; the read failed
-                if not isinstance(batch.read_error, TmsTransientError):
-                    raise batch.read_error
+            cursor.answered(batch, due, self._monotonic())
+            if batch.read_error is not None:  # the commit is done; the read failed for now
                 self._sleep(delay)
                 delay = min(delay * 4, 10.0)
                 continue
@@ -158,7 +150,7 @@ class Subscriber:
                 yield message
                 self._through = message.id  # asked for the next one: processed
             self._settle()
-            self._done = max(self._done, batch.position)
+            cursor.processed(batch.position)
             if batch.held:
                 self._tx_started = -float("inf")  # read on with a newer transaction
                 if fresh and not batch.messages and not batch.held_finished:
@@ -183,14 +175,8 @@ class Subscriber:
         written (the record holds its position under a newer version: go on from it,
         no ``bad_version`` to meet), else as ``_reload`` when someone else moved it."""
         info = self.client.get_subscription(self.subscription)
-        target, self._unsure = self._unsure, None
-        if info.version == self._version:
-            return  # not written: the next poll commits it
-        if info.position == target:
-            self._committed, self._version = info.position, info.version
-            self._committed_at = self._monotonic()
-            return
-        self._reload(info)
+        if self._cursor.recovered(info, self._monotonic()):
+            self._reload(info)
 
     def _reload(self, info: SubscriptionInfo | None = None) -> None:
         if info is None:
@@ -201,19 +187,18 @@ class Subscriber:
             info.position.hex,
             info.version,
         )
-        self._done = self._committed = info.position
-        self._version = info.version
-        self._committed_at = self._monotonic()
+        self._cursor.reloaded(info, self._monotonic())
 
     def commit(self, *, through: Message | None = None) -> None:
         """Commit the position after the processed messages now; ``through``: count this
         message (the one the loop is on) as processed too."""
+        cursor = self._cursor
         self._settle()
         if through is not None:
-            self._done = max(self._done, after(through.id))
-        if self._unsure is not None:
+            cursor.processed(after(through.id))
+        if cursor.unsure is not None:
             self._recover()
-        if self._done == self._committed:
+        if cursor.done == cursor.committed:
             return
         if self._fresh:  # the position is past what _read_with sees: use a newer one
             self._tx_started = -float("inf")
@@ -221,13 +206,12 @@ class Subscriber:
             self._read_with, self._fresh = self._tx, False
         try:
             info = self.client.commit_subscription(
-                self.subscription, self._done, self._version, transaction=self._read_with
+                self.subscription, cursor.done, cursor.version, transaction=self._read_with
             )
         except BadVersionError:
             self._reload()
             return
-        self._committed, self._version = self._done, info.version
-        self._committed_at = self._monotonic()
+        cursor.commit_written(info, self._monotonic())
 
     def close(self) -> None:
         """Commit what was processed; end the read transaction."""

@@ -19,7 +19,10 @@ body) or the ``TmsError`` it failed with.
   write), and each request is answered and counted in the metrics on its own.
 * Reads run on the worker pool; one that starts after its deadline is dropped. A poll
   with ``wait_ms`` that finds nothing waits for the topic to change (``TopicWaiters``),
-  and answers at once when it is held by an uncommitted entry.
+  and answers at once when it is held by an uncommitted entry. Once woken, it reads
+  again on the loop's thread when the store's reads are local
+  (``MessagingService.local_reads``: LevelDB while up, memory), saving the hop to a
+  worker and back: it reads at the topic's tail, what was written since it waited.
 * A queue's receive is a write too (the lease is durable before it is answered); with
   ``wait_ms`` one that leased nothing waits as the REST route's does
   (``tms.http.waiting.receive_waiting``). ``close`` cuts such a wait short, never a
@@ -107,6 +110,11 @@ def _fetch_request(req: Any) -> FetchRequest:
     start = req.start_id if req.start_id is not None else req.start_ms
     inclusive = True if req.inclusive is None else bool(req.inclusive)
     return fetch_request_of(ConsumeSpec(start, inclusive, req.limit, req.transaction))
+
+
+LOOP_READ_BYTES = 256 * 1024
+"""At most about this much of answer is read on the loop's thread by a woken poll (a
+burst written while it waited answers in several polls rather than stall the loop)."""
 
 
 class Backend(SubscriptionOps):
@@ -343,34 +351,50 @@ class Backend(SubscriptionOps):
         self, topic: TopicId, request: FetchRequest, wait_ms: int, deadline: float | None
     ) -> Any:
         until = self._monotonic() + wait_ms / 1000
+        woken = False
         while True:
             # Registered before reading, so a write that lands after the read's snapshot
             # wakes us (its listener runs after the write).
             waiter = self._waiters.register(topic) if wait_ms else None
             try:
-                response = await self._loop.run_in_executor(
-                    self._pool, self._read, topic, request, deadline
-                )
+                if woken and self.svc.local_reads():
+                    # at the topic's tail, what the wake-up announced: a short read from
+                    # memory, here rather than a hop to a worker and back
+                    response = self._read(topic, request, None, LOOP_READ_BYTES)
+                else:
+                    response = await self._loop.run_in_executor(
+                        self._pool, self._read, topic, request, deadline
+                    )
                 remaining = until - self._monotonic()
                 if response.ids or response.held or waiter is None or remaining <= 0:
                     return response
                 deadline = None  # it has been served once: waiting is not queueing
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(waiter, remaining)
+                woken = True
             finally:
                 if waiter is not None:
                     self._waiters.discard(topic, waiter)
 
-    def _read(self, topic: TopicId, request: FetchRequest, deadline: float | None) -> Any:
-        """One read on a worker thread: up to the limit, and about ``max_poll_bytes`` of
-        answer (at least one message; each message counts its payload, its id and their
-        two length prefixes, so many small messages fill an answer too)."""
+    def _read(
+        self,
+        topic: TopicId,
+        request: FetchRequest,
+        deadline: float | None,
+        most_bytes: int | None = None,
+    ) -> Any:
+        """One read (on a worker thread, or a woken poll's on the loop's): up to the
+        limit, and about ``max_poll_bytes`` of answer, or ``most_bytes`` if less (at least
+        one message; each message counts its payload, its id and their two length
+        prefixes, so many small messages fill an answer too)."""
         self._in_time(deadline)
         svc = self.svc
         fetcher = svc.read(topic, request)
         ids: list[bytes] = []
         payloads: list[bytes] = []
-        budget = self._max_poll_bytes
+        budget = (
+            self._max_poll_bytes if most_bytes is None else min(most_bytes, self._max_poll_bytes)
+        )
         size = 0
         for mid, payload in fetcher:
             ids.append(mid)

@@ -28,6 +28,14 @@ row is read — every write acknowledged before then, nothing of writes made whi
 being consumed — so a reader never sees half of a batch. ``scan_chunks`` yields the same
 rows in non-empty lists, for readers that decode many rows per call.
 
+**Reads that need no other process (optional).** An engine whose reads are answered
+from this process's memory and local files, without waiting on a server or on another
+process, says so with a ``local_reads`` attribute that is true while that holds (LevelDB:
+while its handle is up — a down handle's next call reopens the database, which is slow;
+memory: while open). The service then lets a woken long poll read on the event loop's
+thread (``MessagingService.local_reads``); an engine without it is read on worker
+threads only.
+
 **Failure is fatal for the handle.** Every method raises ``StorageUnavailableError`` when
 the medium fails or the store is closed. After a write has failed, the engine must not
 acknowledge any later write until it has *recovered* (LevelDB: closed and reopened, its

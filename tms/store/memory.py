@@ -93,6 +93,11 @@ class MemoryStore:
     epoch = 0
     """Never changes: memory does not fail."""
 
+    @property
+    def local_reads(self) -> bool:
+        """Reads are answered from memory while open (``tms.store.kv``)."""
+        return not self._closed
+
     def check_open(self, epoch: int | None = None) -> None:
         if self._closed:
             raise StorageUnavailableError("the store is closed")

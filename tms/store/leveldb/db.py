@@ -156,6 +156,12 @@ class LevelDBStore:
     def epoch(self) -> int:
         return self.handle.epoch
 
+    @property
+    def local_reads(self) -> bool:
+        """Reads are answered from this process's files while the handle is up
+        (``tms.store.kv``)."""
+        return self.handle.up
+
     def table(self, name: bytes) -> _LevelDBTable:
         if b"/" in name or not name:
             raise ValueError("table names are non-empty and contain no '/'")

@@ -104,6 +104,12 @@ class DBHandle:
         self._writes: GroupCommit[_Write] = GroupCommit(self._write_now, failed=write_interrupted)
 
     @property
+    def up(self) -> bool:
+        """Open and not down: a call now would not have to reopen the database first (a
+        hint, read without the lock: a write may fail the next moment)."""
+        return self._db is not None and not self._closed
+
+    @property
     def db(self) -> plyvel.DB:
         """The open database (for tools and tests; calls should go through ``use``)."""
         with self.use() as db:

@@ -1,0 +1,99 @@
+"""A long poll woken by a write reads again on the loop's thread when the store's reads
+are local (LevelDB while up, memory), and on a worker otherwise (``tms.rpc.backend``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tms.model import StoreRequest, TopicId
+from tms.rpc.backend import Backend
+from tms.rpc.frames import rpc
+from tms.rpc.ops import BY_NAME
+from tms.service import MessagingService
+from tms.store.kv import KeyValueStore
+from tms.store.leveldb import LevelDBStore
+from tms.store.memory import MemoryStore
+
+from .conftest import GatedStore
+
+T = TopicId("ns", "t")
+WAIT_S = 10.0
+
+
+class CountingPool(ThreadPoolExecutor):
+    """A real worker pool that keeps the futures of the calls handed to it."""
+
+    def __init__(self) -> None:
+        super().__init__(2)
+        self.calls: list[Future[Any]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future = super().submit(fn, *args, **kwargs)
+        self.calls.append(future)
+        return future
+
+
+def woken_poll(store: KeyValueStore) -> tuple[list[bytes], int]:
+    """A poll that waits on an empty topic, woken by a publish: what it answered, and how
+    many reads it handed to the worker pool."""
+    svc = MessagingService(store)
+    svc.create_topic(T)
+
+    async def scenario() -> tuple[list[bytes], int]:
+        loop = asyncio.get_running_loop()
+        with CountingPool() as pool:
+            backend = Backend(svc, pool, loop, max_wait_ms=30_000, max_poll_bytes=1 << 20)
+            answered: asyncio.Future[Any] = loop.create_future()
+            req = rpc.PollRequest(ns="ns", topic="t", wait_ms=int(WAIT_S * 1000))
+            backend.dispatch(BY_NAME["poll"], req, T, None, answered.set_result)
+            try:
+                while not pool.calls:
+                    await asyncio.sleep(0.001)
+                await asyncio.wrap_future(pool.calls[0])  # found nothing: it waits
+                await asyncio.to_thread(svc.publish, StoreRequest(T, [b"new"]))
+                response = await asyncio.wait_for(answered, WAIT_S)
+            finally:
+                backend.close()
+            return list(response.payloads), len(pool.calls)
+
+    try:
+        return asyncio.run(scenario())
+    finally:
+        svc.close()
+
+
+@pytest.mark.parametrize("engine", ["memory", "leveldb"])
+def test_a_woken_poll_reads_on_the_loop_when_reads_are_local(engine: str, tmp_path: Path) -> None:
+    store: KeyValueStore = MemoryStore() if engine == "memory" else LevelDBStore(tmp_path)
+    # When a waiting poll is woken by a publish
+    payloads, worker_reads = woken_poll(store)
+    # Then it answers the message, having read on a worker only before it waited
+    assert payloads == [b"new"]
+    assert worker_reads == 1
+
+
+def test_a_woken_poll_reads_on_a_worker_when_reads_may_wait_on_another_process() -> None:
+    # Given a store that does not say its reads are local (as a remote engine's)
+    payloads, worker_reads = woken_poll(GatedStore(MemoryStore()))
+    # Then the woken read goes to a worker too
+    assert payloads == [b"new"]
+    assert worker_reads == 2
+
+
+def test_a_closed_memory_store_and_a_down_leveldb_handle_do_not_read_locally(
+    tmp_path: Path,
+) -> None:
+    memory = MemoryStore()
+    assert memory.local_reads
+    memory.close()
+    assert not memory.local_reads
+    leveldb = LevelDBStore(tmp_path)
+    assert leveldb.local_reads
+    leveldb.close()
+    assert not leveldb.local_reads
