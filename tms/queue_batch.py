@@ -40,7 +40,7 @@ from tms.guard import WritePointerGuard
 from tms.journal import Journal
 from tms.queue_dead import DeadLetters
 from tms.queue_fresh import FreshReady
-from tms.queue_index import IndexFloors, IndexScans
+from tms.queue_index import PURGE_FROM, IndexFloors, IndexScans
 from tms.queue_rows import RowCache
 from tms.queues import (
     AckOutcome,
@@ -105,8 +105,10 @@ class QueueBatch(IndexScans, DeadLetters):
         self._rng = rng
         self._floors: IndexFloors = floors if floors is not None else {}
         self._cache = cache if cache is not None else RowCache()
-        self._put_min: dict[bytes, bytes] = {}  # per kind, the least entry put in the batch
         self._rows: dict[bytes, QueueRow | None] = {}  # changed in this batch (None: deleted)
+        # Of each message in _rows, its index entry in the store (b"": stored without
+        # one; None: not stored): what finish() writes its final state over.
+        self._before: dict[bytes, bytes | None] = {}
         self._keys: dict[str, bytes | None] = {}
         self._origins: set[bytes] = set()
         self._journal = Journal()  # the changes since save()
@@ -178,26 +180,29 @@ class QueueBatch(IndexScans, DeadLetters):
             counts[_COUNTED_AS[old.state]] -= 1
         counts[_COUNTED_AS[new.state]] += 1
         self.changed += 1
-        index = self._q.put_row(self._batch, self._prefix, old, new)
-        self._lower_floor(index[len(self._prefix) : len(self._prefix) + 1], index)
-        self._journal.put(self._rows, new.id, new)
+        message_id = new.id
+        if message_id not in self._before:  # its first change in the batch: as stored
+            before = (qc.index_key(self._prefix, old) or b"") if old is not None else None
+            self._journal.put(self._before, message_id, before)
+        self._journal.put(self._rows, message_id, new)
         if new.state is QueueState.READY:
             self._fresh.put(new)
             self.became_ready = True
         else:
-            self._fresh.drop(new.id)
+            self._fresh.drop(message_id)
 
     def _delete(self, row: QueueRow) -> None:
         self._counters()[_COUNTED_AS[row.state]] -= 1
         self.changed += 1
+        if row.id not in self._before:
+            self._journal.put(self._before, row.id, qc.index_key(self._prefix, row) or b"")
         # A dead letter may carry a key another message of this queue holds: only the
         # key's own message takes it along.
-        owns_key = row.key is not None and self._id_of_key(row.key) == row.id
-        self._q.delete_row(self._batch, self._prefix, row, key=owns_key)
+        if row.key is not None and self._id_of_key(row.key) == row.id:
+            self._q.delete_key(self._batch, self._prefix, row.key)
+            self._journal.put(self._keys, row.key, None)
         self._journal.put(self._rows, row.id, None)
         self._fresh.drop(row.id)
-        if owns_key and row.key is not None:
-            self._journal.put(self._keys, row.key, None)
 
     def _id_of_key(self, key: str) -> bytes | None:
         if key in self._keys:
@@ -205,7 +210,15 @@ class QueueBatch(IndexScans, DeadLetters):
         return self._q.id_of_key(self._prefix, key)
 
     def finish(self) -> None:
-        """Add the counter row (once, after the batch's operations)."""
+        """After the batch's operations: each message changed is written once, in its
+        final state (one row write, and index entries only where the final one differs
+        from the stored one), then the counter row."""
+        batch, prefix, before = self._batch, self._prefix, self._before
+        start = len(prefix)
+        for message_id, row in self._rows.items():
+            index = self._q.write_row(batch, prefix, message_id, before[message_id], row)
+            if index is not None:
+                self._lower_floor(index[start : start + 1], index)
         if self._counts is not None and self.changed:
             self._q.put_counters(self._batch, self._prefix, tuple(self._counts))
 
@@ -451,13 +464,36 @@ class QueueBatch(IndexScans, DeadLetters):
             self._settle(wp, committed)
 
     def _purge(self) -> None:
-        cutoff = max(0, self._now - self._config.purge_after_s * 1000).to_bytes(8, "big")
+        cutoff_ms = max(0, self._now - self._config.purge_after_s * 1000)
+        cutoff = cutoff_ms.to_bytes(8, "big")
         copies = self._q.has_copies(self._prefix)
-        for kind in (b"a", b"d"):
-            for row in self._scan(kind, stop=cutoff):
-                done = row.state in (QueueState.ACKED, QueueState.DEAD)
-                if done and self._release_origin(row, copies=copies):
-                    self._delete(row)
+        for row in self._scan(b"d", stop=cutoff):
+            if row.state is QueueState.DEAD and self._release_origin(row, copies=copies):
+                self._delete(row)
+        self._purge_acked(cutoff_ms, copies)
+        # Acked entries of earlier versions: their rows are purged by id, as above.
+        for key in list(islice(self._entries(b"a", stop=cutoff), _HOUSEKEEPING_ROWS)):
+            self._q.delete_index_entry(self._batch, key)
+
+    def _purge_acked(self, cutoff_ms: int, copies: bool) -> None:
+        """Acked messages are not indexed: they are found by id, and an id starts with
+        the time its message was added to the queue, never after it was acked (unless
+        the clock stepped back: then it is purged late, never early). Each purge goes on
+        through the ids below the cutoff from where the last one stopped, at most
+        ``_HOUSEKEEPING_ROWS``, and starts again from the first after the last."""
+        start = self._floors.get(PURGE_FROM, b"")
+        stop = qc.queue_id(cutoff_ms, 0)
+        scanned = 0
+        for row in self._q.scan_rows(self._prefix, start, stop):
+            scanned += 1
+            if scanned > _HOUSEKEEPING_ROWS:
+                self._journal.put(self._floors, PURGE_FROM, row.id)
+                return
+            if row.id in self._rows or row.state is not QueueState.ACKED:
+                continue
+            if row.done_ms < cutoff_ms and self._release_origin(row, copies=copies):
+                self._delete(row)
+        self._journal.put(self._floors, PURGE_FROM, b"")
 
     def _scan(self, kind: bytes, *, stop: bytes) -> list[QueueRow]:
         """Up to ``_HOUSEKEEPING_ROWS`` rows of an index kind below ``stop`` not yet
