@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import random
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.fakes import FakeClock
-from tests.tms.queue_store import QueueStore
+from tests.tms.queue_store import Q, QueueStore
 from tms.codec import keys
 from tms.errors import StorageUnavailableError
-from tms.model import TopicId
 from tms.operations import Enqueue, Receive, Ticket
 from tms.queues import (
     AckOutcome,
@@ -35,27 +32,6 @@ from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
 from tms.store.queues import QueueTables
 from tms.store.tables import TableBatch, Tables
-
-Q = TopicId("ns", "jobs")
-PROPS = {"kind": "queue", "lease_s": "10", "max_attempts": "3", "backoff_s": "2"}
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(1_700_000_000_000)
-
-
-@pytest.fixture
-def store(kv: KeyValueStore) -> QueueStore:
-    return QueueStore(kv)
-
-
-@pytest.fixture
-def svc(store: QueueStore, clock: FakeClock) -> Iterator[MessagingService]:
-    service = MessagingService(store, clock=clock, rng=random.Random(7))
-    service.create_topic(Q, PROPS)
-    yield service
-    service.close()
 
 
 def one_batch(svc: MessagingService, *tickets: Ticket[Any]) -> None:
