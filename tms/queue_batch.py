@@ -9,18 +9,24 @@ again while a receiver holds it), an ack before it is confirmed.
 Within a batch, rows already changed are kept in ``_rows`` (the store does not show them
 until the write): every operation reads a message through ``_get``, so later operations
 of the batch see earlier ones. Index scans read the store, skip entries whose message
-changed in this batch, and add the messages that became ready in it.
+changed in this batch, and add the messages that became ready in it. Nothing of a
+message is added to the write until the batch's operations are done (``finish``): then
+each message changed is written once, in its final state, over the index entry it had
+in the store (``_before``), so a message enqueued and leased (or leased and acked) by one
+batch costs one row write and its final index entry. Acked messages have no index entry;
+purge finds them by id (``_purge_acked``).
 
 Each operation checks everything first and only then changes anything, but a read of
 the store (or the transaction manager) can still fail part way through one: the writer
 brackets each with ``save`` and, if it fails, ``restore`` (every change of this state
-since ``save`` undone) and drops its rows, so the batch goes on from what it writes.
+since ``save`` undone, through the batch's ``Journal``) and drops what it added to the
+write (its key rows), so the batch goes on from what it writes.
 
 Index scans start at the writer's *floors* (``tms.queue_index``), and the receives of one
 batch go on from where the last one stopped.
 
 Housekeeping rides on the operations that need it, bounded per batch so no batch grows
-without limit (``_HOUSEKEEPING_ROWS``): a receive first expires leases that ran out
+without limit (``HOUSEKEEPING_ROWS``): a receive first expires leases that ran out
 (back-off, or dead after ``max_attempts``), settles pending transactional work with the
 guard's ``outcomes``, and promotes scheduled messages that are due; ``Maintain`` does the
 same and purges finished messages past ``purge_after_s``.
@@ -40,7 +46,8 @@ from tms.guard import WritePointerGuard
 from tms.journal import Journal
 from tms.queue_dead import DeadLetters
 from tms.queue_fresh import FreshReady
-from tms.queue_index import PURGE_FROM, IndexFloors, IndexScans
+from tms.queue_index import IndexFloors, IndexScans
+from tms.queue_purge import HOUSEKEEPING_ROWS, Purges
 from tms.queue_rows import RowCache
 from tms.queues import (
     AckOutcome,
@@ -62,7 +69,6 @@ from tms.store.tables import TableBatch
 
 __all__ = ["IndexFloors", "QueueBatch", "Saved"]
 
-_HOUSEKEEPING_ROWS = 5_000
 _FOREVER = 2**62
 _COUNTED_AS = tuple(state.counted_as for state in QueueState)  # by state (a hot path)
 
@@ -78,7 +84,7 @@ class Saved:
     housekept: bool
 
 
-class QueueBatch(IndexScans, DeadLetters):
+class QueueBatch(IndexScans, DeadLetters, Purges):
     """See the module docstring. Not thread-safe (the writer's batch leader uses it)."""
 
     def __init__(
@@ -439,7 +445,7 @@ class QueueBatch(IndexScans, DeadLetters):
 
     def housekeeping(self) -> None:
         """Expire leases, settle pending transactions, promote due messages: once per
-        batch, at most ``_HOUSEKEEPING_ROWS`` each."""
+        batch, at most ``HOUSEKEEPING_ROWS`` each."""
         if self._housekept:
             return
         self._housekept = True
@@ -458,55 +464,10 @@ class QueueBatch(IndexScans, DeadLetters):
         pointers = {
             qc.index_entry_time(key)
             for kind in (b"p", b"w")
-            for key in islice(self._entries(kind), _HOUSEKEEPING_ROWS)
+            for key in islice(self._entries(kind), HOUSEKEEPING_ROWS)
         }
         for wp, committed in self._guard.outcomes(pointers).items():
             self._settle(wp, committed)
-
-    def _purge(self) -> None:
-        cutoff_ms = max(0, self._now - self._config.purge_after_s * 1000)
-        cutoff = cutoff_ms.to_bytes(8, "big")
-        copies = self._q.has_copies(self._prefix)
-        for row in self._scan(b"d", stop=cutoff):
-            if row.state is QueueState.DEAD and self._release_origin(row, copies=copies):
-                self._delete(row)
-        self._purge_acked(cutoff_ms, copies)
-        # Acked entries of earlier versions: their rows are purged by id, as above.
-        for key in list(islice(self._entries(b"a", stop=cutoff), _HOUSEKEEPING_ROWS)):
-            self._q.delete_index_entry(self._batch, key)
-
-    def _purge_acked(self, cutoff_ms: int, copies: bool) -> None:
-        """Acked messages are not indexed: they are found by id, and an id starts with
-        the time its message was added to the queue, never after it was acked (unless
-        the clock stepped back: then it is purged late, never early). Each purge goes on
-        through the ids below the cutoff from where the last one stopped, at most
-        ``_HOUSEKEEPING_ROWS``, and starts again from the first after the last."""
-        start = self._floors.get(PURGE_FROM, b"")
-        stop = qc.queue_id(cutoff_ms, 0)
-        scanned = 0
-        for row in self._q.scan_rows(self._prefix, start, stop):
-            scanned += 1
-            if scanned > _HOUSEKEEPING_ROWS:
-                self._journal.put(self._floors, PURGE_FROM, row.id)
-                return
-            if row.id in self._rows or row.state is not QueueState.ACKED:
-                continue
-            if row.done_ms < cutoff_ms and self._release_origin(row, copies=copies):
-                self._delete(row)
-        self._journal.put(self._floors, PURGE_FROM, b"")
-
-    def _scan(self, kind: bytes, *, stop: bytes) -> list[QueueRow]:
-        """Up to ``_HOUSEKEEPING_ROWS`` rows of an index kind below ``stop`` not yet
-        changed in this batch."""
-        rows = []
-        for key in islice(self._entries(kind, stop=stop), _HOUSEKEEPING_ROWS):
-            message_id = qc.index_entry_id(key)
-            if message_id in self._rows:
-                continue
-            row = self._stored(message_id)
-            if row is not None:
-                rows.append(row)
-        return rows
 
     def stats_due(self) -> int:
         """The earliest due time of a ready message (for stats)."""

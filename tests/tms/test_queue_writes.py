@@ -13,7 +13,7 @@ import pytest
 
 from tests.fakes import FakeClock
 from tests.tms.queue_store import Q, QueueStore
-from tms import queue_batch
+from tms import queue_purge
 from tms.codec import keys
 from tms.codec import queue as qc
 from tms.errors import StorageUnavailableError
@@ -153,7 +153,7 @@ def test_acked_messages_are_purged_by_id_a_bounded_part_at_a_time(
 ) -> None:
     # Given a message that stays ready, then four acked; one of them also has the acked
     # index entry an earlier version wrote
-    monkeypatch.setattr(queue_batch, "_HOUSEKEEPING_ROWS", 2)
+    monkeypatch.setattr(queue_purge, "HOUSEKEEPING_ROWS", 2)
     [stays] = [e.id for e in svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"s", priority=9)]))]
     clock.advance(1)
     svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"%d" % i) for i in range(4)]))
