@@ -46,7 +46,7 @@ from tms.guard import WritePointerGuard
 from tms.journal import Journal
 from tms.queue_dead import DeadLetters
 from tms.queue_fresh import FreshReady
-from tms.queue_index import IndexFloors, IndexScans
+from tms.queue_index import IndexFloors
 from tms.queue_purge import HOUSEKEEPING_ROWS, Purges
 from tms.queue_rows import RowCache
 from tms.queues import (
@@ -84,7 +84,7 @@ class Saved:
     housekept: bool
 
 
-class QueueBatch(IndexScans, DeadLetters, Purges):
+class QueueBatch(DeadLetters, Purges):
     """See the module docstring. Not thread-safe (the writer's batch leader uses it)."""
 
     def __init__(

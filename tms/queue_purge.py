@@ -11,15 +11,13 @@ most ``HOUSEKEEPING_ROWS`` of them, and starts again from the first after the la
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from itertools import islice
 
 from tms.codec import queue as qc
 from tms.codec.queue import QueueRow
 from tms.journal import Journal
-from tms.queue_index import PURGE_FROM, IndexFloors
+from tms.queue_index import PURGE_FROM, IndexScans
 from tms.queues import QueueConfig, QueueState
-from tms.store.queues import QueueTables
 from tms.store.tables import TableBatch
 
 __all__ = ["HOUSEKEEPING_ROWS", "Purges"]
@@ -29,27 +27,14 @@ HOUSEKEEPING_ROWS = 5_000
 limit)."""
 
 
-class Purges:
+class Purges(IndexScans):
     """The purge and housekeeping scans of ``QueueBatch`` (see the module docstring)."""
 
-    _q: QueueTables
-    _prefix: bytes
     _config: QueueConfig
     _batch: TableBatch
     _now: int
-    _floors: IndexFloors
     _journal: Journal
     _rows: dict[bytes, QueueRow | None]
-
-    def _entries(
-        self,
-        kind: bytes,
-        *,
-        start: bytes = b"",
-        stop: bytes | None = None,
-        from_key: bytes | None = None,
-    ) -> Iterator[bytes]:
-        raise NotImplementedError  # IndexScans'
 
     def _stored(self, message_id: bytes) -> QueueRow | None:
         raise NotImplementedError  # QueueBatch's

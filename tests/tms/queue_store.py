@@ -5,6 +5,7 @@ and the fixtures ``clock``, ``store`` and ``svc`` (a service on it with the queu
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -12,8 +13,10 @@ from typing import Any
 import pytest
 
 from tests.fakes import FakeClock
+from tms.codec import keys
 from tms.errors import StorageUnavailableError
 from tms.model import TopicId
+from tms.operations import Ticket
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore, WriteOp
 from tms.store.queues import INDEX_TABLE, QUEUE_TABLE
@@ -21,6 +24,20 @@ from tms.store.queues import INDEX_TABLE, QUEUE_TABLE
 Q = TopicId("ns", "jobs")
 PROPS = {"kind": "queue", "lease_s": "10", "max_attempts": "3", "backoff_s": "2"}
 START_MS = 1_700_000_000_000
+
+
+def one_batch(svc: MessagingService, *tickets: Ticket[Any], topic: TopicId = Q) -> None:
+    """The tickets written as one batch of the queue's writer."""
+
+    async def scenario() -> None:
+        await svc.submit_tickets(topic, list(tickets), asyncio.get_running_loop())
+
+    asyncio.run(scenario())
+
+
+def prefix_of(svc: MessagingService, topic: TopicId = Q) -> bytes:
+    """The key prefix of the queue's current generation."""
+    return keys.topic_prefix(topic, svc.get_topic(topic).generation)
 
 
 @pytest.fixture

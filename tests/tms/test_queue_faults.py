@@ -6,15 +6,13 @@ hold: a write that fails may still have landed."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import Any
 
 import pytest
 
 from tests.fakes import FakeClock
-from tests.tms.queue_store import Q, QueueStore
-from tms.codec import keys
+from tests.tms.queue_store import Q, QueueStore, one_batch, prefix_of
 from tms.errors import StorageUnavailableError
 from tms.operations import Enqueue, Receive, Ticket
 from tms.queues import (
@@ -34,18 +32,9 @@ from tms.store.queues import QueueTables
 from tms.store.tables import TableBatch, Tables
 
 
-def one_batch(svc: MessagingService, *tickets: Ticket[Any]) -> None:
-    """The tickets written as one batch of the queue's writer."""
-
-    async def scenario() -> None:
-        await svc.submit_tickets(Q, list(tickets), asyncio.get_running_loop())
-
-    asyncio.run(scenario())
-
-
 def stored_and_recounted(svc: MessagingService, kv: KeyValueStore) -> tuple[Any, Any]:
     queues = QueueTables(kv)
-    prefix = keys.topic_prefix(Q, svc.get_topic(Q).generation)
+    prefix = prefix_of(svc)
     stored = queues.counters(prefix)
     recount = [0] * len(stored)
     for row in queues.scan_rows(prefix):
@@ -69,7 +58,7 @@ def test_a_receive_failing_after_its_housekeeping_leaves_nothing_to_the_next(
     clock.advance(60_000)
     # When two receives are one batch (maybe after an enqueue) and the first fails
     # reading the ready messages, after its housekeeping changed the expired lease
-    store.fail_under = keys.topic_prefix(Q, svc.get_topic(Q).generation) + b"r"
+    store.fail_under = prefix_of(svc) + b"r"
     failing: Ticket[ReceiveResult] = Ticket(Receive(ReceiveRequest(Q, 1)))
     after: Ticket[ReceiveResult] = Ticket(Receive(ReceiveRequest(Q, 1)))
     enqueue = Ticket(Enqueue(EnqueueRequest(Q, [EnqueueItem(b"d")])))
@@ -119,7 +108,7 @@ def test_an_answer_that_writes_nothing_is_the_stores_not_the_caches(
     svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"job")]))
     (first,) = svc.receive(ReceiveRequest(Q, 1)).messages
     queues = QueueTables(kv)
-    prefix = keys.topic_prefix(Q, svc.get_topic(Q).generation)
+    prefix = prefix_of(svc)
     stored = queues.get(prefix, first.id)
     assert stored is not None and stored.attempts == 1
     again = dataclasses.replace(stored, attempts=2)

@@ -6,13 +6,12 @@ an earlier operation of the batch changed."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 
 from tests.fakes import FakeClock
-from tests.tms.queue_store import Q, QueueStore
+from tests.tms.queue_store import Q, QueueStore, one_batch, prefix_of
 from tms import queue_purge
 from tms.codec import keys
 from tms.codec import queue as qc
@@ -31,19 +30,6 @@ from tms.service import MessagingService
 from tms.store.kv import KeyValueStore, WriteOp
 from tms.store.queues import INDEX_TABLE, QUEUE_TABLE, QueueTables
 from tms.store.tables import TableBatch, Tables
-
-
-def one_batch(svc: MessagingService, *tickets: Ticket[Any]) -> None:
-    """The tickets written as one batch of the queue's writer."""
-
-    async def scenario() -> None:
-        await svc.submit_tickets(Q, list(tickets), asyncio.get_running_loop())
-
-    asyncio.run(scenario())
-
-
-def prefix_of(svc: MessagingService) -> bytes:
-    return keys.topic_prefix(Q, svc.get_topic(Q).generation)
 
 
 def index_entries(svc: MessagingService, kv: KeyValueStore) -> list[bytes]:
