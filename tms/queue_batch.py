@@ -113,7 +113,10 @@ class QueueBatch(DeadLetters, Purges):
         self._cache = cache if cache is not None else RowCache()
         self._rows: dict[bytes, QueueRow | None] = {}  # changed in this batch (None: deleted)
         # Of each message in _rows, its index entry in the store (b"": stored without
-        # one; None: not stored): what finish() writes its final state over.
+        # one; None: not stored): what finish() writes its final state over. A fact
+        # about the store, which does not change during the batch: not journalled (an
+        # entry left by a failed operation is still true, and finish only reads those
+        # of the messages in _rows).
         self._before: dict[bytes, bytes | None] = {}
         self._keys: dict[str, bytes | None] = {}
         self._origins: set[bytes] = set()
@@ -189,7 +192,7 @@ class QueueBatch(DeadLetters, Purges):
         message_id = new.id
         if message_id not in self._before:  # its first change in the batch: as stored
             before = (qc.index_key(self._prefix, old) or b"") if old is not None else None
-            self._journal.put(self._before, message_id, before)
+            self._before[message_id] = before
         self._journal.put(self._rows, message_id, new)
         if new.state is QueueState.READY:
             self._fresh.put(new)
@@ -201,7 +204,7 @@ class QueueBatch(DeadLetters, Purges):
         self._counters()[_COUNTED_AS[row.state]] -= 1
         self.changed += 1
         if row.id not in self._before:
-            self._journal.put(self._before, row.id, qc.index_key(self._prefix, row) or b"")
+            self._before[row.id] = qc.index_key(self._prefix, row) or b""
         # A dead letter may carry a key another message of this queue holds: only the
         # key's own message takes it along.
         if row.key is not None and self._id_of_key(row.key) == row.id:
@@ -219,12 +222,9 @@ class QueueBatch(DeadLetters, Purges):
         """After the batch's operations: each message changed is written once, in its
         final state (one row write, and index entries only where the final one differs
         from the stored one), then the counter row."""
-        batch, prefix, before = self._batch, self._prefix, self._before
-        start = len(prefix)
-        for message_id, row in self._rows.items():
-            index = self._q.write_row(batch, prefix, message_id, before[message_id], row)
-            if index is not None:
-                self._lower_floor(index[start : start + 1], index)
+        least = self._q.write_rows(self._batch, self._prefix, self._rows, self._before)
+        for kind, index in least.items():
+            self._lower_floor(kind, index)
         if self._counts is not None and self.changed:
             self._q.put_counters(self._batch, self._prefix, tuple(self._counts))
 

@@ -62,6 +62,7 @@ _ID = struct.Struct(">qH")
 _Q = struct.Struct(">q")
 _PRIO_DUE = struct.Struct(">Iq")
 _COUNTERS = struct.Struct(">6q")
+_READY, _LEASED, _ACKED = QueueState.READY, QueueState.LEASED, QueueState.ACKED  # hot
 
 INDEX_KINDS = {
     "pending": b"p",
@@ -149,18 +150,18 @@ def decode_queue_row(message_id: bytes, value: bytes) -> QueueRow:
 def index_key(prefix: bytes, row: QueueRow) -> bytes | None:
     """The row's one index entry (see the module docstring); None for an acked row."""
     state = row.state
-    if state is QueueState.READY:
+    if state is _READY:
         return prefix + b"r" + _PRIO_DUE.pack(row.priority, row.due_ms) + row.id
-    if state is QueueState.LEASED:
+    if state is _LEASED:
         if row.tx_write_pointer:
             return prefix + b"w" + _Q.pack(row.tx_write_pointer) + row.id
         return prefix + b"l" + _Q.pack(row.lease_ms) + row.id
+    if state is _ACKED:
+        return None
     if state is QueueState.SCHEDULED:
         return prefix + b"s" + _Q.pack(row.due_ms) + row.id
     if state is QueueState.PENDING:
         return prefix + b"p" + _Q.pack(row.tx_write_pointer) + row.id
-    if state is QueueState.ACKED:
-        return None
     if state is QueueState.MOVING:
         return prefix + b"m" + _Q.pack(row.done_ms) + row.id
     return prefix + b"d" + _Q.pack(row.done_ms) + row.id

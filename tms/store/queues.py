@@ -21,7 +21,7 @@ is LevelDB-specific: any engine of ``tms.store.kv`` holds queues.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from tms.codec import keys
@@ -138,34 +138,41 @@ class QueueTables:
     def put_row(batch: TableBatch, prefix: bytes, old: QueueRow | None, new: QueueRow) -> None:
         """Replace ``old`` (None: a new message) by ``new``, index entry included."""
         before = (qc.index_key(prefix, old) or b"") if old is not None else None
-        QueueTables.write_row(batch, prefix, new.id, before, new)
+        QueueTables.write_rows(batch, prefix, {new.id: new}, {new.id: before})
 
     @staticmethod
-    def write_row(
+    def write_rows(
         batch: TableBatch,
         prefix: bytes,
-        message_id: bytes,
-        before: bytes | None,
-        row: QueueRow | None,
-    ) -> bytes | None:
-        """A message's one change of a batch: from what the store holds — ``before``, its
-        index entry (b"": stored without one, as acked messages are; None: not stored)
-        — to ``row`` (None: removed), written as one row write (or delete) and the index
-        entries that differ; the new index entry put, if any."""
+        rows: Mapping[bytes, QueueRow | None],
+        before: Mapping[bytes, bytes | None],
+    ) -> dict[bytes, bytes]:
+        """Messages' one change each in a batch: from what the store holds —
+        ``before[id]``, its index entry (b"": stored without one, as acked messages are;
+        None: not stored) — to ``rows[id]`` (None: removed), each written as one row
+        write (or delete) and the index entries that differ. Per index kind, the least
+        entry put (a hot path: one loop)."""
         ops = batch.ops
-        index = qc.index_key(prefix, row) if row is not None else None
-        if before and before != index:
-            ops.append((INDEX_TABLE, before, None))
-        if row is None:
-            if before is not None:
-                ops.append((QUEUE_TABLE, prefix + message_id, None))
-            return None
-        if index is not None and index != before:
-            ops.append((INDEX_TABLE, index, b""))
-        else:
-            index = None
-        ops.append((QUEUE_TABLE, prefix + message_id, qc.encode_queue_row(row)))
-        return index
+        append = ops.append
+        index_key, encode = qc.index_key, qc.encode_queue_row
+        start = len(prefix)
+        least: dict[bytes, bytes] = {}
+        for message_id, row in rows.items():
+            old = before[message_id]
+            index = index_key(prefix, row) if row is not None else None
+            if old and old != index:
+                append((INDEX_TABLE, old, None))
+            if row is None:
+                if old is not None:
+                    append((QUEUE_TABLE, prefix + message_id, None))
+                continue
+            if index is not None and index != old:
+                append((INDEX_TABLE, index, b""))
+                kind = index[start : start + 1]
+                if index < least.get(kind, index + b"\x00"):
+                    least[kind] = index
+            append((QUEUE_TABLE, prefix + message_id, encode(row)))
+        return least
 
     @staticmethod
     def delete_key(batch: TableBatch, prefix: bytes, key: str) -> None:
