@@ -9,18 +9,24 @@ again while a receiver holds it), an ack before it is confirmed.
 Within a batch, rows already changed are kept in ``_rows`` (the store does not show them
 until the write): every operation reads a message through ``_get``, so later operations
 of the batch see earlier ones. Index scans read the store, skip entries whose message
-changed in this batch, and add the messages that became ready in it.
+changed in this batch, and add the messages that became ready in it. Nothing of a
+message is added to the write until the batch's operations are done (``finish``): then
+each message changed is written once, in its final state, over the index entry it had
+in the store (``_before``), so a message enqueued and leased (or leased and acked) by one
+batch costs one row write and its final index entry. Acked messages have no index entry;
+purge finds them by id (``_purge_acked``).
 
 Each operation checks everything first and only then changes anything, but a read of
 the store (or the transaction manager) can still fail part way through one: the writer
 brackets each with ``save`` and, if it fails, ``restore`` (every change of this state
-since ``save`` undone) and drops its rows, so the batch goes on from what it writes.
+since ``save`` undone, through the batch's ``Journal``) and drops what it added to the
+write (its key rows), so the batch goes on from what it writes.
 
 Index scans start at the writer's *floors* (``tms.queue_index``), and the receives of one
 batch go on from where the last one stopped.
 
 Housekeeping rides on the operations that need it, bounded per batch so no batch grows
-without limit (``_HOUSEKEEPING_ROWS``): a receive first expires leases that ran out
+without limit (``HOUSEKEEPING_ROWS``): a receive first expires leases that ran out
 (back-off, or dead after ``max_attempts``), settles pending transactional work with the
 guard's ``outcomes``, and promotes scheduled messages that are due; ``Maintain`` does the
 same and purges finished messages past ``purge_after_s``.
@@ -40,7 +46,8 @@ from tms.guard import WritePointerGuard
 from tms.journal import Journal
 from tms.queue_dead import DeadLetters
 from tms.queue_fresh import FreshReady
-from tms.queue_index import IndexFloors, IndexScans
+from tms.queue_index import IndexFloors
+from tms.queue_purge import HOUSEKEEPING_ROWS, Purges
 from tms.queue_rows import RowCache
 from tms.queues import (
     AckOutcome,
@@ -62,7 +69,6 @@ from tms.store.tables import TableBatch
 
 __all__ = ["IndexFloors", "QueueBatch", "Saved"]
 
-_HOUSEKEEPING_ROWS = 5_000
 _FOREVER = 2**62
 _COUNTED_AS = tuple(state.counted_as for state in QueueState)  # by state (a hot path)
 
@@ -78,7 +84,7 @@ class Saved:
     housekept: bool
 
 
-class QueueBatch(IndexScans, DeadLetters):
+class QueueBatch(DeadLetters, Purges):
     """See the module docstring. Not thread-safe (the writer's batch leader uses it)."""
 
     def __init__(
@@ -105,8 +111,13 @@ class QueueBatch(IndexScans, DeadLetters):
         self._rng = rng
         self._floors: IndexFloors = floors if floors is not None else {}
         self._cache = cache if cache is not None else RowCache()
-        self._put_min: dict[bytes, bytes] = {}  # per kind, the least entry put in the batch
         self._rows: dict[bytes, QueueRow | None] = {}  # changed in this batch (None: deleted)
+        # Of each message in _rows, its index entry in the store (b"": stored without
+        # one; None: not stored): what finish() writes its final state over. A fact
+        # about the store, which does not change during the batch: not journalled (an
+        # entry left by a failed operation is still true, and finish only reads those
+        # of the messages in _rows).
+        self._before: dict[bytes, bytes | None] = {}
         self._keys: dict[str, bytes | None] = {}
         self._origins: set[bytes] = set()
         self._journal = Journal()  # the changes since save()
@@ -178,26 +189,29 @@ class QueueBatch(IndexScans, DeadLetters):
             counts[_COUNTED_AS[old.state]] -= 1
         counts[_COUNTED_AS[new.state]] += 1
         self.changed += 1
-        index = self._q.put_row(self._batch, self._prefix, old, new)
-        self._lower_floor(index[len(self._prefix) : len(self._prefix) + 1], index)
-        self._journal.put(self._rows, new.id, new)
+        message_id = new.id
+        if message_id not in self._before:  # its first change in the batch: as stored
+            before = (qc.index_key(self._prefix, old) or b"") if old is not None else None
+            self._before[message_id] = before
+        self._journal.put(self._rows, message_id, new)
         if new.state is QueueState.READY:
             self._fresh.put(new)
             self.became_ready = True
         else:
-            self._fresh.drop(new.id)
+            self._fresh.drop(message_id)
 
     def _delete(self, row: QueueRow) -> None:
         self._counters()[_COUNTED_AS[row.state]] -= 1
         self.changed += 1
+        if row.id not in self._before:
+            self._before[row.id] = qc.index_key(self._prefix, row) or b""
         # A dead letter may carry a key another message of this queue holds: only the
         # key's own message takes it along.
-        owns_key = row.key is not None and self._id_of_key(row.key) == row.id
-        self._q.delete_row(self._batch, self._prefix, row, key=owns_key)
+        if row.key is not None and self._id_of_key(row.key) == row.id:
+            self._q.delete_key(self._batch, self._prefix, row.key)
+            self._journal.put(self._keys, row.key, None)
         self._journal.put(self._rows, row.id, None)
         self._fresh.drop(row.id)
-        if owns_key and row.key is not None:
-            self._journal.put(self._keys, row.key, None)
 
     def _id_of_key(self, key: str) -> bytes | None:
         if key in self._keys:
@@ -205,7 +219,12 @@ class QueueBatch(IndexScans, DeadLetters):
         return self._q.id_of_key(self._prefix, key)
 
     def finish(self) -> None:
-        """Add the counter row (once, after the batch's operations)."""
+        """After the batch's operations: each message changed is written once, in its
+        final state (one row write, and index entries only where the final one differs
+        from the stored one), then the counter row."""
+        least = self._q.write_rows(self._batch, self._prefix, self._rows, self._before)
+        for kind, index in least.items():
+            self._lower_floor(kind, index)
         if self._counts is not None and self.changed:
             self._q.put_counters(self._batch, self._prefix, tuple(self._counts))
 
@@ -426,7 +445,7 @@ class QueueBatch(IndexScans, DeadLetters):
 
     def housekeeping(self) -> None:
         """Expire leases, settle pending transactions, promote due messages: once per
-        batch, at most ``_HOUSEKEEPING_ROWS`` each."""
+        batch, at most ``HOUSEKEEPING_ROWS`` each."""
         if self._housekept:
             return
         self._housekept = True
@@ -445,32 +464,10 @@ class QueueBatch(IndexScans, DeadLetters):
         pointers = {
             qc.index_entry_time(key)
             for kind in (b"p", b"w")
-            for key in islice(self._entries(kind), _HOUSEKEEPING_ROWS)
+            for key in islice(self._entries(kind), HOUSEKEEPING_ROWS)
         }
         for wp, committed in self._guard.outcomes(pointers).items():
             self._settle(wp, committed)
-
-    def _purge(self) -> None:
-        cutoff = max(0, self._now - self._config.purge_after_s * 1000).to_bytes(8, "big")
-        copies = self._q.has_copies(self._prefix)
-        for kind in (b"a", b"d"):
-            for row in self._scan(kind, stop=cutoff):
-                done = row.state in (QueueState.ACKED, QueueState.DEAD)
-                if done and self._release_origin(row, copies=copies):
-                    self._delete(row)
-
-    def _scan(self, kind: bytes, *, stop: bytes) -> list[QueueRow]:
-        """Up to ``_HOUSEKEEPING_ROWS`` rows of an index kind below ``stop`` not yet
-        changed in this batch."""
-        rows = []
-        for key in islice(self._entries(kind, stop=stop), _HOUSEKEEPING_ROWS):
-            message_id = qc.index_entry_id(key)
-            if message_id in self._rows:
-                continue
-            row = self._stored(message_id)
-            if row is not None:
-                rows.append(row)
-        return rows
 
     def stats_due(self) -> int:
         """The earliest due time of a ready message (for stats)."""

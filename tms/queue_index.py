@@ -9,8 +9,8 @@ would step over every entry deleted since; with the floor it starts at the first
 one. A floor is learnt from a scan that covered everything below it (the first live key
 it met, even past the scan's end: the store stepped over the deleted keys up to it
 anyway) and lowered by every entry this writer puts below it (the writer is the only one
-adding entries; a scan does not show the batch's own entries yet, so a floor learnt in a
-batch is never above them).
+adding entries): a batch writes its entries after its last scan (``QueueBatch.finish``),
+lowering the floors then, before the write.
 """
 
 from __future__ import annotations
@@ -18,16 +18,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tms.codec import keys
-from tms.journal import Journal
 from tms.store.queues import QueueTables
 
-__all__ = ["IndexFloors", "IndexScans"]
+__all__ = ["PURGE_FROM", "IndexFloors", "IndexScans"]
 
 IndexFloors = dict[bytes, bytes]
 """Index kind -> a key below which the store holds no live entry of that kind (see the
-module docstring); one per queue writer, lost (and learnt again) when it is replaced."""
+module docstring); one per queue writer, lost (and learnt again) when it is replaced.
+Under ``PURGE_FROM`` (not an index kind): the message id the next purge of acked
+messages goes on from (``QueueBatch``)."""
 
-_AFTER_ALL = b"\xff" * 64  # above every index key
+PURGE_FROM = b""
 
 
 class IndexScans:
@@ -35,16 +36,11 @@ class IndexScans:
 
     _q: QueueTables
     _prefix: bytes
-    _journal: Journal
     _floors: IndexFloors
-    _put_min: dict[bytes, bytes]
-    """Per kind, the least entry put in the batch."""
 
     def _lower_floor(self, kind: bytes, index: bytes) -> None:
-        """An entry of ``kind`` put in this batch: no floor above it, now or after a
-        later scan of the store (which does not show it yet)."""
-        if index < self._put_min.get(kind, _AFTER_ALL):
-            self._journal.put(self._put_min, kind, index)
+        """An entry of ``kind`` this batch writes: no floor above it (after the batch's
+        last scan)."""
         floor = self._floors.get(kind)
         if floor is not None and index < floor:
             self._floors[kind] = index
@@ -75,13 +71,12 @@ class IndexScans:
         if bound is not None and begin >= bound:
             return
         found = False
-        put = self._put_min.get(kind, _AFTER_ALL)
         for key in self._q.index_keys(begin, end):
             if covers and not found:
-                self._floors[kind] = min(key, put)
+                self._floors[kind] = key
             found = True
             if bound is not None and key >= bound:
                 return
             yield key
         if covers and not found and end is not None:
-            self._floors[kind] = min(end, put)  # nothing live in the store's kind
+            self._floors[kind] = end  # nothing live in the store's kind

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tms.queue_store import clock, store, svc  # noqa: F401 (the queue tests' fixtures)
 from tests.tms.store.engines import ENGINES
 from tms.store.kv import KeyValueStore
 from tms.store.tables import Tables
@@ -13,9 +14,9 @@ from tms.store.tables import Tables
 @pytest.fixture(params=list(ENGINES))
 def kv(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KeyValueStore]:
     """A new store on each engine (``tests.tms.store.engines``)."""
-    store = ENGINES[request.param](request, tmp_path)
-    yield store
-    store.close()
+    engine = ENGINES[request.param](request, tmp_path)
+    yield engine
+    engine.close()
 
 
 @pytest.fixture

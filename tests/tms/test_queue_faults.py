@@ -6,19 +6,14 @@ hold: a write that fails may still have landed."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import random
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.fakes import FakeClock
-from tests.tms.queue_store import QueueStore
-from tms.codec import keys
+from tests.tms.queue_store import Q, QueueStore, one_batch, prefix_of
 from tms.errors import StorageUnavailableError
-from tms.model import TopicId
 from tms.operations import Enqueue, Receive, Ticket
 from tms.queues import (
     AckOutcome,
@@ -36,40 +31,10 @@ from tms.store.kv import KeyValueStore
 from tms.store.queues import QueueTables
 from tms.store.tables import TableBatch, Tables
 
-Q = TopicId("ns", "jobs")
-PROPS = {"kind": "queue", "lease_s": "10", "max_attempts": "3", "backoff_s": "2"}
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(1_700_000_000_000)
-
-
-@pytest.fixture
-def store(kv: KeyValueStore) -> QueueStore:
-    return QueueStore(kv)
-
-
-@pytest.fixture
-def svc(store: QueueStore, clock: FakeClock) -> Iterator[MessagingService]:
-    service = MessagingService(store, clock=clock, rng=random.Random(7))
-    service.create_topic(Q, PROPS)
-    yield service
-    service.close()
-
-
-def one_batch(svc: MessagingService, *tickets: Ticket[Any]) -> None:
-    """The tickets written as one batch of the queue's writer."""
-
-    async def scenario() -> None:
-        await svc.submit_tickets(Q, list(tickets), asyncio.get_running_loop())
-
-    asyncio.run(scenario())
-
 
 def stored_and_recounted(svc: MessagingService, kv: KeyValueStore) -> tuple[Any, Any]:
     queues = QueueTables(kv)
-    prefix = keys.topic_prefix(Q, svc.get_topic(Q).generation)
+    prefix = prefix_of(svc)
     stored = queues.counters(prefix)
     recount = [0] * len(stored)
     for row in queues.scan_rows(prefix):
@@ -93,7 +58,7 @@ def test_a_receive_failing_after_its_housekeeping_leaves_nothing_to_the_next(
     clock.advance(60_000)
     # When two receives are one batch (maybe after an enqueue) and the first fails
     # reading the ready messages, after its housekeeping changed the expired lease
-    store.fail_under = keys.topic_prefix(Q, svc.get_topic(Q).generation) + b"r"
+    store.fail_under = prefix_of(svc) + b"r"
     failing: Ticket[ReceiveResult] = Ticket(Receive(ReceiveRequest(Q, 1)))
     after: Ticket[ReceiveResult] = Ticket(Receive(ReceiveRequest(Q, 1)))
     enqueue = Ticket(Enqueue(EnqueueRequest(Q, [EnqueueItem(b"d")])))
@@ -143,7 +108,7 @@ def test_an_answer_that_writes_nothing_is_the_stores_not_the_caches(
     svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"job")]))
     (first,) = svc.receive(ReceiveRequest(Q, 1)).messages
     queues = QueueTables(kv)
-    prefix = keys.topic_prefix(Q, svc.get_topic(Q).generation)
+    prefix = prefix_of(svc)
     stored = queues.get(prefix, first.id)
     assert stored is not None and stored.attempts == 1
     again = dataclasses.replace(stored, attempts=2)

@@ -5,7 +5,6 @@ batch itself made ready."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import FakeClock
-from tests.tms.queue_store import QueueStore
+from tests.tms.queue_store import QueueStore, one_batch
 from tms.model import TopicId
 from tms.operations import Enqueue, Receive, Ticket
 from tms.queues import (
@@ -44,13 +43,6 @@ def svc(store: QueueStore) -> Iterator[MessagingService]:
     service.close()
 
 
-def one_batch(svc: MessagingService, tickets: list[Ticket[Any]]) -> None:
-    async def scenario() -> None:
-        await svc.submit_tickets(Q, tickets, asyncio.get_running_loop())
-
-    asyncio.run(scenario())
-
-
 def test_receives_of_one_batch_read_each_ready_entry_once(
     svc: MessagingService, store: QueueStore
 ) -> None:
@@ -62,7 +54,7 @@ def test_receives_of_one_batch_read_each_ready_entry_once(
         Ticket(Receive(ReceiveRequest(Q, 1))) for _ in range(n // 2)
     ]
     before = store.index_keys
-    one_batch(svc, list(receives))
+    one_batch(svc, *receives, topic=Q)
     # Then they got the first 200 messages, one each, in order
     got = [m.payload for t in receives for m in t.result().messages]
     assert got == [b"%d" % i for i in range(n // 2)]
@@ -89,7 +81,7 @@ def test_receives_of_one_batch_merge_stored_and_new_messages_in_order(
         Ticket(Receive(ReceiveRequest(Q, 2))),
         Ticket(Receive(ReceiveRequest(Q, 10))),
     ]
-    one_batch(svc, tickets)
+    one_batch(svc, *tickets, topic=Q)
     # Then every receive takes the lowest priority first among what is ready then,
     # and no message twice
     got = [[m.payload for m in t.result().messages] for t in (tickets[0], *tickets[3:])]

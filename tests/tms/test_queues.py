@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fakes import FakeClock
+from tests.tms.queue_store import PROPS, Q
 from tms.cleanup import Cleaner
 from tms.config import TmsConfig
 from tms.errors import TmsInvalidArgumentError, TransactionNotInProgressError
@@ -33,22 +34,6 @@ from tms.queues import (
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
 from txn import InProcessTxClient, TransactionManager, TxConfig
-
-Q = TopicId("ns", "jobs")
-PROPS = {"kind": "queue", "lease_s": "10", "max_attempts": "3", "backoff_s": "2"}
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(1_700_000_000_000)
-
-
-@pytest.fixture
-def svc(kv: KeyValueStore, clock: FakeClock) -> Iterator[MessagingService]:
-    service = MessagingService(kv, clock=clock, rng=random.Random(7))
-    service.create_topic(Q, PROPS)
-    yield service
-    service.close()
 
 
 def enqueue(

@@ -11,7 +11,8 @@
         'r' priority(4) due_ms(8) READY, in delivery order
         'l' lease_ms(8)           LEASED, by lease expiry
         'w' tx_ptr(8)             LEASED with a transactional ack pending
-        'a' done_ms(8)            ACKED, by when (for purging)
+        'a' done_ms(8)            ACKED, by when: written by earlier versions only (an
+                                  acked message has no entry now; purge removes these)
         'd' done_ms(8)            DEAD, by when
         'm' done_ms(8)            MOVING (dead, on its way to the dead-letter queue)
     index value      := empty
@@ -29,8 +30,11 @@
                         MOVING counted as DEAD)
 
 Big-endian throughout, so each index kind sorts by its fields, then id. Every message
-has exactly one index entry, a function of its row (``index_key``): a state change is
-the old entry deleted, the new one put and the row rewritten, in one atomic write.
+but an acked one has exactly one index entry, a function of its row (``index_key``); an
+acked message has none (it is found for purging by its id, which starts with its enqueue
+time). A state change is the old entry deleted, the new one put and the row rewritten,
+in one atomic write; the changes of one message within a writer batch are written as
+one (``tms.queue_batch``).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ _ID = struct.Struct(">qH")
 _Q = struct.Struct(">q")
 _PRIO_DUE = struct.Struct(">Iq")
 _COUNTERS = struct.Struct(">6q")
+_READY, _LEASED, _ACKED = QueueState.READY, QueueState.LEASED, QueueState.ACKED  # hot
 
 INDEX_KINDS = {
     "pending": b"p",
@@ -142,21 +147,21 @@ def decode_queue_row(message_id: bytes, value: bytes) -> QueueRow:
     )  # fmt: skip
 
 
-def index_key(prefix: bytes, row: QueueRow) -> bytes:
-    """The row's one index entry (see the module docstring)."""
+def index_key(prefix: bytes, row: QueueRow) -> bytes | None:
+    """The row's one index entry (see the module docstring); None for an acked row."""
     state = row.state
-    if state is QueueState.READY:
+    if state is _READY:
         return prefix + b"r" + _PRIO_DUE.pack(row.priority, row.due_ms) + row.id
-    if state is QueueState.LEASED:
+    if state is _LEASED:
         if row.tx_write_pointer:
             return prefix + b"w" + _Q.pack(row.tx_write_pointer) + row.id
         return prefix + b"l" + _Q.pack(row.lease_ms) + row.id
+    if state is _ACKED:
+        return None
     if state is QueueState.SCHEDULED:
         return prefix + b"s" + _Q.pack(row.due_ms) + row.id
     if state is QueueState.PENDING:
         return prefix + b"p" + _Q.pack(row.tx_write_pointer) + row.id
-    if state is QueueState.ACKED:
-        return prefix + b"a" + _Q.pack(row.done_ms) + row.id
     if state is QueueState.MOVING:
         return prefix + b"m" + _Q.pack(row.done_ms) + row.id
     return prefix + b"d" + _Q.pack(row.done_ms) + row.id

@@ -4,11 +4,12 @@ Four tables, each keyed from the topic prefix (topic, generation) like the messa
 (bytes in ``tms.codec.queue``):
 
 * ``q`` — one row per message: its state, schedule, attempts, lease, key and payload;
-* ``qi`` — one index entry per message, a function of its row: pending by transaction,
-  scheduled by due time, ready by (priority, due time), leased by lease expiry,
-  ack-pending by transaction, acked and dead by when — so every question the writer
-  asks (what is due, whose lease ran out, what to purge) is a range scan, and nothing
-  about the messages is held in memory;
+* ``qi`` — one index entry per message not acked, a function of its row: pending by
+  transaction, scheduled by due time, ready by (priority, due time), leased by lease
+  expiry, ack-pending by transaction, dead by when — so every question the writer asks
+  (what is due, whose lease ran out, what dead message to purge) is a range scan, and
+  nothing about the messages is held in memory; acked messages are found for purging
+  by their ids (which start with the enqueue time) in ``q``;
 * ``qk`` — application key -> message id (idempotent enqueue);
 * ``qc`` — one counter row per queue: messages per state, kept by the writer in the
   same atomic write as the changes it counts.
@@ -20,7 +21,7 @@ is LevelDB-specific: any engine of ``tms.store.kv`` holds queues.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from tms.codec import keys
@@ -92,10 +93,14 @@ class QueueTables:
         for key, _value in self.index.scan(start, stop):
             yield key
 
-    def scan_rows(self, prefix: bytes, start: bytes = b"") -> Iterator[QueueRow]:
-        """Every message of a queue generation from id ``start``, in id order."""
+    def scan_rows(
+        self, prefix: bytes, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[QueueRow]:
+        """Every message of a queue generation from id ``start`` (up to, excluding, id
+        ``stop``; None: to the end), in id order."""
         n = len(prefix)
-        for key, value in self.rows.scan(prefix + start, keys.stop_key_for_prefix(prefix)):
+        end = prefix + stop if stop is not None else keys.stop_key_for_prefix(prefix)
+        for key, value in self.rows.scan(prefix + start, end):
             yield qc.decode_queue_row(key[n:], value)
 
     def pending_pointers(self, prefix: bytes, limit: int) -> set[int]:
@@ -130,26 +135,53 @@ class QueueTables:
     # -- writes (added to a batch) --------------------------------------------------------
 
     @staticmethod
-    def put_row(batch: TableBatch, prefix: bytes, old: QueueRow | None, new: QueueRow) -> bytes:
-        """Replace ``old`` (None: a new message) by ``new``, index entry included; the
-        new index entry."""
-        ops = batch.ops
-        new_index = qc.index_key(prefix, new)
-        if old is not None:
-            old_index = qc.index_key(prefix, old)
-            if old_index != new_index:
-                ops.append((INDEX_TABLE, old_index, None))
-        ops.append((INDEX_TABLE, new_index, b""))
-        ops.append((QUEUE_TABLE, prefix + new.id, qc.encode_queue_row(new)))
-        return new_index
+    def put_row(batch: TableBatch, prefix: bytes, old: QueueRow | None, new: QueueRow) -> None:
+        """Replace ``old`` (None: a new message) by ``new``, index entry included."""
+        before = (qc.index_key(prefix, old) or b"") if old is not None else None
+        QueueTables.write_rows(batch, prefix, {new.id: new}, {new.id: before})
 
     @staticmethod
-    def delete_row(batch: TableBatch, prefix: bytes, row: QueueRow, *, key: bool = True) -> None:
-        """Remove a message, its index entry and (with ``key``) its key."""
-        batch.ops.append((INDEX_TABLE, qc.index_key(prefix, row), None))
-        batch.ops.append((QUEUE_TABLE, prefix + row.id, None))
-        if key and row.key is not None:
-            batch.ops.append((KEY_TABLE, prefix + row.key.encode("ascii"), None))
+    def write_rows(
+        batch: TableBatch,
+        prefix: bytes,
+        rows: Mapping[bytes, QueueRow | None],
+        before: Mapping[bytes, bytes | None],
+    ) -> dict[bytes, bytes]:
+        """Messages' one change each in a batch: from what the store holds —
+        ``before[id]``, its index entry (b"": stored without one, as acked messages are;
+        None: not stored) — to ``rows[id]`` (None: removed), each written as one row
+        write (or delete) and the index entries that differ. Per index kind, the least
+        entry put (a hot path: one loop)."""
+        ops = batch.ops
+        append = ops.append
+        index_key, encode = qc.index_key, qc.encode_queue_row
+        start = len(prefix)
+        least: dict[bytes, bytes] = {}
+        for message_id, row in rows.items():
+            old = before[message_id]
+            index = index_key(prefix, row) if row is not None else None
+            if old and old != index:
+                append((INDEX_TABLE, old, None))
+            if row is None:
+                if old is not None:
+                    append((QUEUE_TABLE, prefix + message_id, None))
+                continue
+            if index is not None and index != old:
+                append((INDEX_TABLE, index, b""))
+                kind = index[start : start + 1]
+                if index < least.get(kind, index + b"\x00"):
+                    least[kind] = index
+            append((QUEUE_TABLE, prefix + message_id, encode(row)))
+        return least
+
+    @staticmethod
+    def delete_key(batch: TableBatch, prefix: bytes, key: str) -> None:
+        batch.ops.append((KEY_TABLE, prefix + key.encode("ascii"), None))
+
+    @staticmethod
+    def delete_index_entry(batch: TableBatch, index: bytes) -> None:
+        """An index entry without its row (one of the acked entries earlier versions wrote)."""
+        batch.ops.append((INDEX_TABLE, index, None))
 
     @staticmethod
     def put_key(batch: TableBatch, prefix: bytes, key: str, message_id: bytes) -> None:
