@@ -7,9 +7,14 @@ times, ``--rows`` each, on one standalone stack and one Spark session, and print
 CPU seconds per 10^6 rows of each kind of process (``benchmarks.cpu_meter``):
 
     python -m benchmarks.spark_alternate [--rows N] [--rounds R] [--masters local[1],local[2]]
+        [--protocol http|tms] [--probe]
 
 With several masters each round writes through each in turn (a session each), then the
-client.
+client. ``--protocol tms``: both write over the binary protocol. ``--probe`` runs the
+server under ``benchmarks.server_probe`` and prints, per write, what the server saw:
+CPU seconds per thread (LevelDB's compaction thread apart), LevelDB's compactions
+(seconds, MB read and written), connections, requests per route, request bodies and the
+most requests in flight at once.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 
 from benchmarks import spark_bench
 from benchmarks.cpu_meter import KINDS, CpuMeter
+from benchmarks.server_probe import MODULE, Probe
 from tms.client import MessagingClient
 from tms.model import TopicId
 from tms.spark import local_session
@@ -36,15 +42,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--masters", default="local[2]", help="Spark masters, each in its turn (local[1],...)"
     )
+    parser.add_argument("--protocol", default="http", help="http or tms (binary)")
+    parser.add_argument("--probe", action="store_true", help="what the server saw, per write")
     args = parser.parse_args(argv)
     masters = [m.strip() for m in args.masters.split(",") if m.strip()]
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
-        stack = Launched(Path(tmp) / "data")
+        probe = None
+        if args.probe:
+            (Path(tmp) / "probe").mkdir()
+            probe = Probe(Path(tmp) / "probe")
+            stack = Launched(
+                Path(tmp) / "data", module=MODULE, env={"TXMS_PROBE_DIR": str(probe.directory)}
+            )
+        else:
+            stack = Launched(Path(tmp) / "data")
+        url = spark_bench.endpoint(stack, args.protocol)
         sessions = {m: local_session(f"txms-bench-{m}", master=m) for m in masters[:1]}
         try:
             for i in range(args.rounds):
                 for who in [*masters, "client"]:
-                    _one(stack, sessions, who, args.rows, i)
+                    _one(stack, sessions, who, args.rows, i, url=url, probe=probe)
         finally:
             for spark in sessions.values():
                 spark.stop()
@@ -52,7 +69,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _one(stack: Launched, sessions: dict[str, Any], who: str, rows: int, i: int) -> None:
+def _one(
+    stack: Launched,
+    sessions: dict[str, Any],
+    who: str,
+    rows: int,
+    i: int,
+    *,
+    url: str,
+    probe: Probe | None,
+) -> None:
     """One write of ``rows`` by ``who`` (a master, or the client), measured and printed.
     One session at a time: another master's stops the one before."""
     tag = f"{who}-{i}".replace("[", "").replace("]", "")
@@ -68,16 +94,35 @@ def _one(stack: Launched, sessions: dict[str, Any], who: str, rows: int, i: int)
         spark = sessions[who]
         warm = TopicId("bench", f"warm-{tag}")
         MessagingClient(stack.url).create_topic(warm)
-        spark_bench.spark_publish(spark, stack, warm, 1000, 4)  # its workers started
+        spark_bench.spark_publish(spark, stack, warm, 1000, 4, url=url)  # its workers started
+    before = probe.snapshot() if probe is not None else None
     with CpuMeter(stack.proc.pid).measure() as m:
         if spark is not None:
-            spark_bench.spark_publish(spark, stack, topic, rows, 4)
+            spark_bench.spark_publish(spark, stack, topic, rows, 4, url=url)
         else:
-            spark_bench.client_publish(stack, topic, rows, transactional=True)
+            spark_bench.client_publish(stack, topic, rows, transactional=True, url=url)
+    if probe is not None and before is not None:
+        _print_probe(who, i, rows, Probe.delta(before, probe.snapshot()))
     per = {k: round(m[k] * 1e6 / rows, 2) for k in KINDS if m[k] >= 0.005}
     print(
         f"round {i} {who}: CPU-s per 10^6 rows {per}, "
         f"{rows / m['seconds']:,.0f} rows/s, load {m['load']:.1f}",
+        flush=True,
+    )
+
+
+def _print_probe(who: str, i: int, rows: int, d: dict[str, Any]) -> None:
+    per = 1e6 / rows
+    threads = {k: round(v * per, 2) for k, v in sorted(d["threads"].items()) if v >= 0.005}
+    ldb = d["leveldb"]
+    http = d["http"]
+    print(
+        f"  probe {who}-{i}, per 10^6 rows: threads CPU-s {threads}; LevelDB compactions "
+        f"{ldb['compaction_s'] * per:.2f} s, read {ldb['compaction_read_mb'] * per:.0f} MB, "
+        f"written {ldb['compaction_write_mb'] * per:.0f} MB, level-0 files "
+        f"{ldb['level0_files']}; connections {http['connections']}, requests "
+        f"{http['requests']}, bodies {http['bodies']} ({http['body_bytes'] / 1e6:.1f} MB, "
+        f"{http['body_sizes']}), at most {http['max_in_flight']} in flight",
         flush=True,
     )
 
