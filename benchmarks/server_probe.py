@@ -100,7 +100,7 @@ def _install() -> None:
             with _C.lock:
                 _C.in_flight -= 1
 
-    web_protocol.RequestHandler._handle_request = timed  # type: ignore[method-assign]
+    web_protocol.RequestHandler._handle_request = timed  # type: ignore[method-assign,assignment]
 
     body = Api._body
 

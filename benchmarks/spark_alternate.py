@@ -23,6 +23,7 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -95,18 +96,23 @@ def _one(
         warm = TopicId("bench", f"warm-{tag}")
         MessagingClient(stack.url).create_topic(warm)
         spark_bench.spark_publish(spark, stack, warm, 1000, 4, url=url)  # its workers started
+    meter = CpuMeter(stack.proc.pid)
+    meter.settle()  # the compactions of the writes before are theirs
     before = probe.snapshot() if probe is not None else None
-    with CpuMeter(stack.proc.pid).measure() as m:
+    with meter.measure() as m:
+        started = time.perf_counter()
         if spark is not None:
             spark_bench.spark_publish(spark, stack, topic, rows, 4, url=url)
         else:
             spark_bench.client_publish(stack, topic, rows, transactional=True, url=url)
+        seconds = time.perf_counter() - started
+        settled = meter.settle()  # and this write's are its own
     if probe is not None and before is not None:
         _print_probe(who, i, rows, Probe.delta(before, probe.snapshot()))
     per = {k: round(m[k] * 1e6 / rows, 2) for k in KINDS if m[k] >= 0.005}
     print(
         f"round {i} {who}: CPU-s per 10^6 rows {per}, "
-        f"{rows / m['seconds']:,.0f} rows/s, load {m['load']:.1f}",
+        f"{rows / seconds:,.0f} rows/s, then {settled:.0f} s to settle, load {m['load']:.1f}",
         flush=True,
     )
 

@@ -19,6 +19,7 @@ throughput can be compared per core used: rows per CPU-second of everything invo
 
     python -m benchmarks.spark_bench [--rows N] [--quick] [--spark local,cluster]
         [--phases write,read,floor,stream] [--no-client] [--protocol http|tms]
+        [--no-settle]
 
 Results: ``benchmarks/results/spark.json``.
 """
@@ -208,6 +209,7 @@ def run_spark(
     parts: int,
     phases: list[str],
     url: str | None = None,
+    settle: bool = True,
 ) -> dict[str, Any]:
     def topic(name: str) -> TopicId:
         t = TopicId("bench", f"{label}-{name}")
@@ -235,7 +237,7 @@ def run_spark(
     }
     jobs = [job for phase in phases for job in every.get(phase, [])]
     for name, job in jobs:
-        with meter.measure() as m:
+        with meter.measure(settle=settle) as m:
             job()
         key = name if name not in out else f"{name} (again)"
         out[key] = _figures(rows, m)
@@ -246,7 +248,7 @@ def run_spark(
     for name, extra in (("one batch", {}), ("batches", {"maxOffsetsPerTrigger": str(rows // 10)})):
         src, dst = topic(f"src-{len(out)}"), topic(f"dst-{len(out)}")
         client_publish(stack, src, rows, transactional=False, url=url)
-        with meter.measure() as m:
+        with meter.measure(settle=settle) as m:
             batches = spark_stream(spark, stack, src, dst, parts, url=url, **extra)
         figures = _figures(rows, m)
         first_rows, first_s = batches[0]
@@ -263,7 +265,7 @@ def run_spark(
 
 
 def run_client(
-    stack: Launched, meter: CpuMeter, rows: int, url: str | None = None
+    stack: Launched, meter: CpuMeter, rows: int, url: str | None = None, *, settle: bool = True
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     cases: list[tuple[str, Callable[[TopicId], None]]] = [
@@ -277,12 +279,12 @@ def run_client(
     for name, work in cases:
         last = TopicId("bench", f"client-{len(out)}")
         MessagingClient(stack.url).create_topic(last)
-        with meter.measure() as m:
+        with meter.measure(settle=settle) as m:
             work(last)
         out[name] = _figures(rows, m)
         print(f"client {name}: {out[name]}", flush=True)
     assert last is not None
-    with meter.measure() as m:
+    with meter.measure(settle=settle) as m:
         client_read(stack, last, rows, url)
     out["poll"] = _figures(rows, m)
     print(f"client poll: {out['poll']}", flush=True)
@@ -304,6 +306,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--protocol", default="http", help="http, or tms (the binary protocol), for all"
     )
+    parser.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="do not wait for the server's compactions before and after each phase",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "spark.json")
     args = parser.parse_args(argv)
     rows = args.rows or (100_000 if args.quick else 1_000_000)
@@ -323,7 +330,9 @@ def main(argv: list[str] | None = None) -> int:
         url = endpoint(stack, args.protocol)
         try:
             if not args.no_client:
-                report["client"] = run_client(stack, CpuMeter(stack.proc.pid), rows, url)
+                report["client"] = run_client(
+                    stack, CpuMeter(stack.proc.pid), rows, url, settle=not args.no_settle
+                )
             for mode in modes:
                 if mode == "local":
                     spark = local_session("txms-bench", master="local[2]")
@@ -337,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                             parts=parts,
                             phases=phases,
                             url=url,
+                            settle=not args.no_settle,
                         )
                     finally:
                         spark.stop()
@@ -358,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
                                 parts=parts,
                                 phases=phases,
                                 url=url,
+                                settle=not args.no_settle,
                             )
                         finally:
                             spark.stop()
