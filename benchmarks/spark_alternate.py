@@ -7,14 +7,15 @@ times, ``--rows`` each, on one standalone stack and one Spark session, and print
 CPU seconds per 10^6 rows of each kind of process (``benchmarks.cpu_meter``):
 
     python -m benchmarks.spark_alternate [--rows N] [--rounds R] [--masters local[1],local[2]]
-        [--protocol http|tms] [--probe]
+        [--clients 1,2] [--protocol http|tms] [--probe]
 
 With several masters each round writes through each in turn (a session each), then the
-client. ``--protocol tms``: both write over the binary protocol. ``--probe`` runs the
-server under ``benchmarks.server_probe`` and prints, per write, what the server saw:
-CPU seconds per thread (LevelDB's compaction thread apart), LevelDB's compactions
-(seconds, MB read and written), connections, requests per route, request bodies and the
-most requests in flight at once.
+clients (``--clients 1,2``: one writer, then two at once, a transaction each;
+``--masters ''``: no Spark). ``--protocol tms``: both write over the binary protocol.
+``--probe`` runs the server under ``benchmarks.server_probe`` and prints, per write,
+what the server saw: CPU seconds per thread (LevelDB's compaction thread apart),
+LevelDB's compactions (seconds, MB read and written), connections, requests per route,
+request bodies and the most requests in flight at once.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -43,10 +45,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--masters", default="local[2]", help="Spark masters, each in its turn (local[1],...)"
     )
+    parser.add_argument(
+        "--clients",
+        default="1",
+        help="the client's writes, each in its turn: 1 (one writer), 2 (two at once), ...",
+    )
     parser.add_argument("--protocol", default="http", help="http or tms (binary)")
     parser.add_argument("--probe", action="store_true", help="what the server saw, per write")
     args = parser.parse_args(argv)
     masters = [m.strip() for m in args.masters.split(",") if m.strip()]
+    clients = [
+        "client" if c.strip() == "1" else f"client{c.strip()}" for c in args.clients.split(",")
+    ]
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         probe = None
         if args.probe:
@@ -61,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         sessions = {m: local_session(f"txms-bench-{m}", master=m) for m in masters[:1]}
         try:
             for i in range(args.rounds):
-                for who in [*masters, "client"]:
+                for who in [*masters, *clients]:
                     _one(stack, sessions, who, args.rows, i, url=url, probe=probe)
         finally:
             for spark in sessions.values():
@@ -86,7 +96,7 @@ def _one(
     topic = TopicId("bench", tag)
     MessagingClient(stack.url).create_topic(topic)
     spark = None
-    if who != "client":
+    if not who.startswith("client"):
         if who not in sessions:
             for old in sessions.values():
                 old.stop()
@@ -104,7 +114,7 @@ def _one(
         if spark is not None:
             spark_bench.spark_publish(spark, stack, topic, rows, 4, url=url)
         else:
-            spark_bench.client_publish(stack, topic, rows, transactional=True, url=url)
+            _clients(stack, topic, rows, int(who[6:] or 1), url)
         seconds = time.perf_counter() - started
         settled = meter.settle()  # and this write's are its own
     if probe is not None and before is not None:
@@ -115,6 +125,23 @@ def _one(
         f"{rows / seconds:,.0f} rows/s, then {settled:.0f} s to settle, load {m['load']:.1f}",
         flush=True,
     )
+
+
+def _clients(stack: Launched, topic: TopicId, rows: int, writers: int, url: str) -> None:
+    """``rows`` written by ``writers`` clients at once, a transaction each (as Spark's
+    concurrent tasks store under write pointers of their own)."""
+    threads = [
+        threading.Thread(
+            target=spark_bench.client_publish,
+            args=(stack, topic, rows // writers),
+            kwargs={"transactional": True, "url": url},
+        )
+        for _ in range(writers)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def _print_probe(who: str, i: int, rows: int, d: dict[str, Any]) -> None:
