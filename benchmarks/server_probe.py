@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MODULE", "Probe"]
+__all__ = ["MODULE", "Probe", "merge_profiles", "profile_threads"]
 
 MODULE = "benchmarks.server_probe"
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -173,9 +173,10 @@ def _snapshot() -> dict[str, Any]:
     return {"time": time.time(), "threads": _threads(), "leveldb": _leveldb(), "http": http}
 
 
-def _dump_profile(out: str) -> None:
+def merge_profiles(profiles: list[cProfile.Profile], out: str) -> None:
+    """The statistics of ``profiles`` merged into the file ``out``."""
     merged: pstats.Stats | None = None
-    for profile in list(_PROFILES):
+    for profile in list(profiles):
         try:
             stats = pstats.Stats(profile)
         except TypeError:  # a thread that ran nothing yet
@@ -196,7 +197,7 @@ def _answer(directory: Path, profile: str | None) -> None:
                 continue
             done.add(req.name)
             if profile:
-                _dump_profile(profile)
+                merge_profiles(_PROFILES, profile)
             snap = directory / f"snap-{req.name[4:]}.json"
             tmp = snap.with_suffix(".tmp")
             tmp.write_text(json.dumps(_snapshot()))
@@ -204,12 +205,14 @@ def _answer(directory: Path, profile: str | None) -> None:
         time.sleep(0.05)
 
 
-def _profile_threads() -> None:
+def profile_threads(profiles: list[cProfile.Profile]) -> None:
+    """Every thread started from now on runs under a cProfile of its own, added to
+    ``profiles``."""
     run = threading.Thread.run
 
     def profiled(self: threading.Thread) -> None:
         profile = cProfile.Profile()
-        _PROFILES.append(profile)
+        profiles.append(profile)
         profile.enable()
         try:
             run(self)
@@ -256,7 +259,7 @@ def main() -> None:
     profile = os.environ.get("TXMS_PROBE_PROFILE")
     _install()
     if profile:
-        _profile_threads()
+        profile_threads(_PROFILES)
     threading.Thread(target=_answer, args=(directory, profile), name="probe", daemon=True).start()
     sys.argv = ["tms.standalone", *sys.argv[1:]]
     runpy.run_module("tms.standalone", run_name="__main__")
