@@ -7,11 +7,12 @@ times, ``--rows`` each, on one standalone stack and one Spark session, and print
 CPU seconds per 10^6 rows of each kind of process (``benchmarks.cpu_meter``):
 
     python -m benchmarks.spark_alternate [--rows N] [--rounds R] [--masters local[1],local[2]]
-        [--clients 1,2] [--protocol http|tms] [--probe]
+        [--clients 1,2] [--protocol http|tms|http,tms] [--probe]
 
 With several masters each round writes through each in turn (a session each), then the
 clients (``--clients 1,2``: one writer, then two at once, a transaction each;
-``--masters ''``: no Spark). ``--protocol tms``: both write over the binary protocol.
+``--masters ''``: no Spark). ``--protocol tms``: both write over the binary protocol;
+``http,tms``: every round writes over each in turn.
 ``--probe`` runs the server under ``benchmarks.server_probe`` and prints, per write,
 what the server saw: CPU seconds per thread (LevelDB's compaction thread apart),
 LevelDB's compactions (seconds, MB read and written), connections, requests per route,
@@ -50,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         default="1",
         help="the client's writes, each in its turn: 1 (one writer), 2 (two at once), ...",
     )
-    parser.add_argument("--protocol", default="http", help="http or tms (binary)")
+    parser.add_argument(
+        "--protocol", default="http", help="http or tms (binary); http,tms: each in its turn"
+    )
     parser.add_argument("--probe", action="store_true", help="what the server saw, per write")
     args = parser.parse_args(argv)
     masters = [m.strip() for m in args.masters.split(",") if m.strip()]
@@ -67,12 +70,15 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             stack = Launched(Path(tmp) / "data")
-        url = spark_bench.endpoint(stack, args.protocol)
+        protocols = [p.strip() for p in args.protocol.split(",") if p.strip()]
         sessions = {m: local_session(f"txms-bench-{m}", master=m) for m in masters[:1]}
         try:
             for i in range(args.rounds):
-                for who in [*masters, *clients]:
-                    _one(stack, sessions, who, args.rows, i, url=url, probe=probe)
+                for protocol in protocols:
+                    url = spark_bench.endpoint(stack, protocol)
+                    label = str(i) if len(protocols) == 1 else f"{i} {protocol}"
+                    for who in [*masters, *clients]:
+                        _one(stack, sessions, who, args.rows, label, url=url, probe=probe)
         finally:
             for spark in sessions.values():
                 spark.stop()
@@ -85,14 +91,14 @@ def _one(
     sessions: dict[str, Any],
     who: str,
     rows: int,
-    i: int,
+    i: str,
     *,
     url: str,
     probe: Probe | None,
 ) -> None:
     """One write of ``rows`` by ``who`` (a master, or the client), measured and printed.
     One session at a time: another master's stops the one before."""
-    tag = f"{who}-{i}".replace("[", "").replace("]", "")
+    tag = f"{who}-{i}".replace("[", "").replace("]", "").replace(" ", "-")
     topic = TopicId("bench", tag)
     MessagingClient(stack.url).create_topic(topic)
     spark = None
@@ -144,7 +150,7 @@ def _clients(stack: Launched, topic: TopicId, rows: int, writers: int, url: str)
         t.join()
 
 
-def _print_probe(who: str, i: int, rows: int, d: dict[str, Any]) -> None:
+def _print_probe(who: str, i: str, rows: int, d: dict[str, Any]) -> None:
     per = 1e6 / rows
     threads = {k: round(v * per, 2) for k, v in sorted(d["threads"].items()) if v >= 0.005}
     ldb = d["leveldb"]
