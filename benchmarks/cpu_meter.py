@@ -117,13 +117,39 @@ class CpuMeter:
                 out[kind] -= cpu
         return out
 
+    def settle(
+        self, *, idle_cpu: float = 0.05, window_s: float = 1.0, limit_s: float = 300.0
+    ) -> float:
+        """Wait until the server is idle: its CPU below ``idle_cpu`` cores over two
+        ``window_s`` windows in a row (LevelDB compacts in the background, after the
+        writes that made the work); seconds waited, at most ``limit_s``."""
+        started = time.perf_counter()
+        quiet = 0
+        last = _stat(self.server_pid)
+        while quiet < 2 and time.perf_counter() - started < limit_s:
+            time.sleep(window_s)
+            now = _stat(self.server_pid)
+            if now is None or last is None:
+                break
+            quiet = quiet + 1 if _cpu(now) - _cpu(last) < idle_cpu * window_s else 0
+            last = now
+        return time.perf_counter() - started
+
     @contextmanager
-    def measure(self) -> Iterator[dict[str, float]]:
-        """Yields a dict filled at the end: ``seconds``, CPU seconds per kind, ``load``."""
+    def measure(self, *, settle: bool = False) -> Iterator[dict[str, float]]:
+        """Yields a dict filled at the end: ``seconds``, CPU seconds per kind, ``load``.
+        ``settle``: the server is let settle (``settle``) before the window opens and
+        before it closes, so the background work (compactions) a workload leaves is
+        charged to it, not to the next; ``settled_s`` is the wait at the end, not in
+        ``seconds``."""
         out: dict[str, float] = {}
+        if settle:
+            self.settle()
         before = self.sample()
         started = time.perf_counter()
         yield out
         out["seconds"] = time.perf_counter() - started
+        if settle:
+            out["settled_s"] = self.settle()
         out.update(self.used(before, self.sample()))
         out["load"] = os.getloadavg()[0]

@@ -19,16 +19,16 @@ import argparse
 import atexit
 import cProfile
 import os
-import pstats
 import re
 import runpy
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.server_probe import merge_profiles, profile_threads
 
 _HTTP = re.compile(r"listening on (http://[\d.]+:\d+)")
 _RPC = re.compile(r"binary protocol listening on (tms://[\d.]+:\d+)")
@@ -42,35 +42,13 @@ def _cpu_s(pid: int) -> float:
 def _serve_profiled(out: str, argv: list[str]) -> None:
     """Run ``tms.cli argv`` with a cProfile in every thread; merge them into ``out``."""
     profiles: list[cProfile.Profile] = []
-    run = threading.Thread.run
-
-    def profiled(self: threading.Thread) -> None:
-        profile = cProfile.Profile()
-        profiles.append(profile)
-        profile.enable()
-        try:
-            run(self)
-        finally:
-            profile.disable()
-
-    threading.Thread.run = profiled  # type: ignore[method-assign]
+    profile_threads(profiles)
     main = cProfile.Profile()
     profiles.append(main)
 
     def dump() -> None:
         main.disable()
-        merged: pstats.Stats | None = None
-        for profile in profiles:
-            try:
-                stats = pstats.Stats(profile)
-            except TypeError:  # a thread that ran nothing
-                continue
-            if merged is None:
-                merged = stats
-            else:
-                merged.add(stats)
-        if merged is not None:
-            merged.dump_stats(out)
+        merge_profiles(profiles, out)
 
     atexit.register(dump)
     sys.argv = ["tms.cli", *argv]

@@ -7,9 +7,16 @@ times, ``--rows`` each, on one standalone stack and one Spark session, and print
 CPU seconds per 10^6 rows of each kind of process (``benchmarks.cpu_meter``):
 
     python -m benchmarks.spark_alternate [--rows N] [--rounds R] [--masters local[1],local[2]]
+        [--clients 1,2] [--protocol http|tms|http,tms] [--probe]
 
 With several masters each round writes through each in turn (a session each), then the
-client.
+clients (``--clients 1,2``: one writer, then two at once, a transaction each;
+``--masters ''``: no Spark). ``--protocol tms``: both write over the binary protocol;
+``http,tms``: every round writes over each in turn.
+``--probe`` runs the server under ``benchmarks.server_probe`` and prints, per write,
+what the server saw: CPU seconds per thread (LevelDB's compaction thread apart),
+LevelDB's compactions (seconds, MB read and written), connections, requests per route,
+request bodies and the most requests in flight at once.
 """
 
 from __future__ import annotations
@@ -18,11 +25,14 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks import spark_bench
 from benchmarks.cpu_meter import KINDS, CpuMeter
+from benchmarks.server_probe import MODULE, Probe
 from tms.client import MessagingClient
 from tms.model import TopicId
 from tms.spark import local_session
@@ -36,15 +46,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--masters", default="local[2]", help="Spark masters, each in its turn (local[1],...)"
     )
+    parser.add_argument(
+        "--clients",
+        default="1",
+        help="the client's writes, each in its turn: 1 (one writer), 2 (two at once), ...",
+    )
+    parser.add_argument(
+        "--protocol", default="http", help="http or tms (binary); http,tms: each in its turn"
+    )
+    parser.add_argument("--probe", action="store_true", help="what the server saw, per write")
     args = parser.parse_args(argv)
     masters = [m.strip() for m in args.masters.split(",") if m.strip()]
+    clients = [
+        "client" if c.strip() == "1" else f"client{c.strip()}" for c in args.clients.split(",")
+    ]
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
-        stack = Launched(Path(tmp) / "data")
+        probe = None
+        if args.probe:
+            (Path(tmp) / "probe").mkdir()
+            probe = Probe(Path(tmp) / "probe")
+            stack = Launched(
+                Path(tmp) / "data", module=MODULE, env={"TXMS_PROBE_DIR": str(probe.directory)}
+            )
+        else:
+            stack = Launched(Path(tmp) / "data")
+        protocols = [p.strip() for p in args.protocol.split(",") if p.strip()]
         sessions = {m: local_session(f"txms-bench-{m}", master=m) for m in masters[:1]}
         try:
             for i in range(args.rounds):
-                for who in [*masters, "client"]:
-                    _one(stack, sessions, who, args.rows, i)
+                for protocol in protocols:
+                    url = spark_bench.endpoint(stack, protocol)
+                    label = str(i) if len(protocols) == 1 else f"{i} {protocol}"
+                    for who in [*masters, *clients]:
+                        _one(stack, sessions, who, args.rows, label, url=url, probe=probe)
         finally:
             for spark in sessions.values():
                 spark.stop()
@@ -52,14 +86,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _one(stack: Launched, sessions: dict[str, Any], who: str, rows: int, i: int) -> None:
+def _one(
+    stack: Launched,
+    sessions: dict[str, Any],
+    who: str,
+    rows: int,
+    i: str,
+    *,
+    url: str,
+    probe: Probe | None,
+) -> None:
     """One write of ``rows`` by ``who`` (a master, or the client), measured and printed.
     One session at a time: another master's stops the one before."""
-    tag = f"{who}-{i}".replace("[", "").replace("]", "")
+    tag = f"{who}-{i}".replace("[", "").replace("]", "").replace(" ", "-")
     topic = TopicId("bench", tag)
     MessagingClient(stack.url).create_topic(topic)
     spark = None
-    if who != "client":
+    if not who.startswith("client"):
         if who not in sessions:
             for old in sessions.values():
                 old.stop()
@@ -68,16 +111,57 @@ def _one(stack: Launched, sessions: dict[str, Any], who: str, rows: int, i: int)
         spark = sessions[who]
         warm = TopicId("bench", f"warm-{tag}")
         MessagingClient(stack.url).create_topic(warm)
-        spark_bench.spark_publish(spark, stack, warm, 1000, 4)  # its workers started
-    with CpuMeter(stack.proc.pid).measure() as m:
+        spark_bench.spark_publish(spark, stack, warm, 1000, 4, url=url)  # its workers started
+    meter = CpuMeter(stack.proc.pid)
+    meter.settle()  # the compactions of the writes before are theirs
+    before = probe.snapshot() if probe is not None else None
+    with meter.measure() as m:
+        started = time.perf_counter()
         if spark is not None:
-            spark_bench.spark_publish(spark, stack, topic, rows, 4)
+            spark_bench.spark_publish(spark, stack, topic, rows, 4, url=url)
         else:
-            spark_bench.client_publish(stack, topic, rows, transactional=True)
+            _clients(stack, topic, rows, int(who[6:] or 1), url)
+        seconds = time.perf_counter() - started
+        settled = meter.settle()  # and this write's are its own
+    if probe is not None and before is not None:
+        _print_probe(who, i, rows, Probe.delta(before, probe.snapshot()))
     per = {k: round(m[k] * 1e6 / rows, 2) for k in KINDS if m[k] >= 0.005}
     print(
         f"round {i} {who}: CPU-s per 10^6 rows {per}, "
-        f"{rows / m['seconds']:,.0f} rows/s, load {m['load']:.1f}",
+        f"{rows / seconds:,.0f} rows/s, then {settled:.0f} s to settle, load {m['load']:.1f}",
+        flush=True,
+    )
+
+
+def _clients(stack: Launched, topic: TopicId, rows: int, writers: int, url: str) -> None:
+    """``rows`` written by ``writers`` clients at once, a transaction each (as Spark's
+    concurrent tasks store under write pointers of their own)."""
+    threads = [
+        threading.Thread(
+            target=spark_bench.client_publish,
+            args=(stack, topic, rows // writers),
+            kwargs={"transactional": True, "url": url},
+        )
+        for _ in range(writers)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _print_probe(who: str, i: str, rows: int, d: dict[str, Any]) -> None:
+    per = 1e6 / rows
+    threads = {k: round(v * per, 2) for k, v in sorted(d["threads"].items()) if v >= 0.005}
+    ldb = d["leveldb"]
+    http = d["http"]
+    print(
+        f"  probe {who}-{i}, per 10^6 rows: threads CPU-s {threads}; LevelDB compactions "
+        f"{ldb['compaction_s'] * per:.2f} s, read {ldb['compaction_read_mb'] * per:.0f} MB, "
+        f"written {ldb['compaction_write_mb'] * per:.0f} MB, level-0 files "
+        f"{ldb['level0_files']}; connections {http['connections']}, requests "
+        f"{http['requests']}, bodies {http['bodies']} ({http['body_bytes'] / 1e6:.1f} MB, "
+        f"{http['body_sizes']}), at most {http['max_in_flight']} in flight",
         flush=True,
     )
 

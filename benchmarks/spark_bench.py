@@ -18,7 +18,8 @@ throughput can be compared per core used: rows per CPU-second of everything invo
   first batch and the later ones apart.
 
     python -m benchmarks.spark_bench [--rows N] [--quick] [--spark local,cluster]
-        [--phases write,read,floor,stream] [--no-client]
+        [--phases write,read,floor,stream] [--no-client] [--protocol http|tms]
+        [--no-settle]
 
 Results: ``benchmarks/results/spark.json``.
 """
@@ -63,8 +64,10 @@ def _figures(rows: int, m: dict[str, float]) -> dict[str, Any]:
 # -- the client ---------------------------------------------------------------------
 
 
-def client_publish(stack: Launched, topic: TopicId, rows: int, *, transactional: bool) -> None:
-    client = MessagingClient(stack.url)
+def client_publish(
+    stack: Launched, topic: TopicId, rows: int, *, transactional: bool, url: str | None = None
+) -> None:
+    client = MessagingClient(url or stack.url)
     tx_client = ThriftTxClient(stack.tx_address)
     tx = tx_client.start_long() if transactional else None
     for sent in range(0, rows, BATCH):
@@ -81,8 +84,8 @@ def client_publish(stack: Launched, topic: TopicId, rows: int, *, transactional:
     tx_client.close()
 
 
-def client_read(stack: Launched, topic: TopicId, rows: int) -> None:
-    client = MessagingClient(stack.url)
+def client_read(stack: Launched, topic: TopicId, rows: int, url: str | None = None) -> None:
+    client = MessagingClient(url or stack.url)
     tx_client = ThriftTxClient(stack.tx_address)
     reader = tx_client.start_short()
     seen, start = 0, None
@@ -103,9 +106,18 @@ def client_read(stack: Launched, topic: TopicId, rows: int) -> None:
 # -- Spark --------------------------------------------------------------------------
 
 
-def _options(stack: Launched, topic: TopicId, **extra: str) -> dict[str, str]:
+def endpoint(stack: Launched, protocol: str) -> str:
+    """The messaging service's URL for ``protocol``: ``http`` or ``tms`` (binary)."""
+    if protocol not in ("http", "tms"):
+        raise ValueError(f"unknown protocol {protocol!r}")
+    return stack.rpc_url if protocol == "tms" else stack.url
+
+
+def _options(
+    stack: Launched, topic: TopicId, url: str | None = None, **extra: str
+) -> dict[str, str]:
     return {
-        "url": stack.url,
+        "url": url or stack.url,
         "txServer": stack.tx_address,
         "namespace": topic.namespace,
         "topic": topic.topic,
@@ -113,14 +125,16 @@ def _options(stack: Launched, topic: TopicId, **extra: str) -> dict[str, str]:
     }
 
 
-def spark_publish(spark: Any, stack: Launched, topic: TopicId, rows: int, parts: int) -> None:
+def spark_publish(
+    spark: Any, stack: Launched, topic: TopicId, rows: int, parts: int, *, url: str | None = None
+) -> None:
     from pyspark.sql import functions as sf
 
     df = spark.range(rows, numPartitions=parts).select(
         sf.lit(PAYLOAD).cast("binary").alias("payload")
     )
     df.write.format("tms").mode("append").options(
-        **_options(stack, topic, batchSize=str(BATCH))
+        **_options(stack, topic, url, batchSize=str(BATCH))
     ).save()
 
 
@@ -139,23 +153,36 @@ def floor_read(spark: Any, rows: int, parts: int) -> None:
     df.write.format("noop").mode("overwrite").save()
 
 
-def spark_read(spark: Any, stack: Launched, topic: TopicId, parts: int) -> None:
-    df = spark.read.format("tms").options(**_options(stack, topic, partitions=str(parts))).load()
+def spark_read(
+    spark: Any, stack: Launched, topic: TopicId, parts: int, url: str | None = None
+) -> None:
+    df = (
+        spark.read.format("tms")
+        .options(**_options(stack, topic, url, partitions=str(parts)))
+        .load()
+    )
     df.write.format("noop").mode("overwrite").save()
 
 
 def spark_stream(
-    spark: Any, stack: Launched, src: TopicId, dst: TopicId, parts: int, **extra: str
+    spark: Any,
+    stack: Launched,
+    src: TopicId,
+    dst: TopicId,
+    parts: int,
+    *,
+    url: str | None = None,
+    **extra: str,
 ) -> list[tuple[int, float]]:
     """Copy ``src`` into ``dst`` until the backlog is done; (rows, seconds) per batch."""
     with tempfile.TemporaryDirectory() as checkpoint:
         query = (
             spark.readStream.format("tms")
-            .options(**_options(stack, src, partitions=str(parts), **extra))
+            .options(**_options(stack, src, url, partitions=str(parts), **extra))
             .load()
             .select("payload")
             .writeStream.format("tms")
-            .options(**_options(stack, dst))
+            .options(**_options(stack, dst, url))
             .option("checkpointLocation", checkpoint)
             .trigger(processingTime="0 seconds")
             .start()
@@ -181,6 +208,8 @@ def run_spark(
     rows: int,
     parts: int,
     phases: list[str],
+    url: str | None = None,
+    settle: bool = True,
 ) -> dict[str, Any]:
     def topic(name: str) -> TopicId:
         t = TopicId("bench", f"{label}-{name}")
@@ -190,8 +219,8 @@ def run_spark(
     # Python data source workers start on first use (seconds): warmed up, not timed.
     spark_floor.register(spark)
     warm, warm_dst = topic("warm"), topic("warm-dst")
-    spark_publish(spark, stack, warm, 1000, parts)
-    spark_read(spark, stack, warm, parts)
+    spark_publish(spark, stack, warm, 1000, parts, url=url)
+    spark_read(spark, stack, warm, parts, url)
     # A fresh JVM compiles its hot paths during the first big jobs (1-1.5 CPU-s here):
     # jobs over as many rows through the floor source, untimed, warm it for all.
     floor_write(spark, rows, parts)
@@ -199,8 +228,8 @@ def run_spark(
     out: dict[str, Any] = {}
     written = topic("written")
     every: dict[str, list[tuple[str, Callable[[], None]]]] = {
-        "write": [("write", lambda: spark_publish(spark, stack, written, rows, parts))],
-        "read": [("read", lambda: spark_read(spark, stack, written, parts))],
+        "write": [("write", lambda: spark_publish(spark, stack, written, rows, parts, url=url))],
+        "read": [("read", lambda: spark_read(spark, stack, written, parts, url))],
         "floor": [
             ("floor write", lambda: floor_write(spark, rows, parts)),
             ("floor read", lambda: floor_read(spark, rows, parts)),
@@ -208,19 +237,19 @@ def run_spark(
     }
     jobs = [job for phase in phases for job in every.get(phase, [])]
     for name, job in jobs:
-        with meter.measure() as m:
+        with meter.measure(settle=settle) as m:
             job()
         key = name if name not in out else f"{name} (again)"
         out[key] = _figures(rows, m)
         print(f"{label}: Spark {key}: {out[key]}", flush=True)
     if "stream" not in phases:
         return out
-    spark_stream(spark, stack, warm, warm_dst, parts)
+    spark_stream(spark, stack, warm, warm_dst, parts, url=url)
     for name, extra in (("one batch", {}), ("batches", {"maxOffsetsPerTrigger": str(rows // 10)})):
         src, dst = topic(f"src-{len(out)}"), topic(f"dst-{len(out)}")
-        client_publish(stack, src, rows, transactional=False)
-        with meter.measure() as m:
-            batches = spark_stream(spark, stack, src, dst, parts, **extra)
+        client_publish(stack, src, rows, transactional=False, url=url)
+        with meter.measure(settle=settle) as m:
+            batches = spark_stream(spark, stack, src, dst, parts, url=url, **extra)
         figures = _figures(rows, m)
         first_rows, first_s = batches[0]
         figures["first_batch_rows_per_s"] = round(first_rows / first_s)
@@ -235,23 +264,28 @@ def run_spark(
     return out
 
 
-def run_client(stack: Launched, meter: CpuMeter, rows: int) -> dict[str, Any]:
+def run_client(
+    stack: Launched, meter: CpuMeter, rows: int, url: str | None = None, *, settle: bool = True
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     cases: list[tuple[str, Callable[[TopicId], None]]] = [
-        ("publish", lambda t: client_publish(stack, t, rows, transactional=False)),
-        ("store + one commit", lambda t: client_publish(stack, t, rows, transactional=True)),
+        ("publish", lambda t: client_publish(stack, t, rows, transactional=False, url=url)),
+        (
+            "store + one commit",
+            lambda t: client_publish(stack, t, rows, transactional=True, url=url),
+        ),
     ]
     last = None
     for name, work in cases:
         last = TopicId("bench", f"client-{len(out)}")
         MessagingClient(stack.url).create_topic(last)
-        with meter.measure() as m:
+        with meter.measure(settle=settle) as m:
             work(last)
         out[name] = _figures(rows, m)
         print(f"client {name}: {out[name]}", flush=True)
     assert last is not None
-    with meter.measure() as m:
-        client_read(stack, last, rows)
+    with meter.measure(settle=settle) as m:
+        client_read(stack, last, rows, url)
     out["poll"] = _figures(rows, m)
     print(f"client poll: {out['poll']}", flush=True)
     return out
@@ -269,6 +303,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-client", action="store_true", help="skip the client's phases (e.g. streams only)"
     )
+    parser.add_argument(
+        "--protocol", default="http", help="http, or tms (the binary protocol), for all"
+    )
+    parser.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="do not wait for the server's compactions before and after each phase",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "spark.json")
     args = parser.parse_args(argv)
     rows = args.rows or (100_000 if args.quick else 1_000_000)
@@ -276,13 +318,21 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m.strip() for m in args.spark.split(",") if m.strip()]
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     report: dict[str, Any] = new_report(
-        "spark", rows=rows, row_bytes=len(PAYLOAD), partitions=parts, batch=BATCH
+        "spark",
+        rows=rows,
+        row_bytes=len(PAYLOAD),
+        partitions=parts,
+        batch=BATCH,
+        protocol=args.protocol,
     )
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         stack = Launched(Path(tmp) / "data")
+        url = endpoint(stack, args.protocol)
         try:
             if not args.no_client:
-                report["client"] = run_client(stack, CpuMeter(stack.proc.pid), rows)
+                report["client"] = run_client(
+                    stack, CpuMeter(stack.proc.pid), rows, url, settle=not args.no_settle
+                )
             for mode in modes:
                 if mode == "local":
                     spark = local_session("txms-bench", master="local[2]")
@@ -295,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
                             rows=rows,
                             parts=parts,
                             phases=phases,
+                            url=url,
+                            settle=not args.no_settle,
                         )
                     finally:
                         spark.stop()
@@ -315,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
                                 rows=rows,
                                 parts=parts,
                                 phases=phases,
+                                url=url,
+                                settle=not args.no_settle,
                             )
                         finally:
                             spark.stop()

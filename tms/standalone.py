@@ -249,13 +249,17 @@ class Launched:
         data_dir: str | os.PathLike[str],
         *extra: str,
         timeout_s: float = 60.0,
+        module: str = "tms.standalone",
+        env: dict[str, str] | None = None,
     ) -> None:
-        """``extra``: more command-line arguments (e.g. ``--config FILE``)."""
+        """``extra``: more command-line arguments (e.g. ``--config FILE``); ``module``:
+        what runs them (a benchmark's wrapper of ``tms.standalone``), with ``env`` added
+        to the environment."""
         self.proc = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "tms.standalone",
+                module,
                 "--data-dir",
                 os.fspath(data_dir),
                 "--tx-port",
@@ -269,7 +273,7 @@ class Launched:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
         )
         assert self.proc.stdout is not None
         self.url = self.rpc_url = self.tx_address = ""
