@@ -61,7 +61,7 @@ import psycopg
 
 from tms.commit import GroupCommit
 from tms.errors import FencedError, StorageUnavailableError, write_interrupted
-from tms.store.kv import Fence, WriteOp
+from tms.store.kv import Fence, Update, WriteOp
 from tms.store.postgres.connections import Connections, connect, translated
 from txms_common.pgurl import redact
 
@@ -88,7 +88,7 @@ _HELD = """WITH f AS (SELECT count(*) AS held FROM (SELECT 1 FROM tms_fence WHER
 IN (SELECT * FROM unnest(%(fn)b::bytea[], %(fe)s::bigint[])) FOR SHARE) held),"""
 # The general write (see the module docstring): ``f`` the fences held, ``d`` deletes,
 # ``ins`` new keys, ``up`` (only when ``ins`` took fewer rows than given) replaces the
-# keys that existed, ``ex`` changes existing rows only (``existing_only`` writes).
+# keys that existed, ``ex`` changes existing rows only (``updates``).
 _WRITE = (
     _HELD
     + """
@@ -139,7 +139,7 @@ class _Write:
     sync: bool
     epoch: int | None
     fence: Fence | None
-    existing_only: bool = False
+    updates: Sequence[Update] = ()
     new_keys: bool = False
     error: StorageUnavailableError | None = None
 
@@ -363,10 +363,10 @@ class PostgresStore:
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
-        existing_only: bool = False,
+        updates: Sequence[Update] = (),
         new_keys: bool = False,
     ) -> None:
-        mine = _Write(ops, sync, epoch, fence, existing_only, new_keys and not existing_only)
+        mine = _Write(ops, sync, epoch, fence, updates, new_keys and not updates)
         self._writes.run([mine])
         if mine.error is not None:
             raise mine.error
@@ -433,15 +433,14 @@ class PostgresStore:
         final: dict[tuple[bytes, bytes], tuple[bytes | None, bool]] = {}
         for w in writes:
             for name, key, value in w.ops:
-                if w.existing_only and value is not None:
-                    earlier = final.get((name, key))
-                    if earlier is None:
-                        final[(name, key)] = (value, True)
-                    elif earlier[0] is not None:  # put earlier in the batch: it exists
-                        final[(name, key)] = (value, earlier[1])
-                    # else deleted earlier in the batch: it stays deleted
-                else:
-                    final[(name, key)] = (value, False)
+                final[(name, key)] = (value, False)
+            for name, key, value in w.updates:
+                earlier = final.get((name, key))
+                if earlier is None:
+                    final[(name, key)] = (value, True)
+                elif earlier[0] is not None:  # put earlier in the batch: it exists
+                    final[(name, key)] = (value, earlier[1])
+                # else deleted earlier in the batch: it stays deleted
         a: dict[str, list[Any]] = {c: [] for c in ("dt", "dk", "pt", "pk", "pv", "xt", "xk", "xv")}
         for (name, key), (value, existing) in final.items():
             if value is None:
