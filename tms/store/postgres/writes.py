@@ -4,9 +4,9 @@ writes applied as one statement (``tms.store.postgres.db`` serializes them).
 * A batch (every write queued while the previous one ran, of any topics) is applied in
   **one statement**, its own transaction (one round trip, one commit, one WAL flush, as
   the LevelDB handle shares one sync): multi-row changes from ``unnest`` of arrays
-  (binary parameters), each conditional on every fence of the batch holding — the fence
-  rows read ``FOR SHARE``, so a concurrent ``acquire_fence`` (an ``UPDATE`` of the row)
-  and the write wait for each other.
+  (binary parameters, encoded by ``tms.store.postgres.arrays``), each conditional on
+  every fence of the batch holding — the fence rows read ``FOR SHARE``, so a concurrent
+  ``acquire_fence`` (an ``UPDATE`` of the row) and the write wait for each other.
 * A fence that does not hold applies nothing and raises nothing: the statement says so,
   the writes under a stale fence get ``FencedError`` and the rest is sent again.
 * Changes are collapsed in order (a later change of a key wins; a write's ``updates``
@@ -29,6 +29,7 @@ import psycopg
 
 from tms.errors import FencedError, StorageUnavailableError
 from tms.store.kv import Fence, Update, WriteOp
+from tms.store.postgres.arrays import ByteaArray
 
 __all__ = ["PendingWrite", "write_batch"]
 
@@ -112,14 +113,15 @@ def _apply(conn: psycopg.Connection[Any], writes: list[PendingWrite], sync: bool
     (else nothing was written)."""
     fences = sorted({w.fence for w in writes if w.fence is not None})
     params: dict[str, Any] = {
-        "fn": [f[0] for f in fences],
+        "fn": ByteaArray([f[0] for f in fences]),
         "fe": [f[1] for f in fences],
         "nf": len(fences),
     }
     if all(w.new_keys for w in writes):
-        params["pt"] = [name for w in writes for name, _k, _v in w.ops]
-        params["pk"] = [key for w in writes for _n, key, _v in w.ops]
-        params["pv"] = [value for w in writes for _n, _k, value in w.ops]
+        params["pt"] = ByteaArray([name for w in writes for name, _k, _v in w.ops])
+        params["pk"] = ByteaArray([key for w in writes for _n, key, _v in w.ops])
+        # new_keys: every op is a put
+        params["pv"] = ByteaArray([value for w in writes for _n, _k, value in w.ops])  # type: ignore[misc]
         try:
             return _execute(conn, _APPEND_FENCED if fences else _APPEND, params, sync)
         except psycopg.errors.UniqueViolation:
@@ -145,7 +147,7 @@ def _apply(conn: psycopg.Connection[Any], writes: list[PendingWrite], sync: bool
             a[x + "t"].append(name)
             a[x + "k"].append(key)
             a[x + "v"].append(value)
-    params.update(a)
+    params.update((name, ByteaArray(items)) for name, items in a.items())
     return _execute(conn, _WRITE, params, sync)
 
 
