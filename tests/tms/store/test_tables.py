@@ -10,8 +10,8 @@ import pytest
 from tms.codec import keys
 from tms.codec.values import MessageEntry
 from tms.errors import TopicAlreadyExistsError, TopicNotFoundError
-from tms.model import RollbackDetail, TopicId
-from tms.store.tables import MessageRow, PayloadRow, TableBatch, Tables
+from tms.model import RollbackDetail, TopicId, TopicMetadata
+from tms.store.tables import MessageRow, PayloadRow, PurgeCounts, TableBatch, Tables
 
 T1, T2 = TopicId("default", "t1"), TopicId("default", "t2")
 
@@ -158,10 +158,12 @@ def test_concurrent_writes_to_two_topics(tables: Tables) -> None:
         assert got == [topic.topic.encode() + b"\x00", topic.topic.encode() + b"\x01"]
 
 
-def test_negation_never_brings_back_an_entry_purged_after_it_was_read(
+def expired_entries_purged_after_the_next_scan(
     tables: Tables, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given two expired entries of an invalid transaction
+) -> tuple[TopicMetadata, list[PurgeCounts]]:
+    """Two expired entries of transaction 100 in T1, and a purge (another instance's
+    cleanup) that runs right after the next scan of the message table has read them;
+    the topic and what the purge did."""
     tables.metadata.create(T1, {})
     metadata = tables.metadata.get(T1)
     prefix = keys.topic_prefix(T1, metadata.generation)
@@ -169,7 +171,6 @@ def test_negation_never_brings_back_an_entry_purged_after_it_was_read(
         prefix,
         [MessageRow(5, 0, MessageEntry(100, b"x")), MessageRow(5, 1, MessageEntry(100, b"y"))],
     )
-    # and a purge (another instance's cleanup) that runs right after negation read them
     store, real_scan, purged = tables.messages.store, tables.messages.store.scan, []
 
     def scan_then_purge(*args: object, **kwargs: object) -> object:
@@ -179,36 +180,31 @@ def test_negation_never_brings_back_an_entry_purged_after_it_was_read(
         return iter(rows)
 
     monkeypatch.setattr(store, "scan", scan_then_purge)
+    return metadata, purged
+
+
+def test_negation_never_brings_back_an_entry_purged_after_it_was_read(
+    tables: Tables, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given two expired entries of an invalid transaction, purged right after negation
+    # read them
+    metadata, purged = expired_entries_purged_after_the_next_scan(tables, monkeypatch)
     # When cleanup negates the transaction's entries
     tables.negate_invalid(metadata, {100}, 0, 100)
     # Then the purged entries stay purged
     assert purged[0].expired == 2
     monkeypatch.undo()
-    assert list(tables.messages.scan(prefix)) == []
+    assert list(tables.messages.scan(keys.topic_prefix(T1, metadata.generation))) == []
 
 
 def test_the_owners_rollback_never_brings_back_an_entry_purged_after_it_was_read(
     tables: Tables, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given two expired entries of a transaction, on a topic owned under a fence
-    tables.metadata.create(T1, {})
-    metadata = tables.metadata.get(T1)
+    # Given two expired entries of a transaction, purged right after the rollback read
+    # them, on a topic owned under a fence
+    metadata, purged = expired_entries_purged_after_the_next_scan(tables, monkeypatch)
     prefix = keys.topic_prefix(T1, metadata.generation)
     fence = (b"owner-" + prefix, tables.kv.acquire_fence(b"owner-" + prefix))
-    tables.messages.write(
-        prefix,
-        [MessageRow(5, 0, MessageEntry(100, b"x")), MessageRow(5, 1, MessageEntry(100, b"y"))],
-    )
-    # and a purge (another instance's cleanup) that runs right after the rollback read them
-    store, real_scan, purged = tables.messages.store, tables.messages.store.scan, []
-
-    def scan_then_purge(*args: object, **kwargs: object) -> object:
-        rows = list(real_scan(*args, **kwargs))  # type: ignore[arg-type]
-        monkeypatch.setattr(store, "scan", real_scan)  # the purge's own scans are plain
-        purged.append(tables.purge_topic(metadata, cutoff_ms=6, batch_rows=100))
-        return iter(rows)
-
-    monkeypatch.setattr(store, "scan", scan_then_purge)
     # When the owner's writer rolls the transaction back in its batch, with a new entry
     batch = TableBatch()
     assert tables.messages.rollback(prefix, RollbackDetail(100, 5, 0, 5, 1), batch) == 2
