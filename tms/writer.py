@@ -308,15 +308,14 @@ class _Batch:
 
     def apply(self, ticket: Ticket[object]) -> None:
         """Apply one admitted operation; if it fails, it adds nothing."""
-        mark, appended = len(self.rows.ops), self.rows.appended
+        mark = self.rows.mark()
         counts = self._messages, self._payload_bytes, self._rolled_back, self._published
         queue = self._queue
         saved = queue.save() if queue is not None else None
         try:
             ticket.apply(self)
         except TmsError as exc:
-            del self.rows.ops[mark:]
-            self.rows.appended = appended
+            self.rows.truncate(mark)
             self._messages, self._payload_bytes, self._rolled_back, self._published = counts
             if queue is not None and saved is not None:
                 queue.restore(saved)  # what a queue operation changed before it failed

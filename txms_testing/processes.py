@@ -1,6 +1,7 @@
 """Our own services (``txn serve``, ``tms serve``) as child processes whose output is
 followed line by line, for fault injection: ``kill()`` is ``SIGKILL``, ``pause()`` and
-``resume()`` are ``SIGSTOP`` and ``SIGCONT``.
+``resume()`` are ``SIGSTOP`` and ``SIGCONT`` (``pause()`` returns once every thread of
+the process has stopped).
 
 ``wait_for(pattern, timeout_s)`` returns the match of the first output line (since the
 given line index) matching ``pattern``, or raises ``EngineError`` with the output.
@@ -101,8 +102,37 @@ class ServiceProcess:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(signum)
 
-    def pause(self) -> None:
+    def pause(self, timeout_s: float = 10.0) -> None:
+        """``SIGSTOP``, returning once every thread of the process is stopped.
+
+        ``kill()`` only queues the signal: on a loaded machine a thread of the process can
+        go on running for tens of milliseconds after it returned (serving a request the
+        test meant to reach a paused process). Raises ``EngineError`` when the process has
+        not stopped within ``timeout_s``."""
         self.signal(signal.SIGSTOP)
+        deadline = time.monotonic() + timeout_s
+        while self.running and not self._stopped():
+            if time.monotonic() > deadline:
+                raise EngineError(f"{self.name}: not stopped {timeout_s} s after SIGSTOP")
+            time.sleep(0.001)
+
+    def _stopped(self) -> bool:
+        """Whether every thread is stopped (``T`` in ``/proc/<pid>/task/*/stat``; where
+        there is no ``/proc``, assumed)."""
+        tasks = f"/proc/{self.pid}/task"
+        try:
+            names = os.listdir(tasks)
+        except FileNotFoundError:
+            return not os.path.isdir("/proc/self")  # gone (reaped), or no /proc at all
+        for name in names:
+            try:
+                with open(f"{tasks}/{name}/stat", encoding="ascii", errors="replace") as f:
+                    stat = f.read()
+            except FileNotFoundError:
+                continue  # a thread that has just exited
+            if stat[stat.rindex(")") + 2] not in "Tt":
+                return False
+        return True
 
     def resume(self) -> None:
         self.signal(signal.SIGCONT)

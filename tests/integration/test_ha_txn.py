@@ -100,36 +100,40 @@ def test_a_paused_leader_never_appends_after_a_standby_took_over(ha: HaCluster) 
             client.commit_or_throw(client.start_short())
     before = ha.epochs()
     assert before.get(epoch_a, 0) > 0
-    # When the leader is paused past its session, with a call waiting in its socket
+    # When the leader is paused past its session (every thread of it stopped), with a
+    # call waiting in its socket
     direct = ThriftTxClient((host, int(port)), retry=RetryNTimes(1), timeout_s=30)
-    direct.status()  # connected before the pause
-    a.pause()
-    outcome: list[object] = []
+    try:
+        direct.status()  # connected before the pause
+        a.pause()
+        outcome: list[object] = []
 
-    def call_the_paused_leader() -> None:
-        try:
-            outcome.append(direct.start_short())
-        except TxError as exc:
-            outcome.append(exc)
+        def call_the_paused_leader() -> None:
+            try:
+                outcome.append(direct.start_short())
+            except TxError as exc:
+                outcome.append(exc)
 
-    caller = threading.Thread(target=call_the_paused_leader)
-    caller.start()
-    epoch_b = leading(b, timeout_s=60)
-    assert epoch_b > epoch_a
-    with ha.client() as client:
-        tx = client.start_short()
-        client.commit_or_throw(tx)
-    # and then resumed
-    mark = len(a.lines)
-    a.resume()
-    caller.join(60)
-    a.wait_for("standing by", 60, since=mark)
-    # Then it answered nothing and appended nothing under its old epoch
-    assert len(outcome) == 1 and isinstance(outcome[0], TxError), outcome
+        caller = threading.Thread(target=call_the_paused_leader)
+        caller.start()
+        epoch_b = leading(b, timeout_s=60)
+        assert epoch_b > epoch_a
+        with ha.client() as client:
+            tx = client.start_short()
+            client.commit_or_throw(tx)
+        # and then resumed
+        mark = len(a.lines)
+        a.resume()
+        caller.join(60)
+        a.wait_for("standing by", 60, since=mark)
+    finally:
+        direct.close()  # also ends a call still waiting
+    # Then it answered nothing (the call reached it only once it was stopped: an answer
+    # would need an edit appended under its old epoch) and appended nothing under it
+    assert len(outcome) == 1 and isinstance(outcome[0], TxError), (outcome, a.output())
     after = ha.epochs()
     assert after.get(epoch_a, 0) == before[epoch_a]
     assert after.get(epoch_b, 0) > 0
-    direct.close()
 
 
 @dataclass

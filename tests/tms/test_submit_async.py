@@ -18,7 +18,7 @@ from tms.fetcher import FetchRequest
 from tms.model import RollbackDetail, StoreRequest, TopicId
 from tms.operations import Publish, Store, Ticket
 from tms.service import MessagingService
-from tms.store.kv import Fence, WriteOp
+from tms.store.kv import Fence, Update, WriteOp
 from tms.store.memory import MemoryStore
 
 T = TopicId("ns", "t")
@@ -57,7 +57,7 @@ class GatedStore(MemoryStore):
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
-        existing_only: bool = False,
+        updates: Sequence[Update] = (),
         new_keys: bool = False,
     ) -> None:
         self.waiting.set()
@@ -67,7 +67,7 @@ class GatedStore(MemoryStore):
             sync=sync,
             epoch=epoch,
             fence=fence,
-            existing_only=existing_only,
+            updates=updates,
             new_keys=new_keys,
         )
 

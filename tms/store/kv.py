@@ -12,12 +12,13 @@ several tables; ``table(name)`` is a view whose keys are the table's own.
 or None to delete)`` of ``ops`` atomically, across tables, in order (a later change of a
 key wins): after a crash either every change is there or none. With ``sync=True`` it is
 durable when the call returns. ``TableStore.write`` is the one-table shorthand.
-With ``existing_only=True`` the write only *changes* rows: a put of a key that is absent
-when the write is applied is left out (a read-then-write such as cleanup's negation must
-not bring back a row deleted since it was read), checked in the same atomic step.
-``new_keys=True`` is a hint that every put adds a key that is not there (appended
-messages): an engine may write such a batch faster, and must still replace a key that
-turns out to exist.
+``updates`` are puts that only *change* rows, applied after ``ops`` in the same atomic
+step: each is left out when its key is absent at that moment (after ``ops``). A
+read-then-write such as a negation (cleanup's, or a rollback in the owner's batch) must
+not bring back a row deleted since it was read.
+``new_keys=True`` is a hint that every put of ``ops`` adds a key that is not there
+(appended messages): an engine may write such a batch faster, and must still replace a
+key that turns out to exist.
 Concurrent writes may be merged by the engine into one physical write (LevelDB's handle
 does), but each keeps its own atomicity and outcome.
 
@@ -83,10 +84,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-__all__ = ["Fence", "KeyValueStore", "TableStore", "WriteOp"]
+__all__ = ["Fence", "KeyValueStore", "TableStore", "Update", "WriteOp"]
 
 WriteOp = tuple[bytes, bytes, bytes | None]
 """(table name, key, value); a value of None deletes the key."""
+
+Update = tuple[bytes, bytes, bytes]
+"""(table name, key, value): a put applied only if the key exists (see ``updates``)."""
 
 Fence = tuple[bytes, int]
 """(fence name, epoch): a write carrying it is applied only while ``epoch`` is the newest
@@ -143,13 +147,13 @@ class KeyValueStore(Protocol):
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
-        existing_only: bool = False,
+        updates: Sequence[Update] = (),
         new_keys: bool = False,
     ) -> None:
-        """Apply ``ops`` atomically (see the module docstring); with ``fence``, only
-        while it is the newest of its name (else ``FencedError``, nothing applied); with
-        ``existing_only``, puts of keys absent at that moment are left out; ``new_keys``
-        is a hint (see the module docstring)."""
+        """Apply ``ops``, then ``updates`` to the keys that exist at that moment,
+        atomically (see the module docstring); with ``fence``, only while it is the
+        newest of its name (else ``FencedError``, nothing applied); ``new_keys`` is a
+        hint about ``ops`` (see the module docstring)."""
 
     def acquire_fence(self, name: bytes) -> int:
         """A new epoch of fence ``name``, above every earlier one; durable when it

@@ -7,7 +7,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterator, Sequence
 
 from tms.errors import FencedError, StorageUnavailableError
-from tms.store.kv import Fence, WriteOp
+from tms.store.kv import Fence, Update, WriteOp
 
 __all__ = ["MemoryStore"]
 
@@ -117,7 +117,7 @@ class MemoryStore:
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
-        existing_only: bool = False,
+        updates: Sequence[Update] = (),
         new_keys: bool = False,  # a hint this engine has no use for
     ) -> None:
         with self.lock:
@@ -128,9 +128,10 @@ class MemoryStore:
             for name, key, value in ops:
                 if name not in tables:
                     tables[name] = _MemoryTable(self)
-                if existing_only and value is not None and not tables[name].has(key):
-                    continue
                 tables[name].apply(key, value)
+            for name, key, value in updates:
+                if name in tables and tables[name].has(key):
+                    tables[name].apply(key, value)
 
     def acquire_fence(self, name: bytes) -> int:
         with self.lock:

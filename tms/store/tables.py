@@ -45,7 +45,7 @@ from tms.codec.values import (
 )
 from tms.ids import MessageId
 from tms.model import RollbackDetail, TopicMetadata
-from tms.store.kv import Fence, KeyValueStore, TableStore, WriteOp
+from tms.store.kv import Fence, KeyValueStore, TableStore, Update, WriteOp
 from tms.store.metadata import MetadataTable
 from tms.store.positions import POSITION_TABLE, PositionTable
 from tms.store.queues import QueueTables
@@ -106,12 +106,18 @@ class TableBatch:
 
     ``appended`` counts the ops added by ``append_messages`` and ``put_payloads``, whose
     keys are new positions; when every op is one of them, the batch only adds rows
-    (``new_keys``, a hint to the store)."""
+    (``new_keys``, a hint to the store).
 
-    __slots__ = ("appended", "ops")
+    ``updates`` (negations: ``MessageTable.rollback``, ``Tables.negate_invalid``) are
+    written after ``ops``, each only if its row is still there then (``tms.store.kv``):
+    they rewrite rows read earlier, which another instance's purge may have deleted
+    since."""
+
+    __slots__ = ("appended", "ops", "updates")
 
     def __init__(self) -> None:
         self.ops: list[WriteOp] = []
+        self.updates: list[Update] = []
         self.appended = 0
 
     @property
@@ -120,7 +126,17 @@ class TableBatch:
         return self.appended == len(self.ops)
 
     def __len__(self) -> int:
-        return len(self.ops)
+        return len(self.ops) + len(self.updates)
+
+    def mark(self) -> tuple[int, int, int]:
+        """Where the batch stands, for ``truncate``."""
+        return len(self.ops), len(self.updates), self.appended
+
+    def truncate(self, mark: tuple[int, int, int]) -> None:
+        """Drop every change added since ``mark``."""
+        del self.ops[mark[0] :]
+        del self.updates[mark[1] :]
+        self.appended = mark[2]
 
     def append_messages(
         self,
@@ -267,24 +283,20 @@ class MessageTable:
             return publish_ms, seq
         return None
 
-    def rollback(
-        self, prefix: bytes, detail: RollbackDetail, batch: TableBatch | None = None
-    ) -> int:
+    def rollback(self, prefix: bytes, detail: RollbackDetail, batch: TableBatch) -> int:
         """Negate the write pointer of every entry of ``detail``'s range written by its
-        transaction, in ``batch`` (None: written now); how many. Entries of other writers
-        in the range (there should be none) and entries already negated are left alone."""
+        transaction, as ``updates`` of ``batch`` (an entry purged before the batch is
+        written stays purged); how many. Entries of other writers in the range (there
+        should be none) and entries already negated are left alone."""
         start = keys.message_key(prefix, detail.start_ms, detail.start_seq)
         stop = keys.stop_key_for_prefix(keys.message_key(prefix, detail.end_ms, detail.end_seq))
-        changes = batch if batch is not None else TableBatch()
         count = 0
         for key, value in self.store.scan(start, stop):
             if decode_message_value(value).tx_write_pointer == detail.tx_write_pointer:
                 negated = negate_message_value(value)
                 if negated is not None:
-                    changes.ops.append((MESSAGE_TABLE, key, negated))
+                    batch.updates.append((MESSAGE_TABLE, key, negated))
                     count += 1
-        if batch is None and changes.ops:
-            self.store.write([(key, value) for _t, key, value in changes.ops if value is not None])
         return count
 
 
@@ -391,19 +403,18 @@ class Tables:
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
-        existing_only: bool = False,
     ) -> None:
-        """Apply ``batch`` atomically (durably with ``sync``); with ``epoch``, only if the
-        store has not recovered from a failure since; with ``fence``, only while it is
-        the newest (``FencedError``); with ``existing_only``, puts change rows that are
-        there and add none. Raises ``StorageUnavailableError``."""
-        if batch.ops:
+        """Apply ``batch`` atomically (durably with ``sync``), its ``updates`` only to rows
+        still there; with ``epoch``, only if the store has not recovered from a failure
+        since; with ``fence``, only while it is the newest (``FencedError``). Raises
+        ``StorageUnavailableError``."""
+        if batch.ops or batch.updates:
             self.kv.write(
                 batch.ops,
                 sync=sync,
                 epoch=epoch,
                 fence=fence,
-                existing_only=existing_only,
+                updates=batch.updates,
                 new_keys=batch.new_keys,
             )
 
@@ -488,7 +499,7 @@ class Tables:
         durably, in synced batches of ``batch_rows``. How many were negated.
 
         It runs on any instance, unfenced, beside the owner's writer and other
-        instances' purges: each negation is written ``existing_only``, so an entry
+        instances' purges: each negation is an update (``TableBatch``), so an entry
         purged after it was read stays purged."""
         prefix = keys.topic_prefix(metadata.topic, metadata.generation)
         start = keys.message_key(prefix, from_ms, 0)
@@ -499,13 +510,13 @@ class Tables:
             if ptr is not None and ptr > 0 and ptr in invalid:
                 negated = negate_message_value(value)
                 assert negated is not None
-                batch.ops.append((MESSAGE_TABLE, key, negated))
+                batch.updates.append((MESSAGE_TABLE, key, negated))
                 count += 1
                 if len(batch) >= batch_rows:
                     # durable before any truncation may rely on it
-                    self.write(batch, existing_only=True)
+                    self.write(batch)
                     batch = TableBatch()
-        self.write(batch, existing_only=True)
+        self.write(batch)
         return count
 
     def close(self) -> None:

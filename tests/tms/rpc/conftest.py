@@ -32,7 +32,7 @@ from tms.rpc.frames import (
 )
 from tms.rpc.server import RpcServer
 from tms.service import MessagingService
-from tms.store.kv import Fence, KeyValueStore, TableStore, WriteOp
+from tms.store.kv import Fence, KeyValueStore, TableStore, Update, WriteOp
 from tms.store.leveldb import LevelDBStore
 from tms.store.tables import MESSAGE_TABLE
 
@@ -70,7 +70,7 @@ class GatedStore:
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
-        existing_only: bool = False,
+        updates: Sequence[Update] = (),
         new_keys: bool = False,
     ) -> None:
         if not self.gate.is_set():
@@ -81,7 +81,7 @@ class GatedStore:
             sync=sync,
             epoch=epoch,
             fence=fence,
-            existing_only=existing_only,
+            updates=updates,
             new_keys=new_keys,
         )
 

@@ -15,7 +15,7 @@ from tests.servers import Stack, running_stack
 from tms.aio import AsyncMessagingClient, AsyncTxClient, Consumer, Producer
 from tms.errors import ServiceUnavailableError, TopicNotFoundError
 from tms.model import Message, TopicId
-from tms.store.kv import Fence, WriteOp
+from tms.store.kv import Fence, Update, WriteOp
 from txn.errors import TransactionConflictError, TxServiceUnavailableError
 from txn.transaction import Transaction
 
@@ -134,7 +134,7 @@ class _GatedWrites:
             sync: bool = True,
             epoch: int | None = None,
             fence: Fence | None = None,
-            existing_only: bool = False,
+            updates: Sequence[Update] = (),
             new_keys: bool = False,
         ) -> None:
             self.gate.wait(30)
@@ -143,7 +143,7 @@ class _GatedWrites:
                 sync=sync,
                 epoch=epoch,
                 fence=fence,
-                existing_only=existing_only,
+                updates=updates,
                 new_keys=new_keys,
             )
 

@@ -175,22 +175,27 @@ def test_kv_no_old_fence_write_lands_after_a_new_fence_is_taken(kv: KeyValueStor
     assert {int(k) for k, _ in seen} == set(written)
 
 
-def test_kv_existing_only_changes_present_rows_and_never_adds_one(kv: KeyValueStore) -> None:
+def test_kv_updates_change_present_rows_and_never_add_one(kv: KeyValueStore) -> None:
     # Given a row that is there and one deleted after it was read
-    kv.write([(b"x", b"here", b"old"), (b"x", b"gone", b"old")])
+    kv.write([(b"x", b"here", b"old"), (b"x", b"gone", b"old"), (b"x", b"dropped", b"old")])
     kv.write([(b"x", b"gone", None)])
-    # When both are rewritten with existing_only, beside a delete in the same write
+    # When they are updated, after ops of the same write that add one row and delete one
     kv.write(
-        [(b"x", b"here", b"new"), (b"x", b"gone", b"new"), (b"x", b"other", None)],
-        existing_only=True,
+        [(b"x", b"added", b"put"), (b"x", b"dropped", None), (b"x", b"other", None)],
+        updates=[
+            (b"x", b"here", b"new"),
+            (b"x", b"gone", b"new"),
+            (b"x", b"added", b"new"),
+            (b"x", b"dropped", b"new"),
+        ],
     )
-    # Then the present row changed and the deleted one did not come back
-    assert list(kv.table(b"x").scan()) == [(b"here", b"new")]
+    # Then the present rows (one just added) changed, and the deleted ones did not come back
+    assert list(kv.table(b"x").scan()) == [(b"added", b"new"), (b"here", b"new")]
 
 
-def test_kv_existing_only_writes_merged_with_others_keep_their_order(kv: KeyValueStore) -> None:
-    # Given concurrent writers: plain puts, deletes and existing_only rewrites of the
-    # same keys (an engine may merge them into one physical write)
+def test_kv_updates_merged_with_other_writes_keep_their_order(kv: KeyValueStore) -> None:
+    # Given concurrent writers: plain puts, deletes and updates of the same keys (an
+    # engine may merge them into one physical write)
     kv.write([(b"x", b"%03d" % i, b"v0") for i in range(50)])
 
     def rewrite(n: int) -> None:
@@ -199,14 +204,14 @@ def test_kv_existing_only_writes_merged_with_others_keep_their_order(kv: KeyValu
             if n == 0:
                 kv.write([(b"x", key, None)])  # a purge
             else:
-                kv.write([(b"x", key, b"v%d" % n)], existing_only=True)  # a negation
+                kv.write([], updates=[(b"x", key, b"v%d" % n)])  # a negation
 
     threads = [threading.Thread(target=rewrite, args=(n,)) for n in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
-    # Then every key was purged and no rewrite brought one back
+    # Then every key was purged and no update brought one back
     assert list(kv.table(b"x").scan()) == []
 
 

@@ -10,8 +10,8 @@ import pytest
 from tms.codec import keys
 from tms.codec.values import MessageEntry
 from tms.errors import TopicAlreadyExistsError, TopicNotFoundError
-from tms.model import RollbackDetail, TopicId
-from tms.store.tables import MessageRow, PayloadRow, Tables
+from tms.model import RollbackDetail, TopicId, TopicMetadata
+from tms.store.tables import MessageRow, PayloadRow, PurgeCounts, TableBatch, Tables
 
 T1, T2 = TopicId("default", "t1"), TopicId("default", "t2")
 
@@ -77,17 +77,25 @@ def test_scan_topics_includes_deleted(tables: Tables) -> None:
 # -- MessageTableTest / PayloadTableTest ---------------------------------------------------
 
 
+def rollback(tables: Tables, prefix: bytes, detail: RollbackDetail) -> int:
+    """Roll back in a batch of its own, written at once; how many entries were negated."""
+    batch = TableBatch()
+    count = tables.messages.rollback(prefix, detail, batch)
+    tables.write(batch)
+    return count
+
+
 def test_single_message_and_rollback(tables: Tables) -> None:
     prefix = keys.topic_prefix(T1, 1)
     tables.messages.write(prefix, [MessageRow(0, 0, MessageEntry(123, b"data"))])
     rows = list(tables.messages.scan(prefix))
     assert [(r.publish_ms, r.seq, r.entry) for r in rows] == [(0, 0, MessageEntry(123, b"data"))]
     assert tables.messages.last_position(prefix) == (0, 0)
-    assert tables.messages.rollback(prefix, RollbackDetail(123, 0, 0, 0, 0)) == 1
+    assert rollback(tables, prefix, RollbackDetail(123, 0, 0, 0, 0)) == 1
     assert next(tables.messages.scan(prefix)).entry == MessageEntry(-123, b"data")
     # a second rollback, or one with another write pointer, changes nothing
-    assert tables.messages.rollback(prefix, RollbackDetail(123, 0, 0, 0, 0)) == 0
-    assert tables.messages.rollback(prefix, RollbackDetail(999, 0, 0, 0, 0)) == 0
+    assert rollback(tables, prefix, RollbackDetail(123, 0, 0, 0, 0)) == 0
+    assert rollback(tables, prefix, RollbackDetail(999, 0, 0, 0, 0)) == 0
 
 
 def test_rollback_touches_only_its_range_and_its_transaction(tables: Tables) -> None:
@@ -95,7 +103,7 @@ def test_rollback_touches_only_its_range_and_its_transaction(tables: Tables) -> 
     rows = [MessageRow(5, seq, MessageEntry(100 + seq % 2, b"x")) for seq in range(6)]
     rows.append(MessageRow(6, 0, MessageEntry(100, b"y")))
     tables.messages.write(prefix, rows)
-    assert tables.messages.rollback(prefix, RollbackDetail(100, 5, 1, 5, 4)) == 2  # seq 2 and 4
+    assert rollback(tables, prefix, RollbackDetail(100, 5, 1, 5, 4)) == 2  # seq 2 and 4
     ptrs = [r.entry.tx_write_pointer for r in tables.messages.scan(prefix)]
     assert ptrs == [100, 101, -100, 101, -100, 101, 100]
 
@@ -150,10 +158,12 @@ def test_concurrent_writes_to_two_topics(tables: Tables) -> None:
         assert got == [topic.topic.encode() + b"\x00", topic.topic.encode() + b"\x01"]
 
 
-def test_negation_never_brings_back_an_entry_purged_after_it_was_read(
+def expired_entries_purged_after_the_next_scan(
     tables: Tables, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given two expired entries of an invalid transaction
+) -> tuple[TopicMetadata, list[PurgeCounts]]:
+    """Two expired entries of transaction 100 in T1, and a purge (another instance's
+    cleanup) that runs right after the next scan of the message table has read them;
+    the topic and what the purge did."""
     tables.metadata.create(T1, {})
     metadata = tables.metadata.get(T1)
     prefix = keys.topic_prefix(T1, metadata.generation)
@@ -161,7 +171,6 @@ def test_negation_never_brings_back_an_entry_purged_after_it_was_read(
         prefix,
         [MessageRow(5, 0, MessageEntry(100, b"x")), MessageRow(5, 1, MessageEntry(100, b"y"))],
     )
-    # and a purge (another instance's cleanup) that runs right after negation read them
     store, real_scan, purged = tables.messages.store, tables.messages.store.scan, []
 
     def scan_then_purge(*args: object, **kwargs: object) -> object:
@@ -171,9 +180,37 @@ def test_negation_never_brings_back_an_entry_purged_after_it_was_read(
         return iter(rows)
 
     monkeypatch.setattr(store, "scan", scan_then_purge)
+    return metadata, purged
+
+
+def test_negation_never_brings_back_an_entry_purged_after_it_was_read(
+    tables: Tables, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given two expired entries of an invalid transaction, purged right after negation
+    # read them
+    metadata, purged = expired_entries_purged_after_the_next_scan(tables, monkeypatch)
     # When cleanup negates the transaction's entries
     tables.negate_invalid(metadata, {100}, 0, 100)
     # Then the purged entries stay purged
     assert purged[0].expired == 2
     monkeypatch.undo()
-    assert list(tables.messages.scan(prefix)) == []
+    assert list(tables.messages.scan(keys.topic_prefix(T1, metadata.generation))) == []
+
+
+def test_the_owners_rollback_never_brings_back_an_entry_purged_after_it_was_read(
+    tables: Tables, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given two expired entries of a transaction, purged right after the rollback read
+    # them, on a topic owned under a fence
+    metadata, purged = expired_entries_purged_after_the_next_scan(tables, monkeypatch)
+    prefix = keys.topic_prefix(T1, metadata.generation)
+    fence = (b"owner-" + prefix, tables.kv.acquire_fence(b"owner-" + prefix))
+    # When the owner's writer rolls the transaction back in its batch, with a new entry
+    batch = TableBatch()
+    assert tables.messages.rollback(prefix, RollbackDetail(100, 5, 0, 5, 1), batch) == 2
+    batch.append_messages(prefix, (7, 0), None, [b"z"])
+    tables.write(batch, fence=fence)
+    # Then the purged entries stay purged, and the rest of the batch is written
+    assert purged[0].expired == 2
+    monkeypatch.undo()
+    assert [(r.publish_ms, r.entry.payload) for r in tables.messages.scan(prefix)] == [(7, b"z")]

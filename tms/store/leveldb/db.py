@@ -23,7 +23,7 @@ from typing import Any
 import plyvel
 
 from tms.errors import StorageUnavailableError
-from tms.store.kv import Fence, WriteOp
+from tms.store.kv import Fence, Update, WriteOp
 from tms.store.leveldb.handle import DB_ERRORS, DBHandle
 
 __all__ = ["LevelDBStore"]
@@ -176,26 +176,33 @@ class LevelDBStore:
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
-        existing_only: bool = False,
+        updates: Sequence[Update] = (),
         new_keys: bool = False,  # a hint this engine has no use for
     ) -> None:
         def fill(batch: Any) -> None:
             _fill(batch, ops)
 
-        def fill_existing(batch: Any) -> None:
+        def fill_with_updates(batch: Any) -> None:
             # alone in its LevelDB batch, after every earlier write: what is read here
             # stays true until these changes are applied
+            _fill(batch, ops)
+            present = {(name, key): value is not None for name, key, value in ops}
             with self.handle.use() as db:
-                kept = [o for o in ops if o[2] is None or db.get(o[0] + b"/" + o[1]) is not None]
+
+                def exists(name: bytes, key: bytes) -> bool:
+                    known = present.get((name, key))
+                    return db.get(name + b"/" + key) is not None if known is None else known
+
+                kept = [u for u in updates if exists(u[0], u[1])]
             _fill(batch, kept)
 
         db_fence = None if fence is None else (_FENCE_PREFIX + fence[0], fence[1])
         self.handle.write(
-            fill_existing if existing_only else fill,
+            fill_with_updates if updates else fill,
             sync=sync,
             epoch=epoch,
             fence=db_fence,
-            alone=existing_only,
+            alone=bool(updates),
         )
 
     def acquire_fence(self, name: bytes) -> int:

@@ -22,6 +22,7 @@ from psycopg import IsolationLevel
 from psycopg.pq import TransactionStatus
 
 from tms.errors import StorageUnavailableError
+from tms.store.postgres.arrays import register
 
 __all__ = ["Connections", "connect", "translated"]
 
@@ -42,6 +43,7 @@ def connect(
     conn = psycopg.connect(
         url, autocommit=True, application_name=name, connect_timeout=max(1, int(timeout_s))
     )
+    register(conn.adapters)  # the write statements' encoded arrays
     if isolation is not None:
         conn.isolation_level = isolation  # of the transactions opened by ``transaction()``
     return conn

@@ -12,17 +12,8 @@ key order, served by the primary key's index.
 
 * **Writes** are serialized through a ``tms.commit.GroupCommit`` on one connection:
   whoever finds no write running takes every write queued meanwhile (of any topics) and
-  applies them in **one statement**, its own transaction (one round trip, one commit,
-  one WAL flush, as the LevelDB handle shares one sync): multi-row changes from
-  ``unnest`` of arrays (binary parameters), each conditional on every fence of the
-  batch holding — the fence rows read ``FOR SHARE``, so a concurrent ``acquire_fence``
-  (an ``UPDATE`` of the row) and the write wait for each other. A fence that does not
-  hold applies nothing and raises nothing: the statement says so, the writes under a
-  stale fence get ``FencedError`` and the rest is sent again. Changes are collapsed in
-  order (a later change of a key wins); puts of a batch of appended rows (``new_keys``)
-  are a plain ``INSERT``, others ``ON CONFLICT DO NOTHING`` then an upsert of the keys
-  that existed, so an overwrite leaves no error in the server's log (the statements
-  below say more). ``sync=False`` commits with ``synchronous_commit = off``.
+  applies them in **one statement**, fenced, its own transaction
+  (``tms.store.postgres.writes`` says how).
 * **A failed write** (an error, or an answer lost: the commit may or may not have
   happened) takes the store *down*: its connection is dropped, and every call raises
   ``StorageUnavailableError`` until a new connection has been made (at most one attempt
@@ -53,16 +44,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
 import psycopg
 
 from tms.commit import GroupCommit
-from tms.errors import FencedError, StorageUnavailableError, write_interrupted
-from tms.store.kv import Fence, WriteOp
+from tms.errors import StorageUnavailableError, write_interrupted
+from tms.store.kv import Fence, Update, WriteOp
 from tms.store.postgres.connections import Connections, connect, translated
+from tms.store.postgres.writes import PendingWrite, write_batch
 from txms_common.pgurl import redact
 
 __all__ = ["PostgresStore"]
@@ -84,46 +75,6 @@ CREATE TABLE IF NOT EXISTS tms_fence (
 """
 _SCHEMA_LOCK = 0x746D_735F_7363_6800  # pg_advisory_xact_lock key: "tms_sch"
 _INSTANCE_LOCK = 0x746D_735F_696E_7374  # the write connection's advisory lock: "tms_inst"
-_HELD = """WITH f AS (SELECT count(*) AS held FROM (SELECT 1 FROM tms_fence WHERE (name, epoch)
-IN (SELECT * FROM unnest(%(fn)b::bytea[], %(fe)s::bigint[])) FOR SHARE) held),"""
-# The general write (see the module docstring): ``f`` the fences held, ``d`` deletes,
-# ``ins`` new keys, ``up`` (only when ``ins`` took fewer rows than given) replaces the
-# keys that existed, ``ex`` changes existing rows only (``existing_only`` writes).
-_WRITE = (
-    _HELD
-    + """
-d AS (DELETE FROM tms_kv WHERE (SELECT held FROM f) = %(nf)s
-      AND (t, k) IN (SELECT * FROM unnest(%(dt)b::bytea[], %(dk)b::bytea[]))),
-n AS (SELECT * FROM unnest(%(pt)b::bytea[], %(pk)b::bytea[], %(pv)b::bytea[]) AS n (t, k, v)
-      WHERE (SELECT held FROM f) = %(nf)s),
-ins AS (INSERT INTO tms_kv (t, k, v) SELECT * FROM n ON CONFLICT (t, k) DO NOTHING
-        RETURNING t, k),
-up AS (INSERT INTO tms_kv (t, k, v) SELECT * FROM n
-       WHERE (SELECT count(*) FROM ins) < (SELECT count(*) FROM n)
-       AND (n.t, n.k) NOT IN (SELECT t, k FROM ins)
-       ON CONFLICT (t, k) DO UPDATE SET v = EXCLUDED.v),
-ex AS (UPDATE tms_kv o SET v = x.v
-       FROM unnest(%(xt)b::bytea[], %(xk)b::bytea[], %(xv)b::bytea[]) AS x (t, k, v)
-       WHERE (SELECT held FROM f) = %(nf)s AND o.t = x.t AND o.k = x.k)
-SELECT (SELECT held FROM f) = %(nf)s
-"""
-)
-_FENCES = "SELECT name, epoch FROM tms_fence WHERE name = ANY(%b::bytea[])"
-# Appends (``new_keys``) are a plain INSERT, half the server's work per row of the above;
-# a key that exists after all fails it whole (an anomaly), and ``_WRITE`` is sent.
-_APPEND = (
-    "INSERT INTO tms_kv (t, k, v) "
-    "SELECT * FROM unnest(%(pt)b::bytea[], %(pk)b::bytea[], %(pv)b::bytea[])"
-)
-_APPEND_FENCED = (
-    _HELD
-    + """
-ins AS (INSERT INTO tms_kv (t, k, v)
-        SELECT * FROM unnest(%(pt)b::bytea[], %(pk)b::bytea[], %(pv)b::bytea[])
-        WHERE (SELECT held FROM f) = %(nf)s)
-SELECT (SELECT held FROM f) = %(nf)s
-"""
-)
 _ACQUIRE = """
 INSERT INTO tms_fence (name, epoch) VALUES (%b, 1)
 ON CONFLICT (name) DO UPDATE SET epoch = tms_fence.epoch + 1, since = now()
@@ -131,17 +82,6 @@ RETURNING epoch
 """
 _FIRST_CHUNK = 32
 _MAX_CHUNK = 1024
-
-
-@dataclass(slots=True)
-class _Write:
-    ops: Sequence[WriteOp]
-    sync: bool
-    epoch: int | None
-    fence: Fence | None
-    existing_only: bool = False
-    new_keys: bool = False
-    error: StorageUnavailableError | None = None
 
 
 class _PgTable:
@@ -240,7 +180,9 @@ class PostgresStore:
             with self._conn.transaction():
                 self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 self._conn.execute(_SCHEMA)
-        self._writes: GroupCommit[_Write] = GroupCommit(self._write_now, failed=write_interrupted)
+        self._writes: GroupCommit[PendingWrite] = GroupCommit(
+            self._write_now, failed=write_interrupted
+        )
 
     def _connect(self) -> psycopg.Connection[Any]:
         """A write connection holding the instance lock (see the module docstring)."""
@@ -363,15 +305,15 @@ class PostgresStore:
         sync: bool = True,
         epoch: int | None = None,
         fence: Fence | None = None,
-        existing_only: bool = False,
+        updates: Sequence[Update] = (),
         new_keys: bool = False,
     ) -> None:
-        mine = _Write(ops, sync, epoch, fence, existing_only, new_keys and not existing_only)
+        mine = PendingWrite(ops, sync, epoch, fence, updates, new_keys and not updates)
         self._writes.run([mine])
         if mine.error is not None:
             raise mine.error
 
-    def _write_now(self, batch: list[_Write]) -> None:
+    def _write_now(self, batch: list[PendingWrite]) -> None:
         """Apply ``batch`` in one database transaction, setting each one's ``error``."""
         try:
             self._check()
@@ -391,69 +333,14 @@ class PostgresStore:
                 writes.append(w)
         if not writes:
             return
-        sync = any(w.sync for w in writes)
         try:
-            while writes and not self._apply(conn, writes, sync):
-                # a fence did not hold, nothing was applied: which ones, and again without
-                names = sorted({w.fence[0] for w in writes if w.fence is not None})
-                current = {bytes(n): int(e) for n, e in conn.execute(_FENCES, (names,))}
-                for w in writes:
-                    if w.fence is not None and current.get(w.fence[0]) != w.fence[1]:
-                        name, epoch = w.fence
-                        w.error = FencedError(
-                            f"fence {name!r} epoch {epoch} was superseded "
-                            f"(now {current.get(name)}) in {self.where}"
-                        )
-                writes = [w for w in writes if w.error is None]
+            write_batch(conn, writes, self.where)
         except psycopg.Error as exc:
             self._fail(exc)
             error = StorageUnavailableError(f"PostgreSQL: a write to {self.where} failed: {exc}")
             for w in writes:
                 if w.error is None:
                     w.error = error
-
-    @staticmethod
-    def _apply(conn: psycopg.Connection[Any], writes: list[_Write], sync: bool) -> bool:
-        """Write ``writes`` in one statement (one transaction); whether their fences held
-        (else nothing was written)."""
-        fences = sorted({w.fence for w in writes if w.fence is not None})
-        params: dict[str, Any] = {
-            "fn": [f[0] for f in fences],
-            "fe": [f[1] for f in fences],
-            "nf": len(fences),
-        }
-        if all(w.new_keys for w in writes):
-            params["pt"] = [name for w in writes for name, _k, _v in w.ops]
-            params["pk"] = [key for w in writes for _n, key, _v in w.ops]
-            params["pv"] = [value for w in writes for _n, _k, value in w.ops]
-            try:
-                return _execute(conn, _APPEND_FENCED if fences else _APPEND, params, sync)
-            except psycopg.errors.UniqueViolation:
-                log.warning("a batch of new rows met an existing key; it is written again")
-        final: dict[tuple[bytes, bytes], tuple[bytes | None, bool]] = {}
-        for w in writes:
-            for name, key, value in w.ops:
-                if w.existing_only and value is not None:
-                    earlier = final.get((name, key))
-                    if earlier is None:
-                        final[(name, key)] = (value, True)
-                    elif earlier[0] is not None:  # put earlier in the batch: it exists
-                        final[(name, key)] = (value, earlier[1])
-                    # else deleted earlier in the batch: it stays deleted
-                else:
-                    final[(name, key)] = (value, False)
-        a: dict[str, list[Any]] = {c: [] for c in ("dt", "dk", "pt", "pk", "pv", "xt", "xk", "xv")}
-        for (name, key), (value, existing) in final.items():
-            if value is None:
-                a["dt"].append(name)
-                a["dk"].append(key)
-            else:
-                x = "x" if existing else "p"
-                a[x + "t"].append(name)
-                a[x + "k"].append(key)
-                a[x + "v"].append(value)
-        params.update(a)
-        return _execute(conn, _WRITE, params, sync)
 
     # -- fences -------------------------------------------------------------------------
 
@@ -481,7 +368,7 @@ class PostgresStore:
             self._closed = True
         self._reads.close()
         # a write under way finishes first: the write connection is the leader's
-        self._writes.run([_Write((), True, None, None)])
+        self._writes.run([PendingWrite((), True, None, None)])
         with self._lock:
             conn, self._conn = self._conn, None
         with self._fence_lock:
@@ -489,17 +376,3 @@ class PostgresStore:
         for c in (conn, fence_conn):
             if c is not None:
                 c.close()
-
-
-def _execute(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any], sync: bool) -> bool:
-    """Run a write statement as its own transaction; whether its fences held (if any)."""
-    if sync:
-        cur = conn.execute(sql, params)
-    else:
-        with conn.transaction():
-            conn.execute("SET LOCAL synchronous_commit = off")
-            cur = conn.execute(sql, params)
-    if cur.description is None:
-        return True
-    row = cur.fetchone()
-    return bool(row and row[0])
