@@ -25,7 +25,14 @@ Contract (thread-safe; errors from ``tms.errors``):
   first (a commit riding on a poll: checked first, then written while the read goes
   on from it; the read returns once the write is durable, and fails if it failed; a
   read that fails once the write is durable answers the commit, without messages, with
-  ``SubscriptionPoll.read_error``), or
+  ``SubscriptionPoll.read_error``). With ``commit_later`` (on a store that stages,
+  ``StagingSubscriptionStore``) the read does not wait for its commit's write: the
+  commit is checked and accepted, the read answers at once, and
+  ``SubscriptionPoll.durable_version`` says which version of the record was durable
+  then (a commit that gave a version above it may still be lost to a crash or a failed
+  write; the next commit from that version then gets ``BadVersionError``). Every other
+  operation on the subscription first waits for such a write, so it sees (and checks
+  versions against) only what is durable. Or ``read`` reads
   with its transaction brought up to date with ``finished`` transactions
   (``read_after_finish``).
 * Topic generations: deleting a topic deletes its subscriptions (``topic_deleted``); a
@@ -38,9 +45,11 @@ from __future__ import annotations
 import builtins
 import logging
 import secrets
+import threading
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
 from tms.codec import keys
@@ -55,7 +64,7 @@ from tms.lag import COUNT_LIMIT, GAUGE_COUNT_LIMIT, lags
 from tms.model import TopicId, TopicMetadata
 from tms.operations import RollbackPosition, WritePosition
 from tms.positions import Resolved, doomed_rows, fresh_view, resolve, superseded_by
-from tms.store.subscriptions import SubscriptionStore
+from tms.store.subscriptions import Staged, StagingSubscriptionStore, SubscriptionStore
 from tms.store.tables import TableBatch, Tables
 from tms.subbounds import PositionBounds
 from tms.subread import (
@@ -93,6 +102,16 @@ def _random_stamp() -> int:
     return secrets.randbits(63)
 
 
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A commit answered before its write was durable (``read``'s ``commit_later``):
+    the record it makes, the version durable when it was accepted, and its write."""
+
+    record: Versioned
+    durable: int
+    write: Future[int]
+
+
 class Subscriptions:
     """See the module docstring."""
 
@@ -113,12 +132,22 @@ class Subscriptions:
         # writes a commit riding on a read while the read goes on (``read``); many threads,
         # so that many polls' records share a synced write (the store's group commit)
         self._writes = ThreadPoolExecutor(COMMIT_WRITERS, thread_name_prefix="tms-sub-commit")
+        self._pending: dict[SubscriptionId, _Pending] = {}  # commits not yet known durable
+        self._pending_lock = threading.Lock()
 
     # -- records ------------------------------------------------------------------------
 
     def record(self, sub: SubscriptionId) -> tuple[TopicMetadata, Versioned]:
         """The topic and the subscription's record, reset first if it names an older
-        generation (see the module docstring)."""
+        generation (see the module docstring); once a commit answered before it was
+        durable (``commit_later``) is written, or failed."""
+        with self._pending_lock:
+            pending = self._pending.get(sub)
+        if pending is not None:
+            wait_for([pending.write])
+        return self._durable_record(sub)
+
+    def _durable_record(self, sub: SubscriptionId) -> tuple[TopicMetadata, Versioned]:
         metadata = self.svc.get_topic(sub.topic)
         while True:
             record = self.store.read(sub)
@@ -379,11 +408,13 @@ class Subscriptions:
         limit: int = DEFAULT_LIMIT,
         transaction: Transaction | None = None,
         commit_version: int | None = None,
+        commit_later: bool = False,
         finished: Collection[int] = (),
     ) -> SubscriptionPoll:
         """Read from the position (``tms.subread``); with ``commit_version``, ``commit``
         ``start_from`` with that version first (one step: the read goes on from the
-        record it wrote); with ``finished`` (and a transaction), ``read_after_finish``."""
+        record it wrote; with ``commit_later``, not waiting for the write: see the
+        module docstring); with ``finished`` (and a transaction), ``read_after_finish``."""
         if finished and transaction is not None:
             if commit_version is not None:
                 raise TmsInvalidArgumentError("a read after a finish commits nothing")
@@ -402,6 +433,10 @@ class Subscriptions:
         if start_from is None:
             raise TmsInvalidArgumentError("a commit before a read commits its start: give one")
         check_limit(limit)  # bad input changes nothing: checked before the commit
+        if commit_later and isinstance(self.store, StagingSubscriptionStore):
+            return self._read_committing_later(
+                self.store, sub, start_from, limit, transaction, commit_version
+            )
         metadata, record = self.record(sub)
         data = self._checked_move(
             sub, metadata, record, start_from, version=commit_version, transaction=transaction
@@ -427,6 +462,73 @@ class Subscriptions:
             return SubscriptionPoll([], start_from, start_from, version, False, None, failed)
         version = writing.result()
         return poll if poll.version == version else replace(poll, version=version)
+
+    def _accepted(self, sub: SubscriptionId) -> tuple[TopicMetadata, Versioned, int]:
+        """The topic, the record as the commits accepted so far leave it (one whose
+        write is under way included), and the version durable."""
+        with self._pending_lock:
+            pending = self._pending.get(sub)
+        if pending is not None and not pending.write.done():
+            metadata = self.svc.get_topic(sub.topic)
+            if pending.record.data.state.generation == metadata.generation:
+                return metadata, pending.record, pending.durable
+        metadata, record = self.record(sub)
+        return metadata, record, record.version
+
+    def _read_committing_later(  # noqa: PLR0917 - read's arguments, checked
+        self,
+        store: StagingSubscriptionStore,
+        sub: SubscriptionId,
+        start_from: MessageId,
+        limit: int,
+        transaction: Transaction | None,
+        commit_version: int,
+    ) -> SubscriptionPoll:
+        """``read`` with a commit that the answer does not wait for: checked against the
+        record as the accepted commits leave it, staged (the store's compare-and-set),
+        written by a thread of ``_writes``; the answer says the version durable when
+        the commit was accepted."""
+        metadata, record, durable = self._accepted(sub)
+        data = self._checked_move(
+            sub, metadata, record, start_from, version=commit_version, transaction=transaction
+        )
+        staged = store.stage(sub, data, record.version)
+        pending = _Pending(Versioned(data, staged.version), durable, Future())
+        with self._pending_lock:
+            self._pending[sub] = pending
+        self._writes.submit(self._settle, store, sub, staged, pending)
+        try:
+            poll = read_subscription(
+                self,
+                sub,
+                start_from=start_from,
+                limit=limit,
+                transaction=transaction,
+                current=(metadata, pending.record),
+            )
+        except Exception as exc:  # the commit was accepted: answer it
+            failed = exc if isinstance(exc, TmsError) else TmsError(f"the read failed: {exc}")
+            log.warning("subscription %s: read failed after its commit: %s", sub, exc)
+            poll = SubscriptionPoll([], start_from, start_from, staged.version, False, None, failed)
+        return replace(poll, version=staged.version, durable_version=durable)
+
+    def _settle(
+        self,
+        store: StagingSubscriptionStore,
+        sub: SubscriptionId,
+        staged: Staged,
+        pending: _Pending,
+    ) -> None:
+        """Wait for (or do) a staged commit's write; then forget it."""
+        try:
+            pending.write.set_result(store.settle(staged))
+        except BaseException as exc:
+            log.warning("subscription %s: a commit answered before its write failed: %s", sub, exc)
+            pending.write.set_exception(exc)
+        finally:
+            with self._pending_lock:
+                if self._pending.get(sub) is pending:
+                    del self._pending[sub]
 
     def close(self) -> None:
         """Finish the writes under way (``MessagingService.close``)."""

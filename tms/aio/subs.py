@@ -66,9 +66,12 @@ class AsyncSubscriptionCalls(AsyncCalls):
         wait_ms: int = 0,
         commit_version: int | None = None,
         reread: bool = False,
+        commit_later: bool = False,
     ) -> SubscriptionBatch:
         """See ``MessagingClient.poll_subscription``."""
-        request = sub_poll_request(sub, start, limit, transaction, wait_ms, commit_version, reread)
+        request = sub_poll_request(
+            sub, start, limit, transaction, wait_ms, commit_version, reread, commit_later
+        )
         response = await self._call(
             SUB_POLL,
             request,

@@ -55,6 +55,7 @@ def sub_poll_request(  # noqa: PLR0917 - MessagingClient.poll_subscription's, in
     wait_ms: int,
     commit_version: int | None,
     reread: bool = False,
+    commit_later: bool = False,
 ) -> Any:
     return rpc.SubPollRequest(
         ns=sub.topic.namespace,
@@ -66,6 +67,7 @@ def sub_poll_request(  # noqa: PLR0917 - MessagingClient.poll_subscription's, in
         wait_ms=wait_ms or None,
         commit_version=commit_version,
         reread=reread or None,
+        commit_later=commit_later or None,
     )
 
 
@@ -89,6 +91,7 @@ def batch_of(response: Any) -> SubscriptionBatch:
         bool(response.held_finished),
         bool(response.fresh),
         read_error_of(response.read_error, response.read_error_message),
+        response.durable_version,
     )
 
 
@@ -150,9 +153,12 @@ class RpcSubscriptionCalls:
         wait_ms: int = 0,
         commit_version: int | None = None,
         reread: bool = False,
+        commit_later: bool = False,
     ) -> SubscriptionBatch:
         """See ``MessagingClient.poll_subscription``."""
-        request = sub_poll_request(sub, start, limit, transaction, wait_ms, commit_version, reread)
+        request = sub_poll_request(
+            sub, start, limit, transaction, wait_ms, commit_version, reread, commit_later
+        )
         response = self._call(
             SUB_POLL,
             request,
