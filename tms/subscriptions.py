@@ -45,18 +45,13 @@ from __future__ import annotations
 import builtins
 import logging
 import secrets
-import threading
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_for
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
 from tms.codec import keys
 from tms.errors import (
     BadVersionError,
     SubscriptionNotFoundError,
-    TmsError,
     TmsInvalidArgumentError,
 )
 from tms.ids import MessageId
@@ -64,7 +59,7 @@ from tms.lag import COUNT_LIMIT, GAUGE_COUNT_LIMIT, lags
 from tms.model import TopicId, TopicMetadata
 from tms.operations import RollbackPosition, WritePosition
 from tms.positions import Resolved, doomed_rows, fresh_view, resolve, superseded_by
-from tms.store.subscriptions import Staged, StagingSubscriptionStore, SubscriptionStore
+from tms.store.subscriptions import SubscriptionStore
 from tms.store.tables import TableBatch, Tables
 from tms.subbounds import PositionBounds
 from tms.subread import (
@@ -74,6 +69,7 @@ from tms.subread import (
     read_after_finish,
     read_subscription,
 )
+from tms.subride import RidingCommits
 from tms.subscription import (
     EARLIEST,
     Lag,
@@ -95,21 +91,8 @@ __all__ = ["Subscriptions"]
 log = logging.getLogger(__name__)
 
 
-COMMIT_WRITERS = 64  # threads writing commits that ride on polls (at most the HTTP workers)
-
-
 def _random_stamp() -> int:
     return secrets.randbits(63)
-
-
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    """A commit answered before its write was durable (``read``'s ``commit_later``):
-    the record it makes, the version durable when it was accepted, and its write."""
-
-    record: Versioned
-    durable: int
-    write: Future[int]
 
 
 class Subscriptions:
@@ -129,11 +112,7 @@ class Subscriptions:
         self.store = store
         self._bounds = PositionBounds(service, tables)
         self._stamps = stamps
-        # writes a commit riding on a read while the read goes on (``read``); many threads,
-        # so that many polls' records share a synced write (the store's group commit)
-        self._writes = ThreadPoolExecutor(COMMIT_WRITERS, thread_name_prefix="tms-sub-commit")
-        self._pending: dict[SubscriptionId, _Pending] = {}  # commits not yet known durable
-        self._pending_lock = threading.Lock()
+        self._riding = RidingCommits(self)  # commits riding on reads (``read``)
 
     # -- records ------------------------------------------------------------------------
 
@@ -141,13 +120,11 @@ class Subscriptions:
         """The topic and the subscription's record, reset first if it names an older
         generation (see the module docstring); once a commit answered before it was
         durable (``commit_later``) is written, or failed."""
-        with self._pending_lock:
-            pending = self._pending.get(sub)
-        if pending is not None:
-            wait_for([pending.write])
-        return self._durable_record(sub)
+        self._riding.settled(sub)
+        return self.durable_record(sub)
 
-    def _durable_record(self, sub: SubscriptionId) -> tuple[TopicMetadata, Versioned]:
+    def durable_record(self, sub: SubscriptionId) -> tuple[TopicMetadata, Versioned]:
+        """``record`` without waiting for a commit answered before its write."""
         metadata = self.svc.get_topic(sub.topic)
         while True:
             record = self.store.read(sub)
@@ -321,12 +298,12 @@ class Subscriptions:
         version: int,
         transaction: Transaction | None,
     ) -> Versioned:
-        data = self._checked_move(
+        data = self.checked_move(
             sub, metadata, record, position, version=version, transaction=transaction
         )
         return Versioned(data, self.store.write(sub, data, record.version))
 
-    def _checked_move(
+    def checked_move(
         self,
         sub: SubscriptionId,
         metadata: TopicMetadata,
@@ -414,7 +391,8 @@ class Subscriptions:
         """Read from the position (``tms.subread``); with ``commit_version``, ``commit``
         ``start_from`` with that version first (one step: the read goes on from the
         record it wrote; with ``commit_later``, not waiting for the write: see the
-        module docstring); with ``finished`` (and a transaction), ``read_after_finish``."""
+        module docstring; ``tms.subride``); with ``finished`` (and a transaction),
+        ``read_after_finish``."""
         if finished and transaction is not None:
             if commit_version is not None:
                 raise TmsInvalidArgumentError("a read after a finish commits nothing")
@@ -433,106 +411,13 @@ class Subscriptions:
         if start_from is None:
             raise TmsInvalidArgumentError("a commit before a read commits its start: give one")
         check_limit(limit)  # bad input changes nothing: checked before the commit
-        if commit_later and isinstance(self.store, StagingSubscriptionStore):
-            return self._read_committing_later(
-                self.store, sub, start_from, limit, transaction, commit_version
-            )
-        metadata, record = self.record(sub)
-        data = self._checked_move(
-            sub, metadata, record, start_from, version=commit_version, transaction=transaction
+        return self._riding.read(
+            sub, start_from, limit, transaction, commit_version, later=commit_later
         )
-        # The read goes on from the record being written, while it is written: the
-        # answer waits for both, so an answered commit is durable, and a failed write
-        # fails the poll (its messages are not answered).
-        writing = self._writes.submit(self.store.write, sub, data, record.version)
-        try:
-            poll = read_subscription(
-                self,
-                sub,
-                start_from=start_from,
-                limit=limit,
-                transaction=transaction,
-                current=(metadata, Versioned(data, record.version + 1)),
-            )
-        except Exception as exc:
-            # the commit is durable: answer it (a retry would carry a stale version)
-            version = writing.result()
-            failed = exc if isinstance(exc, TmsError) else TmsError(f"the read failed: {exc}")
-            log.warning("subscription %s: read failed after its commit: %s", sub, exc)
-            return SubscriptionPoll([], start_from, start_from, version, False, None, failed)
-        version = writing.result()
-        return poll if poll.version == version else replace(poll, version=version)
-
-    def _accepted(self, sub: SubscriptionId) -> tuple[TopicMetadata, Versioned, int]:
-        """The topic, the record as the commits accepted so far leave it (one whose
-        write is under way included), and the version durable."""
-        with self._pending_lock:
-            pending = self._pending.get(sub)
-        if pending is not None and not pending.write.done():
-            metadata = self.svc.get_topic(sub.topic)
-            if pending.record.data.state.generation == metadata.generation:
-                return metadata, pending.record, pending.durable
-        metadata, record = self.record(sub)
-        return metadata, record, record.version
-
-    def _read_committing_later(  # noqa: PLR0917 - read's arguments, checked
-        self,
-        store: StagingSubscriptionStore,
-        sub: SubscriptionId,
-        start_from: MessageId,
-        limit: int,
-        transaction: Transaction | None,
-        commit_version: int,
-    ) -> SubscriptionPoll:
-        """``read`` with a commit that the answer does not wait for: checked against the
-        record as the accepted commits leave it, staged (the store's compare-and-set),
-        written by a thread of ``_writes``; the answer says the version durable when
-        the commit was accepted."""
-        metadata, record, durable = self._accepted(sub)
-        data = self._checked_move(
-            sub, metadata, record, start_from, version=commit_version, transaction=transaction
-        )
-        staged = store.stage(sub, data, record.version)
-        pending = _Pending(Versioned(data, staged.version), durable, Future())
-        with self._pending_lock:
-            self._pending[sub] = pending
-        self._writes.submit(self._settle, store, sub, staged, pending)
-        try:
-            poll = read_subscription(
-                self,
-                sub,
-                start_from=start_from,
-                limit=limit,
-                transaction=transaction,
-                current=(metadata, pending.record),
-            )
-        except Exception as exc:  # the commit was accepted: answer it
-            failed = exc if isinstance(exc, TmsError) else TmsError(f"the read failed: {exc}")
-            log.warning("subscription %s: read failed after its commit: %s", sub, exc)
-            poll = SubscriptionPoll([], start_from, start_from, staged.version, False, None, failed)
-        return replace(poll, version=staged.version, durable_version=durable)
-
-    def _settle(
-        self,
-        store: StagingSubscriptionStore,
-        sub: SubscriptionId,
-        staged: Staged,
-        pending: _Pending,
-    ) -> None:
-        """Wait for (or do) a staged commit's write; then forget it."""
-        try:
-            pending.write.set_result(store.settle(staged))
-        except BaseException as exc:
-            log.warning("subscription %s: a commit answered before its write failed: %s", sub, exc)
-            pending.write.set_exception(exc)
-        finally:
-            with self._pending_lock:
-                if self._pending.get(sub) is pending:
-                    del self._pending[sub]
 
     def close(self) -> None:
         """Finish the writes under way (``MessagingService.close``)."""
-        self._writes.shutdown(wait=True)
+        self._riding.close()
 
     # -- topics and metrics ---------------------------------------------------------------
 

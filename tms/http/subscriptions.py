@@ -345,7 +345,8 @@ class SubscriptionApi:
         if fresh:
             headers["X-Tms-Fresh"] = "true"
         durable = poll.version if poll.durable_version is None else poll.durable_version
-        headers["X-Tms-Durable-Version"] = str(durable)
+        if poll.durable_version is not None:
+            headers["X-Tms-Durable-Version"] = str(durable)
         failed = poll.read_error
         if failed is not None:
             headers["X-Tms-Read-Error"] = failed.code
