@@ -28,7 +28,7 @@ import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from tms.errors import TmsError
@@ -49,15 +49,20 @@ log = logging.getLogger(__name__)
 COMMIT_WRITERS = 64  # threads writing commits that ride on polls (at most the HTTP workers)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Pending:
-    """A commit answered before its write was durable: the record it makes, the
-    version durable when it was accepted, and its write."""
+    """Commits of one subscription answered before their writes were durable, and the
+    one write that makes the latest durable: the record the latest makes (``staged``
+    by the store), the version durable when the first was accepted, and the write
+    (``writing`` once it has taken ``staged``; a commit accepted after that starts the
+    next ``_Pending``). Changed under ``RidingCommits._lock``."""
 
     record: Versioned
+    staged: Staged
     durable: int
-    write: Future[int]
-    hurry: threading.Event  # set: write it without waiting out the delay
+    write: Future[int] = field(default_factory=Future)
+    hurry: threading.Event = field(default_factory=threading.Event)  # write at once
+    writing: bool = False
 
 
 def _failed(sub: SubscriptionId, exc: Exception) -> TmsError:
@@ -162,10 +167,16 @@ class RidingCommits:
             sub, metadata, record, start_from, version=commit_version, transaction=transaction
         )
         staged = store.stage(sub, data, record.version)
-        pending = _Pending(Versioned(data, staged.version), durable, Future(), threading.Event())
         with self._lock:
-            self._pending[sub] = pending
-        self._writes.submit(self._settle, store, sub, staged, pending)
+            pending = self._pending.get(sub)
+            if pending is not None and not pending.writing:  # its write takes this one
+                pending.record, pending.staged = Versioned(data, staged.version), staged
+                pending = None
+            else:
+                pending = _Pending(Versioned(data, staged.version), staged, durable)
+                self._pending[sub] = pending
+        if pending is not None:
+            self._writes.submit(self._settle, store, sub, pending)
         try:
             poll = self._read(sub, start_from, limit, transaction, metadata, data, record.version)
         except Exception as exc:  # the commit was accepted: answer it
@@ -175,16 +186,16 @@ class RidingCommits:
         return replace(poll, version=staged.version, durable_version=durable)
 
     def _settle(
-        self,
-        store: StagingSubscriptionStore,
-        sub: SubscriptionId,
-        staged: Staged,
-        pending: _Pending,
+        self, store: StagingSubscriptionStore, sub: SubscriptionId, pending: _Pending
     ) -> None:
-        """Wait for (or do) a staged commit's write, ``commit_later_ms`` after it was
-        staged (at once when something waits for it); then forget it."""
+        """Wait for (or do) the write of the latest commit ``pending`` took,
+        ``commit_later_ms`` after the first (at once when something waits for it); then
+        forget it."""
         try:
             pending.hurry.wait(self._subs.svc.config.commit_later_ms / 1000)
+            with self._lock:
+                pending.writing = True
+                staged = pending.staged
             pending.write.set_result(store.settle(staged))
         except BaseException as exc:
             log.warning("subscription %s: a commit answered before its write failed: %s", sub, exc)

@@ -7,7 +7,9 @@ after the last restart the position reaches the end."""
 
 from __future__ import annotations
 
+import asyncio
 import random
+import re
 import signal
 import threading
 import time
@@ -15,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.integration.procs import RPC_LISTENING, TmsServeProcess
+from tms.aio import Subscriber as AioSubscriber
 from tms.client import MessagingClient
+from tms.client.subscriber import Subscriber
 from tms.errors import BadVersionError, TmsError
 from tms.ids import MessageId
 from tms.model import TopicId
@@ -24,6 +28,7 @@ from tms.subscription import SubscriptionId
 T = TopicId("ns", "later")
 SUB = SubscriptionId(T, "reader")
 MESSAGES = 20_000
+_HTTP = re.compile(r"listening on (http://[\d.]+:\d+)")
 
 
 @dataclass
@@ -37,6 +42,7 @@ class Consumer:
     durable: int = 0
     seen: set[bytes] = field(default_factory=set)
     lost: int = 0  # commits answered before their write, then gone after a kill
+    answers: int = 0
 
     def resume(self, client: MessagingClient) -> None:
         """Go on from the stored record (the first poll commits nothing)."""
@@ -61,6 +67,7 @@ class Consumer:
                     self.committed[batch.version] = self.start
                 durable = batch.version if batch.durable_version is None else batch.durable_version
                 self.durable = max(self.durable, durable)
+                self.answers += 1
                 self.seen.update(m.id_bytes for m in batch.messages)
                 if not batch.messages:
                     break
@@ -89,6 +96,7 @@ def test_kill_9_while_commits_ride_on_polls_answered_before_their_writes(
             consumer.resume(client)
         for round_ in range(6):
             target = url if round_ % 2 else serve.printed(RPC_LISTENING)
+            answers = consumer.answers
             stop = threading.Event()
             thread = threading.Thread(target=consumer.run, args=(target, stop))
             thread.start()
@@ -96,7 +104,8 @@ def test_kill_9_while_commits_ride_on_polls_answered_before_their_writes(
             serve.stop(signal.SIGKILL)
             stop.set()
             thread.join(30)
-            url = serve.start()
+            assert consumer.answers > answers, "the consumer made no progress"
+            url = _start(serve)
             with MessagingClient(url) as client:
                 info = client.get_subscription(SUB)
                 # Then every commit an answer called durable survived the crash
@@ -114,6 +123,79 @@ def test_kill_9_while_commits_ride_on_polls_answered_before_their_writes(
             assert info.lag is not None and info.lag.messages == 0
             assert len(consumer.seen) == MESSAGES  # every message, at least once
         assert consumer.lost > 0, "no commit answered before its write was lost: widen the window"
+        assert serve.stop(signal.SIGTERM) == 0
+    finally:
+        serve.kill_if_running()
+
+
+def _start(serve: TmsServeProcess) -> str:
+    """Start ``serve`` again, its output from this start only (its addresses are new)."""
+    serve.output = []
+    return serve.start()
+
+
+def _fill(url: str, count: int, *, first: bool = True) -> None:
+    with MessagingClient(url) as client:
+        if first:
+            client.create_topic(T)
+            client.create_subscription(SUB)
+        client.publish(T, [f"m{i}".encode() for i in range(count)])
+
+
+def _stored_after_kill(serve: TmsServeProcess) -> tuple[MessageId, int]:
+    """Kill the service with SIGKILL, start it again: the subscription's position and
+    its lag."""
+    serve.stop(signal.SIGKILL)
+    with MessagingClient(_start(serve)) as client:
+        info = client.get_subscription(SUB)
+    assert info.lag is not None
+    return info.position, info.lag.messages
+
+
+def test_subscribers_with_commit_later_make_their_last_commit_durable_when_they_stop(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "tms.toml"
+    config.write_text("[tms]\ncommit_later_ms = 60000\n")  # written only when waited for
+    serve = TmsServeProcess(tmp_path / "data", "--rpc-port", "0", "--config", str(config))
+    try:
+        url = serve.start()
+        _fill(url, 300)
+        # Given a subscriber whose commits ride on its polls, answered before durable,
+        # that read everything and stopped once its last commit was answered
+        with MessagingClient(url) as client:
+            seen: list[bytes] = []
+            holder: list[Subscriber] = []
+
+            def caught_up() -> bool:  # the poll after the last message committed the end
+                return len(seen) == 300 and holder[0].committed == holder[0].position
+
+            subscriber = Subscriber(
+                client, SUB, batch=50, wait_ms=0, commit_interval_s=0, commit_later=True,
+                stop=caught_up,
+            )  # fmt: skip
+            holder.append(subscriber)
+            seen.extend(message.payload for message in subscriber)
+            # When it closes and the service is killed
+            subscriber.close()
+        position, lag = _stored_after_kill(serve)
+        # Then what it processed is committed for good
+        assert lag == 0, (position, lag)
+
+        async def aio_half(rpc_url: str) -> int:
+            read = 0
+            async with AioSubscriber(
+                rpc_url, SUB, batch=50, wait_ms=0, commit_interval_s=0, commit_later=True
+            ) as s:
+                while batch := await s.getmany():  # the last commits the end, riding
+                    read += len(batch)
+            return read
+
+        # and so for the asyncio subscriber
+        _fill(serve.printed(_HTTP), 200, first=False)
+        assert asyncio.run(aio_half(serve.printed(RPC_LISTENING))) == 200
+        position, lag = _stored_after_kill(serve)
+        assert lag == 0, (position, lag)
         assert serve.stop(signal.SIGTERM) == 0
     finally:
         serve.kill_if_running()

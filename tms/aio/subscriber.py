@@ -17,7 +17,8 @@ never skipped. When a commit finds the subscription changed (``BadVersionError``
 seek, or another consumer), it reads it again and goes on from its stored position.
 A poll whose commit was written but whose read failed, and a poll with a commit that
 got no answer, are handled as the sync ``Subscriber`` does (no ``BadVersionError`` met
-for its own commit).
+for its own commit), and so is ``commit_later`` (commits riding on polls answered before
+they are durable; ``commit()`` and ``stop()`` make the last one durable).
 A transactional subscription is read with short transactions of ``tx_server``, each
 used for at most ``tx_refresh_s`` and replaced at once when a read is held behind one
 that finished. Its polls ask the service to ``reread``: a poll held behind a
@@ -62,6 +63,7 @@ class Subscriber(Clients):
         batch: int = 100,
         wait_ms: int = 10_000,
         commit_interval_s: float = 1.0,
+        commit_later: bool = False,
         tx_refresh_s: float = 1.0,
         client: AsyncMessagingClient | None = None,
         **options: Any,
@@ -71,12 +73,13 @@ class Subscriber(Clients):
         self._batch = batch
         self._wait_ms = wait_ms
         self._interval = commit_interval_s
+        self._commit_later = commit_later
         self._tx_refresh_s = tx_refresh_s
         self._buffer: deque[Message] = deque()
         self._last: Message | None = None  # delivered by the iteration, not yet processed
         self._batch_end: MessageId | None = None  # where the batch being delivered ends
         self._done = self._committed = MessageId(0, 0)
-        self._version = 0
+        self._version = self._durable = 0  # _durable: the version known durable
         self._committed_at = time.monotonic()
         self._tx: Transaction | None = None
         self._tx_started = 0.0
@@ -99,6 +102,7 @@ class Subscriber(Clients):
             return  # not written: the next poll commits it
         if info.position == target:
             self._committed, self._version = info.position, info.version
+            self._durable = info.version
             self._committed_at = time.monotonic()
             return
         await self._reload(info)
@@ -114,7 +118,7 @@ class Subscriber(Clients):
                 info.version,
             )
         self._done = self._committed = info.position
-        self._version = info.version
+        self._version = self._durable = info.version
         self._committed_at = time.monotonic()
         self._buffer.clear()
         self._last = self._batch_end = None
@@ -176,6 +180,7 @@ class Subscriber(Clients):
                     wait_ms=self._wait_ms,
                     commit_version=self._version if due else None,
                     reread=self._tx is not None,
+                    commit_later=due and self._commit_later,
                 )
             except ServiceUnavailableError:
                 if due:  # no answer: the commit may have been written
@@ -189,6 +194,9 @@ class Subscriber(Clients):
             if due:
                 self._committed, self._committed_at = self._done, time.monotonic()
             self._version = batch.version
+            self._durable = (
+                batch.version if batch.durable_version is None else batch.durable_version
+            )
             if batch.read_error is not None:  # the commit is done; the read failed
                 if not isinstance(batch.read_error, TmsTransientError):
                     raise batch.read_error
@@ -230,8 +238,8 @@ class Subscriber(Clients):
             self._done = max(self._done, after(through.id))
         if self._unsure is not None:
             await self._recover()
-        if self._done == self._committed:
-            return
+        if self._done == self._committed and self._durable >= self._version:
+            return  # (a commit answered before it was durable is made durable again)
         await self._refresh_tx()  # a newer one when the last read went past what it sees
         try:
             info = await self.client.commit_subscription(
@@ -241,6 +249,7 @@ class Subscriber(Clients):
             await self._reload()
             return
         self._committed, self._version = self._done, info.version
+        self._durable = info.version
         self._committed_at = time.monotonic()
 
     async def stop(self) -> None:

@@ -18,6 +18,11 @@ was written but whose read failed answers the commit (``SubscriptionBatch.read_e
 a transient error is retried after a pause, another raised; a poll with a commit that
 got no answer is followed by a read of the subscription, which tells whether the
 commit was written — either way no retry meets ``BadVersionError`` for its own commit.
+With ``commit_later``, a commit riding on a poll is answered before it is durable (the
+service writes it a few milliseconds later, with the commits that follow:
+``SubscriptionBatch.durable_version``); ``commit()`` and ``close()`` make the last one
+durable, and one lost to a crash of the service meets ``BadVersionError`` at the next
+commit: the subscriber goes on from the stored position (those messages come again).
 
 A transactional subscription is read with transactions from ``tx_client`` (each used
 for at most ``tx_refresh_s``, replaced at once when a read is held behind one that
@@ -68,6 +73,7 @@ class Subscriber:
         batch: int = 100,
         wait_ms: int = 10_000,
         commit_interval_s: float = 1.0,
+        commit_later: bool = False,
         tx_refresh_s: float = 1.0,
         stop: Callable[[], bool] = lambda: False,
         sleep: Callable[[float], None] = time.sleep,
@@ -79,6 +85,7 @@ class Subscriber:
         self._batch = batch
         self._wait_ms = wait_ms
         self._interval = commit_interval_s
+        self._commit_later = commit_later
         self._tx_refresh_s = tx_refresh_s
         self._stop = stop
         self._sleep = sleep
@@ -88,6 +95,7 @@ class Subscriber:
         self._through: MessageId | None = None  # and this message (settled into _done)
         self._committed = info.position
         self._version = info.version
+        self._durable = info.version  # the version known durable
         self._committed_at = monotonic()
         self._tx: Transaction | None = None
         self._tx_started = 0.0
@@ -131,6 +139,7 @@ class Subscriber:
                     wait_ms=self._wait_ms,
                     commit_version=self._version if due else None,
                     reread=self._tx is not None,
+                    commit_later=due and self._commit_later,
                 )
             except ServiceUnavailableError:
                 if due:  # no answer: the commit may have been written
@@ -144,6 +153,9 @@ class Subscriber:
             if due:
                 self._committed, self._committed_at = self._done, self._monotonic()
             self._version = batch.version
+            self._durable = (
+                batch.version if batch.durable_version is None else batch.durable_version
+            )
             if batch.read_error is not None:  # the commit is done; the read failed
                 if not isinstance(batch.read_error, TmsTransientError):
                     raise batch.read_error
@@ -188,6 +200,7 @@ class Subscriber:
             return  # not written: the next poll commits it
         if info.position == target:
             self._committed, self._version = info.position, info.version
+            self._durable = info.version
             self._committed_at = self._monotonic()
             return
         self._reload(info)
@@ -202,7 +215,7 @@ class Subscriber:
             info.version,
         )
         self._done = self._committed = info.position
-        self._version = info.version
+        self._version = self._durable = info.version
         self._committed_at = self._monotonic()
 
     def commit(self, *, through: Message | None = None) -> None:
@@ -213,8 +226,8 @@ class Subscriber:
             self._done = max(self._done, after(through.id))
         if self._unsure is not None:
             self._recover()
-        if self._done == self._committed:
-            return
+        if self._done == self._committed and self._durable >= self._version:
+            return  # (a commit answered before it was durable is made durable again)
         if self._fresh:  # the position is past what _read_with sees: use a newer one
             self._tx_started = -float("inf")
             self._refresh_tx()
@@ -227,6 +240,7 @@ class Subscriber:
             self._reload()
             return
         self._committed, self._version = self._done, info.version
+        self._durable = info.version
         self._committed_at = self._monotonic()
 
     def close(self) -> None:
