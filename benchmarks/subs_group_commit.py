@@ -4,7 +4,9 @@ committing the previous one's position riding on it (``Subscriptions.read`` with
 ``commit_version``), on a LevelDB store; prints messages/s and how many record changes
 each synced write carried (``KvSubscriptionStore.syncs`` / ``changes``).
 
-    python -m benchmarks.subs_group_commit [--consumers 16] [--rounds 2]
+    python -m benchmarks.subs_group_commit [--consumers 16] [--rounds 2] [--commit-later]
+
+``--commit-later``: each poll answers before its commit is durable (``commit_later``).
 
 Figures in docs/benchmarks.md.
 """
@@ -24,12 +26,14 @@ from tms.service import MessagingService
 from tms.subscription import Preferences, SubscriptionId
 
 
-def _consume(svc: MessagingService, sub: SubscriptionId) -> int:
+def _consume(svc: MessagingService, sub: SubscriptionId, later: bool) -> int:
     start: MessageId | None = None
     version: int | None = None  # the first poll commits nothing
     total = 0
     while True:
-        poll = svc.subscriptions.read(sub, start_from=start, limit=100, commit_version=version)
+        poll = svc.subscriptions.read(
+            sub, start_from=start, limit=100, commit_version=version, commit_later=later
+        )
         if not poll.messages:
             return total
         total += len(poll.messages)
@@ -40,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--consumers", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--commit-later", action="store_true", help="answer before the commit is durable"
+    )
     args = parser.parse_args(argv)
     with leveldb_service() as (svc, records):
         topic = TopicId("bench", "group")
@@ -53,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             syncs, changes = records.syncs, records.changes
             started = time.perf_counter()
             with ThreadPoolExecutor(args.consumers) as pool:
-                read = sum(pool.map(lambda s: _consume(svc, s), subs))
+                read = sum(pool.map(lambda s: _consume(svc, s, args.commit_later), subs))
             elapsed = time.perf_counter() - started
             syncs, changes = records.syncs - syncs, records.changes - changes
             per_write = changes / max(syncs, 1)
