@@ -17,13 +17,11 @@ counts wall time, so read shares, not microseconds.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 import time
 
-from benchmarks.queue_cpu import _RPC, _cpu_s
+from benchmarks.queue_cpu import _cpu_s, served
 from benchmarks.subs_bench import PAYLOAD, _fill, _plain, _riding
 from tms.client import MessagingClient
 from tms.ids import MessageId
@@ -40,6 +38,14 @@ def _sub_only(client: MessagingClient, sub: SubscriptionId) -> int:
     return total
 
 
+def _read(client: MessagingClient, topic: TopicId, sub: SubscriptionId, kind: str) -> int:
+    if kind == "plain":
+        return _plain(client, topic, 100)
+    if kind == "sub":
+        return _sub_only(client, sub)
+    return _riding(client, sub, 100, commit_later=kind == "later")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kinds", default="plain,sub,commit,later")
@@ -47,47 +53,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--profile", metavar="FILE")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as data:
-        serve = ["--log-level", "WARNING", "serve", "--data-dir", data, "--port", "0",
-                 "--rpc-port", "0"]  # fmt: skip
-        command = [sys.executable, "-m", "tms.cli", *serve]
-        if args.profile:
-            command = [sys.executable, "-m", "benchmarks.queue_cpu", "--serve-profiled",
-                       os.path.abspath(args.profile), *serve]  # fmt: skip
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None
-            rpc = ""
-            while not rpc:
-                line = proc.stdout.readline()
-                if not line:
-                    raise SystemExit("tms serve did not start")
-                if m := _RPC.search(line):
-                    rpc = m.group(1)
-            with MessagingClient(rpc) as client:
-                topic = TopicId("bench", "subcpu")
-                _fill(client, topic, args.messages, [PAYLOAD] * 1000)
-                for r in range(args.rounds):
-                    for kind in args.kinds.split(","):
-                        sub = SubscriptionId(topic, f"{kind}{r}")
-                        client.create_subscription(sub)
-                        cpu, wall = _cpu_s(proc.pid), time.perf_counter()
-                        if kind == "plain":
-                            read = _plain(client, topic, 100)
-                        elif kind == "sub":
-                            read = _sub_only(client, sub)
-                        else:
-                            read = _riding(client, sub, 100, commit_later=kind == "later")
-                        cpu, wall = _cpu_s(proc.pid) - cpu, time.perf_counter() - wall
-                        polls = read / 100
-                        print(
-                            f"round {r + 1} {kind}: {read / wall:,.0f} msg/s, server CPU "
-                            f"{1e6 * cpu / polls:.0f} µs a poll, wall {1e6 * wall / polls:.0f} µs",
-                            flush=True,
-                        )
-        finally:
-            proc.terminate()
-            proc.wait(30)
+    with (
+        tempfile.TemporaryDirectory() as data,
+        served(data, args.profile) as (proc, rpc),
+        MessagingClient(rpc) as client,
+    ):
+        topic = TopicId("bench", "subcpu")
+        _fill(client, topic, args.messages, [PAYLOAD] * 1000)
+        for r in range(args.rounds):
+            for kind in args.kinds.split(","):
+                sub = SubscriptionId(topic, f"{kind}{r}")
+                client.create_subscription(sub)
+                cpu, wall = _cpu_s(proc.pid), time.perf_counter()
+                read = _read(client, topic, sub, kind)
+                cpu, wall = _cpu_s(proc.pid) - cpu, time.perf_counter() - wall
+                polls = read / 100
+                print(
+                    f"round {r + 1} {kind}: {read / wall:,.0f} msg/s, server CPU "
+                    f"{1e6 * cpu / polls:.0f} µs a poll, wall {1e6 * wall / polls:.0f} µs",
+                    flush=True,
+                )
     return 0
 
 
