@@ -426,6 +426,7 @@ class Subscriptions:
         generation)."""
         for name, listed in self.store.list(topic):
             sub = SubscriptionId(topic, name)
+            self._riding.settled(sub)  # a commit answered before its write: written first
             record: Versioned | None = listed
             while record is not None:
                 try:
