@@ -6,14 +6,20 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["ThreadRun", "new_report", "run_threads", "write_report"]
+if TYPE_CHECKING:
+    from tms.service import MessagingService
+    from tms.store.subscriptions import KvSubscriptionStore
+
+__all__ = ["ThreadRun", "leveldb_service", "new_report", "run_threads", "write_report"]
 
 
 def new_report(name: str, **fields: Any) -> dict[str, Any]:
@@ -34,6 +40,26 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {path}")
+
+
+@contextmanager
+def leveldb_service() -> Iterator[tuple[MessagingService, KvSubscriptionStore]]:
+    """An in-process service on a LevelDB store in a temporary directory, with its
+    subscription records on the same store (their counters readable); closed and
+    removed on leaving."""
+    from tms.config import TmsConfig
+    from tms.service import MessagingService
+    from tms.store.leveldb import LevelDBStore
+    from tms.store.subscriptions import KvSubscriptionStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        kv = LevelDBStore(Path(tmp) / "db")
+        records = KvSubscriptionStore(kv)
+        svc = MessagingService(kv, TmsConfig(), subscription_store=records)
+        try:
+            yield svc, records
+        finally:
+            svc.close()
 
 
 @dataclass

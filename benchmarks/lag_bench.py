@@ -14,15 +14,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
+from benchmarks.common import leveldb_service
 from benchmarks.subs_bench import PAYLOAD
-from tms.config import TmsConfig
 from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
-from tms.store.leveldb import LevelDBStore
 from tms.subscription import EARLIEST, Preferences, SubscriptionId
 
 
@@ -55,27 +52,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subs", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        svc = MessagingService(LevelDBStore(Path(tmp) / "db"), TmsConfig())
-        try:
+    with leveldb_service() as (svc, _):
+        started = time.perf_counter()
+        _build(svc, args.topics, args.messages, args.subs)
+        print(f"built in {time.perf_counter() - started:.1f} s", flush=True)
+        times = []
+        for _ in range(args.rounds):
             started = time.perf_counter()
-            _build(svc, args.topics, args.messages, args.subs)
-            print(f"built in {time.perf_counter() - started:.1f} s", flush=True)
-            times = []
-            for _ in range(args.rounds):
-                started = time.perf_counter()
-                found = svc.subscriptions.all_lags()
-                times.append(time.perf_counter() - started)
-            assert len(found) == args.topics * args.subs
-            near = sorted({lag.messages for sub, lag in found if sub.name.startswith("near")})
-            print(
-                f"scrape of {len(found)} lags: median {1000 * statistics.median(times):.1f} ms "
-                f"(rounds: {', '.join(f'{1000 * t:.1f}' for t in times)}); "
-                f"caught-up lags {near}",
-                flush=True,
-            )
-        finally:
-            svc.close()
+            found = svc.subscriptions.all_lags()
+            times.append(time.perf_counter() - started)
+        assert len(found) == args.topics * args.subs
+        near = sorted({lag.messages for sub, lag in found if sub.name.startswith("near")})
+        rounds = ", ".join(f"{1000 * t:.1f}" for t in times)
+        median = 1000 * statistics.median(times)
+        print(
+            f"scrape of {len(found)} lags: median {median:.1f} ms (rounds: {rounds}); "
+            f"caught-up lags {near}",
+            flush=True,
+        )
     return 0
 
 

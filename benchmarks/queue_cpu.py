@@ -25,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,34 @@ def _serve_profiled(out: str, argv: list[str]) -> None:
     runpy.run_module("tms.cli", run_name="__main__")
 
 
+@contextmanager
+def served(data: str, profile: str | None) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``tms serve`` on ``data`` in a child process (with ``profile``: one cProfile per
+    thread, written there when it stops): the process and its binary protocol's URL;
+    terminated on leaving."""
+    serve = ["--log-level", "WARNING", "serve", "--data-dir", data, "--port", "0",
+             "--rpc-port", "0"]  # fmt: skip
+    if profile:
+        command = [sys.executable, "-m", "benchmarks.queue_cpu", "--serve-profiled",
+                   os.path.abspath(profile), *serve]  # fmt: skip
+    else:
+        command = [sys.executable, "-m", "tms.cli", *serve]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        rpc = ""
+        while not rpc:
+            line = proc.stdout.readline()
+            if not line:
+                raise SystemExit("tms serve did not start")
+            if m := _RPC.search(line):
+                rpc = m.group(1)
+        yield proc, rpc
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -69,34 +99,14 @@ def main() -> None:
     from benchmarks.peers.txms import TxmsRpc
     from benchmarks.peers.workloads import measure_queue
 
-    with tempfile.TemporaryDirectory() as data:
-        serve = ["--log-level", "WARNING", "serve", "--data-dir", data, "--port", "0",
-                 "--rpc-port", "0"]  # fmt: skip
-        if args.profile:
-            command = [sys.executable, "-m", "benchmarks.queue_cpu", "--serve-profiled",
-                       os.path.abspath(args.profile), *serve]  # fmt: skip
-        else:
-            command = [sys.executable, "-m", "tms.cli", *serve]
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None
-            rpc = ""
-            while not rpc:
-                line = proc.stdout.readline()
-                if not line:
-                    raise SystemExit("tms serve did not start")
-                if m := _RPC.search(line):
-                    rpc = m.group(1)
-            system: Any = TxmsRpc(rpc, "")
-            cpu, wall = _cpu_s(proc.pid), time.perf_counter()
-            rate = measure_queue(
-                system, "queue_cpu", batch=100, workers=args.workers, seconds=args.seconds
-            )
-            cpu, wall = _cpu_s(proc.pid) - cpu, time.perf_counter() - wall
-            system.close()
-        finally:
-            proc.terminate()
-            proc.wait(60)
+    with tempfile.TemporaryDirectory() as data, served(data, args.profile) as (proc, rpc):
+        system: Any = TxmsRpc(rpc, "")
+        cpu, wall = _cpu_s(proc.pid), time.perf_counter()
+        rate = measure_queue(
+            system, "queue_cpu", batch=100, workers=args.workers, seconds=args.seconds
+        )
+        cpu, wall = _cpu_s(proc.pid) - cpu, time.perf_counter() - wall
+        system.close()
     messages = rate * args.seconds
     print(
         f"{rate:,.0f} msg/s; server CPU {cpu / max(messages, 1) * 1e6:.1f} µs per message "

@@ -95,14 +95,23 @@ def _plain(client: MessagingClient, topic: TopicId, batch: int) -> int:
     return total
 
 
-def _riding(client: MessagingClient, sub: SubscriptionId, batch: int) -> int:
+def _riding(
+    client: MessagingClient, sub: SubscriptionId, batch: int, commit_later: bool = False
+) -> int:
+    """Polls each committing the previous one's position riding on it (``commit_later``:
+    answered before that commit is durable; the last is made durable by an explicit
+    commit)."""
     client.seek_subscription(sub, Start.earliest(), client.get_subscription(sub).version)
     start: MessageId | None = None
     version: int | None = None  # the first poll commits nothing
     total = 0
     while True:
-        read = client.poll_subscription(sub, start=start, limit=batch, commit_version=version)
+        read = client.poll_subscription(
+            sub, start=start, limit=batch, commit_version=version, commit_later=commit_later
+        )
         if not read.messages:
+            if commit_later and read.durable_version != read.version:
+                client.commit_subscription(sub, read.position, read.version)
             return total
         total += len(read.messages)
         start, version = read.position, read.version

@@ -4,7 +4,9 @@ committing the previous one's position riding on it (``Subscriptions.read`` with
 ``commit_version``), on a LevelDB store; prints messages/s and how many record changes
 each synced write carried (``KvSubscriptionStore.syncs`` / ``changes``).
 
-    python -m benchmarks.subs_group_commit [--consumers 16] [--rounds 2]
+    python -m benchmarks.subs_group_commit [--consumers 16] [--rounds 2] [--commit-later]
+
+``--commit-later``: each poll answers before its commit is durable (``commit_later``).
 
 Figures in docs/benchmarks.md.
 """
@@ -13,27 +15,25 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
+from benchmarks.common import leveldb_service
 from benchmarks.subs_bench import PAYLOAD
-from tms.config import TmsConfig
 from tms.ids import MessageId
 from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
-from tms.store.leveldb import LevelDBStore
-from tms.store.subscriptions import KvSubscriptionStore
 from tms.subscription import Preferences, SubscriptionId
 
 
-def _consume(svc: MessagingService, sub: SubscriptionId) -> int:
+def _consume(svc: MessagingService, sub: SubscriptionId, later: bool) -> int:
     start: MessageId | None = None
     version: int | None = None  # the first poll commits nothing
     total = 0
     while True:
-        poll = svc.subscriptions.read(sub, start_from=start, limit=100, commit_version=version)
+        poll = svc.subscriptions.read(
+            sub, start_from=start, limit=100, commit_version=version, commit_later=later
+        )
         if not poll.messages:
             return total
         total += len(poll.messages)
@@ -44,33 +44,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--consumers", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--commit-later", action="store_true", help="answer before the commit is durable"
+    )
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        kv = LevelDBStore(Path(tmp) / "db")
-        records = KvSubscriptionStore(kv)
-        svc = MessagingService(kv, TmsConfig(), subscription_store=records)
-        try:
-            topic = TopicId("bench", "group")
-            svc.create_topic(topic)
-            for _ in range(10):
-                svc.publish(StoreRequest.of(topic, [PAYLOAD] * 1000))
-            for r in range(args.rounds):
-                subs = [SubscriptionId(topic, f"r{r}c{i}") for i in range(args.consumers)]
-                for sub in subs:
-                    svc.subscriptions.create(sub, Preferences())
-                syncs, changes = records.syncs, records.changes
-                started = time.perf_counter()
-                with ThreadPoolExecutor(args.consumers) as pool:
-                    read = sum(pool.map(lambda s: _consume(svc, s), subs))
-                elapsed = time.perf_counter() - started
-                syncs, changes = records.syncs - syncs, records.changes - changes
-                print(
-                    f"round {r + 1}: {read / elapsed:,.0f} msg/s, {changes} commits in "
-                    f"{syncs} synced writes ({changes / max(syncs, 1):.2f} a write)",
-                    flush=True,
-                )
-        finally:
-            svc.close()
+    with leveldb_service() as (svc, records):
+        topic = TopicId("bench", "group")
+        svc.create_topic(topic)
+        for _ in range(10):
+            svc.publish(StoreRequest.of(topic, [PAYLOAD] * 1000))
+        for r in range(args.rounds):
+            subs = [SubscriptionId(topic, f"r{r}c{i}") for i in range(args.consumers)]
+            for sub in subs:
+                svc.subscriptions.create(sub, Preferences())
+            syncs, changes = records.syncs, records.changes
+            started = time.perf_counter()
+            with ThreadPoolExecutor(args.consumers) as pool:
+                read = sum(pool.map(lambda s: _consume(svc, s, args.commit_later), subs))
+            elapsed = time.perf_counter() - started
+            syncs, changes = records.syncs - syncs, records.changes - changes
+            per_write = changes / max(syncs, 1)
+            line = f"{read / elapsed:,.0f} msg/s, {changes} commits in {syncs} synced writes"
+            print(f"round {r + 1}: {line} ({per_write:.2f} a write)", flush=True)
     return 0
 
 

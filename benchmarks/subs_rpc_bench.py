@@ -1,11 +1,12 @@
 """Subscription poll + commit over the binary protocol against REST: the standalone stack
 in its own process, the client in this one, reading a topic of 100,000 messages of 100
 bytes in polls of 100, alternately over ``http://`` and ``tms://`` (A B A B ...), each
-time three ways (``benchmarks.subs_bench``): a plain topic poll from a position the
+time four ways (``benchmarks.subs_bench``): a plain topic poll from a position the
 client keeps; a subscription poll that commits the previous batch's position riding on
-it (what ``Subscriber`` sends with ``commit_interval_s=0``); a subscription poll then a
-separate commit. Also the exactly-once loop (poll 100, publish 100, position written in
-the transaction; no application state) over each.
+it (what ``Subscriber`` sends with ``commit_interval_s=0``); the same answered before
+that commit is durable (``commit_later``); a subscription poll then a separate commit.
+Also the exactly-once loop (poll 100, publish 100, position written in the
+transaction; no application state) over each.
 
     python -m benchmarks.subs_rpc_bench [--quick] [--rounds 3] [--loop] [--consumers 16]
 
@@ -26,6 +27,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +50,10 @@ def bench_transports(urls: dict[str, str], count: int, rounds: int, batch: int =
     for r in range(rounds):
         for name, client in clients.items():
             kinds: dict[str, Callable[[], int]] = {
-                "plain": lambda c=client: _plain(c, topic, batch),
-                "poll_commit": lambda c=client, s=subs[name]: _riding(c, s, batch),
-                "poll_then_commit": lambda c=client, s=subs[name]: _separate(c, s, batch),
+                "plain": partial(_plain, client, topic, batch),
+                "poll_commit": partial(_riding, client, subs[name], batch),
+                "poll_commit_later": partial(_riding, client, subs[name], batch, True),
+                "poll_then_commit": partial(_separate, client, subs[name], batch),
             }
             for kind, run in kinds.items():
                 started = time.perf_counter()
@@ -74,6 +77,7 @@ def bench_transports(urls: dict[str, str], count: int, rounds: int, batch: int =
         "poll_commit_tms_over_http": round(
             medians["tms_poll_commit"] / medians["http_poll_commit"], 2
         ),
+        **_ratios(medians, urls),
     }
 
 
@@ -103,7 +107,8 @@ def bench_many(
     """``consumers`` readers at once, each of the whole topic of ``count`` messages, each
     with its own client (a connection each), alternately (A B A B ...) as plain polls
     and as subscription polls with the previous batch's commit riding on them (a
-    subscription each: their commits can share a sync, the group commit of records)."""
+    subscription each: their commits can share a sync, the group commit of records),
+    answered once it is durable and before (``commit_later``)."""
     topic = TopicId("bench", f"many-{time.monotonic_ns()}")
     with MessagingClient(urls["http"]) as setup:
         _fill(setup, topic, count, [PAYLOAD] * 1000)
@@ -121,7 +126,14 @@ def bench_many(
             def poll_commit(i: int, cs: list[MessagingClient] = clients) -> int:
                 return _riding(cs[i], subs[i], batch)
 
-            kinds: dict[str, Callable[[int], int]] = {"plain": plain, "poll_commit": poll_commit}
+            def poll_commit_later(i: int, cs: list[MessagingClient] = clients) -> int:
+                return _riding(cs[i], subs[i], batch, commit_later=True)
+
+            kinds: dict[str, Callable[[int], int]] = {
+                "plain": plain,
+                "poll_commit": poll_commit,
+                "poll_commit_later": poll_commit_later,
+            }
             for kind, run in kinds.items():
                 read, elapsed = _concurrently(clients, run)
                 assert read == count * consumers, (name, kind, read)
@@ -140,10 +152,17 @@ def bench_many(
         "messages_each": count,
         "rounds": {k: [round(x) for x in v] for k, v in rates.items()},
         "medians": medians,
-        "poll_commit_over_plain": {
-            name: round(medians[f"{name}_poll_commit"] / medians[f"{name}_plain"], 2)
-            for name in urls
-        },
+        **_ratios(medians, urls),
+    }
+
+
+def _ratios(medians: dict[str, int], urls: dict[str, str]) -> dict[str, dict[str, float]]:
+    """Each way of committing against the plain poll, by transport (medians)."""
+    return {
+        f"{kind}_over_plain": {
+            name: round(medians[f"{name}_{kind}"] / medians[f"{name}_plain"], 2) for name in urls
+        }
+        for kind in ("poll_commit", "poll_commit_later")
     }
 
 

@@ -37,6 +37,10 @@ class TmsConfig:
     tx_state_cache_s: float = 1.0
     """With a transaction service, how long a read of its in-progress write pointers
     answers checks before it is read again (``tms.guard.TransactionStateGuard``)."""
+    commit_later_ms: float = 5.0
+    """A subscription commit answered before it is durable (a poll's ``commit_later``)
+    is written this long after it was accepted, so that the commits of the polls that
+    follow share its synced write (the latest record of each subscription is written)."""
 
     def __post_init__(self) -> None:
         if self.default_ttl_s <= 0 or self.tx_max_lifetime_s <= 0:
@@ -47,5 +51,7 @@ class TmsConfig:
             or self.cleanup_grace_s < 0
         ):
             raise TmsInvalidArgumentError("bad cleanup settings")
+        if self.commit_later_ms < 0:
+            raise TmsInvalidArgumentError("commit_later_ms must be >= 0")
         if self.tx_clock_skew_s < 0 or self.tx_state_cache_s < 0:
             raise TmsInvalidArgumentError("tx_clock_skew_s and tx_state_cache_s must be >= 0")

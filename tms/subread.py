@@ -65,7 +65,10 @@ class SubscriptionPoll:
     """What a read returned (see the module docstring); ``version`` is the record's,
     to send back with a commit of ``position``. ``read_error``: the read failed after
     the commit riding on it was written (``Subscriptions.read``): no messages, the
-    position is the start (just committed), ``version`` the committed record's."""
+    position is the start (just committed), ``version`` the committed record's.
+    ``durable_version``: the record's version known durable when answered (None: it is
+    ``version``); less than ``version`` when the commit riding on the read was answered
+    before its write was durable (``commit_later``)."""
 
     messages: list[Message]
     start: MessageId
@@ -74,6 +77,7 @@ class SubscriptionPoll:
     held: bool
     held_pointer: int | None
     read_error: TmsError | None = None
+    durable_version: int | None = None
 
 
 def check_limit(limit: int) -> None:

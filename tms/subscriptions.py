@@ -25,7 +25,14 @@ Contract (thread-safe; errors from ``tms.errors``):
   first (a commit riding on a poll: checked first, then written while the read goes
   on from it; the read returns once the write is durable, and fails if it failed; a
   read that fails once the write is durable answers the commit, without messages, with
-  ``SubscriptionPoll.read_error``), or
+  ``SubscriptionPoll.read_error``). With ``commit_later`` (on a store that stages,
+  ``StagingSubscriptionStore``) the read does not wait for its commit's write: the
+  commit is checked and accepted, the read answers at once, and
+  ``SubscriptionPoll.durable_version`` says which version of the record was durable
+  then (a commit that gave a version above it may still be lost to a crash or a failed
+  write; the next commit from that version then gets ``BadVersionError``). Every other
+  operation on the subscription first waits for such a write, so it sees (and checks
+  versions against) only what is durable. Or ``read`` reads
   with its transaction brought up to date with ``finished`` transactions
   (``read_after_finish``).
 * Topic generations: deleting a topic deletes its subscriptions (``topic_deleted``); a
@@ -39,15 +46,12 @@ import builtins
 import logging
 import secrets
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from tms.codec import keys
 from tms.errors import (
     BadVersionError,
     SubscriptionNotFoundError,
-    TmsError,
     TmsInvalidArgumentError,
 )
 from tms.ids import MessageId
@@ -65,6 +69,7 @@ from tms.subread import (
     read_after_finish,
     read_subscription,
 )
+from tms.subride import RidingCommits
 from tms.subscription import (
     EARLIEST,
     Lag,
@@ -84,9 +89,6 @@ if TYPE_CHECKING:
 __all__ = ["Subscriptions"]
 
 log = logging.getLogger(__name__)
-
-
-COMMIT_WRITERS = 64  # threads writing commits that ride on polls (at most the HTTP workers)
 
 
 def _random_stamp() -> int:
@@ -110,15 +112,19 @@ class Subscriptions:
         self.store = store
         self._bounds = PositionBounds(service, tables)
         self._stamps = stamps
-        # writes a commit riding on a read while the read goes on (``read``); many threads,
-        # so that many polls' records share a synced write (the store's group commit)
-        self._writes = ThreadPoolExecutor(COMMIT_WRITERS, thread_name_prefix="tms-sub-commit")
+        self._riding = RidingCommits(self)  # commits riding on reads (``read``)
 
     # -- records ------------------------------------------------------------------------
 
     def record(self, sub: SubscriptionId) -> tuple[TopicMetadata, Versioned]:
         """The topic and the subscription's record, reset first if it names an older
-        generation (see the module docstring)."""
+        generation (see the module docstring); once a commit answered before it was
+        durable (``commit_later``) is written, or failed."""
+        self._riding.settled(sub)
+        return self.durable_record(sub)
+
+    def durable_record(self, sub: SubscriptionId) -> tuple[TopicMetadata, Versioned]:
+        """``record`` without waiting for a commit answered before its write."""
         metadata = self.svc.get_topic(sub.topic)
         while True:
             record = self.store.read(sub)
@@ -292,12 +298,12 @@ class Subscriptions:
         version: int,
         transaction: Transaction | None,
     ) -> Versioned:
-        data = self._checked_move(
+        data = self.checked_move(
             sub, metadata, record, position, version=version, transaction=transaction
         )
         return Versioned(data, self.store.write(sub, data, record.version))
 
-    def _checked_move(
+    def checked_move(
         self,
         sub: SubscriptionId,
         metadata: TopicMetadata,
@@ -379,11 +385,14 @@ class Subscriptions:
         limit: int = DEFAULT_LIMIT,
         transaction: Transaction | None = None,
         commit_version: int | None = None,
+        commit_later: bool = False,
         finished: Collection[int] = (),
     ) -> SubscriptionPoll:
         """Read from the position (``tms.subread``); with ``commit_version``, ``commit``
         ``start_from`` with that version first (one step: the read goes on from the
-        record it wrote); with ``finished`` (and a transaction), ``read_after_finish``."""
+        record it wrote; with ``commit_later``, not waiting for the write: see the
+        module docstring; ``tms.subride``); with ``finished`` (and a transaction),
+        ``read_after_finish``."""
         if finished and transaction is not None:
             if commit_version is not None:
                 raise TmsInvalidArgumentError("a read after a finish commits nothing")
@@ -402,35 +411,13 @@ class Subscriptions:
         if start_from is None:
             raise TmsInvalidArgumentError("a commit before a read commits its start: give one")
         check_limit(limit)  # bad input changes nothing: checked before the commit
-        metadata, record = self.record(sub)
-        data = self._checked_move(
-            sub, metadata, record, start_from, version=commit_version, transaction=transaction
+        return self._riding.read(
+            sub, start_from, limit, transaction, commit_version, later=commit_later
         )
-        # The read goes on from the record being written, while it is written: the
-        # answer waits for both, so an answered commit is durable, and a failed write
-        # fails the poll (its messages are not answered).
-        writing = self._writes.submit(self.store.write, sub, data, record.version)
-        try:
-            poll = read_subscription(
-                self,
-                sub,
-                start_from=start_from,
-                limit=limit,
-                transaction=transaction,
-                current=(metadata, Versioned(data, record.version + 1)),
-            )
-        except Exception as exc:
-            # the commit is durable: answer it (a retry would carry a stale version)
-            version = writing.result()
-            failed = exc if isinstance(exc, TmsError) else TmsError(f"the read failed: {exc}")
-            log.warning("subscription %s: read failed after its commit: %s", sub, exc)
-            return SubscriptionPoll([], start_from, start_from, version, False, None, failed)
-        version = writing.result()
-        return poll if poll.version == version else replace(poll, version=version)
 
     def close(self) -> None:
         """Finish the writes under way (``MessagingService.close``)."""
-        self._writes.shutdown(wait=True)
+        self._riding.close()
 
     # -- topics and metrics ---------------------------------------------------------------
 
@@ -439,6 +426,7 @@ class Subscriptions:
         generation)."""
         for name, listed in self.store.list(topic):
             sub = SubscriptionId(topic, name)
+            self._riding.settled(sub)  # a commit answered before its write: written first
             record: Versioned | None = listed
             while record is not None:
                 try:

@@ -52,10 +52,13 @@ class AsyncSubscriptionCalls(AsyncCalls):
         wait_ms: int = 0,
         commit_version: int | None = None,
         reread: bool = False,
+        commit_later: bool = False,
     ) -> SubscriptionBatch:
         """See ``MessagingClient.poll_subscription``."""
         return await self._run(
-            poll_call(sub, start, limit, transaction, wait_ms, commit_version, reread)
+            poll_call(
+                sub, start, limit, transaction, wait_ms, commit_version, reread, commit_later
+            )
         )
 
     async def commit_subscription(

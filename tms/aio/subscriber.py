@@ -17,7 +17,8 @@ never skipped. When a commit finds the subscription changed (``BadVersionError``
 seek, or another consumer), it reads it again and goes on from its stored position.
 A poll whose commit was written but whose read failed, and a poll with a commit that
 got no answer, are handled as the sync ``Subscriber`` does (no ``BadVersionError`` met
-for its own commit).
+for its own commit), and so is ``commit_later`` (commits riding on polls answered before
+they are durable; ``commit()`` and ``stop()`` make the last one durable).
 A transactional subscription is read with short transactions of ``tx_server``, each
 used for at most ``tx_refresh_s`` and replaced at once when a read is held behind one
 that finished. Its polls ask the service to ``reread``: a poll held behind a
@@ -63,6 +64,7 @@ class Subscriber(Clients):
         batch: int = 100,
         wait_ms: int = 10_000,
         commit_interval_s: float = 1.0,
+        commit_later: bool = False,
         tx_refresh_s: float = 1.0,
         client: AsyncMessagingClient | None = None,
         **options: Any,
@@ -71,6 +73,7 @@ class Subscriber(Clients):
         self.subscription = subscription
         self._batch = batch
         self._wait_ms = wait_ms
+        self._commit_later = commit_later
         self._tx_refresh_s = tx_refresh_s
         self._buffer: deque[Message] = deque()
         self._last: Message | None = None  # delivered by the iteration, not yet processed
@@ -164,6 +167,7 @@ class Subscriber(Clients):
                     wait_ms=self._wait_ms,
                     commit_version=cursor.version if due else None,
                     reread=self._tx is not None,
+                    commit_later=due and self._commit_later,
                 )
             except ServiceUnavailableError:
                 cursor.unanswered(due)  # with a commit: it may have been written
@@ -214,7 +218,7 @@ class Subscriber(Clients):
             cursor.processed(after(through.id))
         if cursor.unsure is not None:
             await self._recover()
-        if cursor.done == cursor.committed:
+        if cursor.settled():  # (a commit answered before it was durable is written again)
             return
         await self._refresh_tx()  # a newer one when the last read went past what it sees
         try:

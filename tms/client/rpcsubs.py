@@ -62,6 +62,7 @@ def sub_poll_request(  # noqa: PLR0917 - MessagingClient.poll_subscription's, in
     wait_ms: int,
     commit_version: int | None,
     reread: bool = False,
+    commit_later: bool = False,
 ) -> Any:
     return rpc.SubPollRequest(
         ns=sub.topic.namespace,
@@ -73,6 +74,7 @@ def sub_poll_request(  # noqa: PLR0917 - MessagingClient.poll_subscription's, in
         wait_ms=wait_ms or None,
         commit_version=commit_version,
         reread=reread or None,
+        commit_later=commit_later or None,
     )
 
 
@@ -96,6 +98,7 @@ def batch_of(response: Any) -> SubscriptionBatch:
         bool(response.held_finished),
         bool(response.fresh),
         read_error_of(response.read_error, response.read_error_message),
+        response.durable_version,
     )
 
 
@@ -139,9 +142,12 @@ def poll_call(  # noqa: PLR0917 - MessagingClient.poll_subscription's, in order
     wait_ms: int,
     commit_version: int | None,
     reread: bool,
+    commit_later: bool = False,
 ) -> Call[SubscriptionBatch]:
     """A subscription's poll (``tms.client.rpccore.Call``)."""
-    request = sub_poll_request(sub, start, limit, transaction, wait_ms, commit_version, reread)
+    request = sub_poll_request(
+        sub, start, limit, transaction, wait_ms, commit_version, reread, commit_later
+    )
     return make_call(
         SUB_POLL,
         request,
@@ -186,9 +192,12 @@ class RpcSubscriptionCalls:
         wait_ms: int = 0,
         commit_version: int | None = None,
         reread: bool = False,
+        commit_later: bool = False,
     ) -> SubscriptionBatch:
         """See ``MessagingClient.poll_subscription``."""
-        return self._run(poll_call(sub, start, limit, transaction, wait_ms, commit_version, reread))
+        return self._run(
+            poll_call(sub, start, limit, transaction, wait_ms, commit_version, reread, commit_later)
+        )
 
     def commit_subscription(
         self,

@@ -3,11 +3,13 @@
 no requests, sleeps or clocks in it (the shells pass ``now``).
 
 ``Cursor`` holds where processing stands (``done``: everything before it processed),
-what was last committed and under which version, when, and a commit sent without an
-answer (``unsure``). It says when a commit is due (riding on the next poll), what a
-poll's answer or its failure changes, what a read of the subscription after an
-unanswered commit means (``recovered``), and where a reload or a commit leaves it. The
-shells poll, read, commit, sleep and manage the read transactions.
+what was last committed and under which version, when, a commit sent without an answer
+(``unsure``), and the newest version known durable (``durable``: a commit answered before
+it was durable, ``commit_later``, stays behind it until made durable). It says when a
+commit is due (riding on the next poll), what a poll's answer or its failure changes, what
+a read of the subscription after an unanswered commit means (``recovered``), and where a
+reload or a commit leaves it. The shells poll, read, commit, sleep and manage the read
+transactions.
 """
 
 from __future__ import annotations
@@ -22,12 +24,20 @@ __all__ = ["Cursor"]
 class Cursor:
     """See the module docstring. Not thread-safe: one subscriber's."""
 
-    __slots__ = ("committed", "committed_at", "done", "interval", "unsure", "version")
+    __slots__ = (
+        "committed",
+        "committed_at",
+        "done",
+        "durable",
+        "interval",
+        "unsure",
+        "version",
+    )
 
     def __init__(self, commit_interval_s: float, now: float) -> None:
         self.interval = commit_interval_s
         self.done = self.committed = MessageId(0, 0)
-        self.version = 0
+        self.version = self.durable = 0
         self.committed_at = now
         self.unsure: MessageId | None = None  # a commit sent without an answer
 
@@ -52,6 +62,7 @@ class Cursor:
         if due:
             self.committed, self.committed_at = self.done, now
         self.version = batch.version
+        self.durable = batch.version if batch.durable_version is None else batch.durable_version
         if batch.read_error is not None and not isinstance(batch.read_error, TmsTransientError):
             raise batch.read_error
 
@@ -64,6 +75,7 @@ class Cursor:
             return False  # not written: the next poll commits it
         if info.position == target:
             self.committed, self.version = info.position, info.version
+            self.durable = info.version
             self.committed_at = now
             return False
         return True
@@ -71,10 +83,16 @@ class Cursor:
     def reloaded(self, info: SubscriptionInfo, now: float) -> None:
         """Go on from the subscription's stored position."""
         self.done = self.committed = info.position
-        self.version = info.version
+        self.version = self.durable = info.version
         self.committed_at = now
 
     def commit_written(self, info: SubscriptionInfo, now: float) -> None:
         """A commit of ``done`` was answered with ``info``."""
         self.committed, self.version = self.done, info.version
+        self.durable = info.version
         self.committed_at = now
+
+    def settled(self) -> bool:
+        """Whether nothing is left to commit: the processed position is committed, and
+        durable (a commit answered before it was durable is made durable again)."""
+        return self.done == self.committed and self.durable >= self.version

@@ -18,6 +18,11 @@ was written but whose read failed answers the commit (``SubscriptionBatch.read_e
 a transient error is retried after a pause, another raised; a poll with a commit that
 got no answer is followed by a read of the subscription, which tells whether the
 commit was written — either way no retry meets ``BadVersionError`` for its own commit.
+With ``commit_later``, a commit riding on a poll is answered before it is durable (the
+service writes it a few milliseconds later, with the commits that follow:
+``SubscriptionBatch.durable_version``); ``commit()`` and ``close()`` make the last one
+durable, and one lost to a crash of the service meets ``BadVersionError`` at the next
+commit: the subscriber goes on from the stored position (those messages come again).
 
 A transactional subscription is read with transactions from ``tx_client`` (each used
 for at most ``tx_refresh_s``, replaced at once when a read is held behind one that
@@ -69,6 +74,7 @@ class Subscriber:
         batch: int = 100,
         wait_ms: int = 10_000,
         commit_interval_s: float = 1.0,
+        commit_later: bool = False,
         tx_refresh_s: float = 1.0,
         stop: Callable[[], bool] = lambda: False,
         sleep: Callable[[float], None] = time.sleep,
@@ -79,6 +85,7 @@ class Subscriber:
         self._tx_client = tx_client
         self._batch = batch
         self._wait_ms = wait_ms
+        self._commit_later = commit_later
         self._tx_refresh_s = tx_refresh_s
         self._stop = stop
         self._sleep = sleep
@@ -128,6 +135,7 @@ class Subscriber:
                     wait_ms=self._wait_ms,
                     commit_version=cursor.version if due else None,
                     reread=self._tx is not None,
+                    commit_later=due and self._commit_later,
                 )
             except ServiceUnavailableError:
                 cursor.unanswered(due)  # with a commit: it may have been written
@@ -198,7 +206,7 @@ class Subscriber:
             cursor.processed(after(through.id))
         if cursor.unsure is not None:
             self._recover()
-        if cursor.done == cursor.committed:
+        if cursor.settled():  # (a commit answered before it was durable is written again)
             return
         if self._fresh:  # the position is past what _read_with sees: use a newer one
             self._tx_started = -float("inf")

@@ -91,7 +91,11 @@ class SubscriptionBatch:
     finished since the reader's transaction started — read on, and commit, with a
     transaction started after this answer. ``read_error``: the read failed after the
     commit riding on the poll was written — no messages, ``position`` and ``version``
-    are the commit's (poll again, without committing)."""
+    are the commit's (poll again, without committing). ``durable_version``: the version
+    the service knew durable when it answered (None: ``version``); below ``version``
+    when the commit riding on the poll was answered before it was durable
+    (``commit_later``): a crash may still lose it, and the next commit from ``version``
+    then gets ``BadVersionError``."""
 
     messages: list[Message]
     start: MessageId
@@ -101,6 +105,7 @@ class SubscriptionBatch:
     held_finished: bool
     fresh: bool = False
     read_error: TmsError | None = None
+    durable_version: int | None = None
 
 
 def read_error_of(code: str | None, message: str | None) -> TmsError | None:
@@ -108,6 +113,10 @@ def read_error_of(code: str | None, message: str | None) -> TmsError | None:
     if code is None:
         return None
     return error_for(code, message or "the read failed", status=500)
+
+
+def _int_or_none(text: str | None) -> int | None:
+    return None if text is None else int(text)
 
 
 def _path(sub: SubscriptionId, action: str = "") -> str:
@@ -221,9 +230,12 @@ class SubscriptionCalls:
         wait_ms: int = 0,
         commit_version: int | None = None,
         reread: bool = False,
+        commit_later: bool = False,
     ) -> SubscriptionBatch:
         """Read from ``start`` (None: the subscription's position as ``transaction``
-        sees it); with ``commit_version``, commit ``start`` with that version first;
+        sees it); with ``commit_version``, commit ``start`` with that version first
+        (``commit_later``: answered before that commit is durable,
+        ``SubscriptionBatch.durable_version``);
         ``reread`` (a reader outside a transaction of its own): when the transaction the
         poll is held behind finishes, the service reads again and answers the messages
         (``SubscriptionBatch.fresh``)."""
@@ -235,6 +247,8 @@ class SubscriptionCalls:
             params["commit"] = str(commit_version)
         if reread:
             params["reread"] = "true"
+        if commit_later:
+            params["commit_later"] = "true"
         reply = self._request(
             "POST",
             _path(sub, "poll"),
@@ -255,6 +269,7 @@ class SubscriptionCalls:
             headers.get("X-Tms-Held-Finished") == "true",
             headers.get("X-Tms-Fresh") == "true",
             read_error_of(headers.get("X-Tms-Read-Error"), headers.get("X-Tms-Read-Error-Message")),
+            _int_or_none(headers.get("X-Tms-Durable-Version")),
         )
 
     def transactions_finished(

@@ -171,6 +171,10 @@ SUBSCRIPTION_SCHEMAS: dict[str, Any] = {
             "fresh": {"type": "boolean"},
             "position": _ID,
             "version": _INT64,
+            "durableVersion": {
+                **_INT64,
+                "description": "the version known durable when answered (commit_later)",
+            },
             "readError": {
                 "type": "object",
                 "description": "the read failed after the commit riding on it was written",
@@ -263,6 +267,16 @@ SUBSCRIPTION_PATHS: dict[str, Any] = {
                         "finished and answer it (X-Tms-Fresh)"
                     ),
                 },
+                {
+                    "name": "commit_later",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "boolean"},
+                    "description": (
+                        "answer before the commit (?commit) is durable; X-Tms-Durable-Version "
+                        "says which version was durable then"
+                    ),
+                },
             ],
             "requestBody": {
                 "required": True,
@@ -275,7 +289,8 @@ SUBSCRIPTION_PATHS: dict[str, Any] = {
                 "200": {
                     "description": (
                         "Messages. Headers X-Tms-Start, X-Tms-Position (the next read's start), "
-                        "X-Tms-Version, X-Tms-Held, X-Tms-Held-Finished, X-Tms-Fresh; "
+                        "X-Tms-Version, X-Tms-Durable-Version (the version known durable), "
+                        "X-Tms-Held, X-Tms-Held-Finished, X-Tms-Fresh; "
                         "X-Tms-Read-Error, X-Tms-Read-Error-Message: the read failed after "
                         "the commit (?commit) was written: no messages, the commit answered"
                     ),

@@ -91,6 +91,7 @@ async def long_poll_subscription(
     wait_ms: int,
     commit_version: int | None,
     reread: bool,
+    commit_later: bool = False,
 ) -> tuple[SubscriptionPoll, bool, bool]:
     """A subscription poll's reads (REST and binary alike), each run by ``on_pool``:
     the first commits ``start`` with ``commit_version``; with ``reread``, once the
@@ -100,7 +101,8 @@ async def long_poll_subscription(
     held behind finished, and whether it was read with what finished (``fresh``).
     Cancelled (a server stopping) once its commit was written, or while the committing
     read runs (which is let finish), it returns that read instead: the commit is
-    answered, never an error its retry would meet as ``bad_version``."""
+    answered, never an error its retry would meet as ``bad_version``. ``commit_later``:
+    the commit is answered before its write is durable (``Subscriptions.read``)."""
     commit = [commit_version]  # the first read commits, the long poll's next ones not
     finished: set[int] = set()
     fresh = [False]
@@ -116,6 +118,7 @@ async def long_poll_subscription(
                 limit=limit,
                 transaction=transaction,
                 commit_version=version,
+                commit_later=commit_later,
                 finished=frozenset(finished),
             )
         )
@@ -153,6 +156,14 @@ async def long_poll_subscription(
             raise
         return committed[0], False, False  # cut short after its commit: answer that
     return poll, done, fresh[0]
+
+
+def _query_bool(request: web.Request, name: str) -> bool:
+    """Query parameter ``name``: ``true`` or ``false`` (the default)."""
+    value = request.query.get(name, "false")
+    if value not in ("true", "false"):
+        raise TmsInvalidArgumentError(f"{name} must be true or false, got {value!r}")
+    return value == "true"
 
 
 def _header_text(text: str) -> str:
@@ -304,9 +315,8 @@ class SubscriptionApi:
         tx = transaction_from(spec.transaction)
         wait_ms = self._wait_ms(request)
         commit_version = _query_int(request, "commit")
-        reread = request.query.get("reread", "false")
-        if reread not in ("true", "false"):
-            raise TmsInvalidArgumentError(f"reread must be true or false, got {reread!r}")
+        reread = _query_bool(request, "reread")
+        commit_later = _query_bool(request, "commit_later")
         if commit_version is not None and start is None:
             raise TmsInvalidArgumentError("?commit commits startFrom: give one")
         assert self.long_poll is not None
@@ -320,7 +330,8 @@ class SubscriptionApi:
             transaction=tx,
             wait_ms=wait_ms,
             commit_version=commit_version,
-            reread=reread == "true",
+            reread=reread,
+            commit_later=commit_later,
         )
         headers = {
             "X-Tms-Start": poll.start.hex,
@@ -333,6 +344,9 @@ class SubscriptionApi:
                 headers["X-Tms-Held-Finished"] = "true"
         if fresh:
             headers["X-Tms-Fresh"] = "true"
+        durable = poll.version if poll.durable_version is None else poll.durable_version
+        if poll.durable_version is not None:
+            headers["X-Tms-Durable-Version"] = str(durable)
         failed = poll.read_error
         if failed is not None:
             headers["X-Tms-Read-Error"] = failed.code
@@ -346,7 +360,8 @@ class SubscriptionApi:
                 + jsonc.encode_messages(poll.messages, first=True)
                 + f'],"held":{str(poll.held).lower()},"heldFinished":{str(finished).lower()},'
                 f'"fresh":{str(fresh).lower()},'
-                f'"position":"{poll.position.hex}","version":{poll.version}'.encode()
+                f'"position":"{poll.position.hex}","version":{poll.version},'
+                f'"durableVersion":{durable}'.encode()
                 + (b"}" if failed is None else b',"readError":' + _error_json(failed) + b"}")
             )
         return web.Response(body=body, content_type=fmt, headers=headers)

@@ -81,6 +81,7 @@ def poll_response(
         fresh=fresh or None,
         read_error=None if poll.read_error is None else poll.read_error.code,
         read_error_message=None if poll.read_error is None else str(poll.read_error),
+        durable_version=poll.durable_version,
     )
 
 
@@ -161,6 +162,7 @@ class SubscriptionOps:
                 wait_ms=wait_ms,
                 commit_version=req.commit_version,
                 reread=bool(req.reread),
+                commit_later=bool(req.commit_later),
             )
             return poll_response(poll, finished, self._max_poll_bytes, fresh)
 

@@ -149,6 +149,7 @@ struct SubPollRequest {
   7: optional i32 wait_ms             // long-poll
   8: optional i64 commit_version      // commit `start` with this version before reading
   9: optional bool reread             // when what holds it finishes, read what finished
+  10: optional bool commit_later      // answer before the commit's write is durable
 }
 
 struct SubPollResponse {
@@ -165,6 +166,9 @@ struct SubPollResponse {
                                       // was written (its error code): no messages;
                                       // position and version are the commit's
   10: optional string read_error_message
+  11: optional i64 durable_version    // the version known durable when answered (absent:
+                                      // `version`); a commit that gave a version above
+                                      // it may still be lost
 }
 
 // op 10 subscription commit: move the position forward (not transactionally)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from tms.codec.subscriptions import (
     decode_record,
@@ -34,7 +34,13 @@ from tms.model import TopicId
 from tms.store.kv import KeyValueStore
 from tms.subscription import SubscriptionData, SubscriptionId, Versioned
 
-__all__ = ["SUBSCRIPTION_TABLE", "KvSubscriptionStore", "SubscriptionStore"]
+__all__ = [
+    "SUBSCRIPTION_TABLE",
+    "KvSubscriptionStore",
+    "Staged",
+    "StagingSubscriptionStore",
+    "SubscriptionStore",
+]
 
 SUBSCRIPTION_TABLE = b"s"
 
@@ -91,6 +97,27 @@ class SubscriptionStore(Protocol):
     def list(self, topic: TopicId) -> list[tuple[str, Versioned]]: ...
 
 
+@runtime_checkable
+class StagingSubscriptionStore(SubscriptionStore, Protocol):
+    """A ``SubscriptionStore`` whose ``write`` comes in two steps, so that a caller can
+    go on before the change is durable (a commit riding on a poll that is answered at
+    once, ``Subscriptions.read``'s ``commit_later``):
+
+    * ``stage(sub, data, version)`` — check the change (compare-and-set against the
+      record as every change staged before it leaves it; the errors of ``write``) and
+      accept it; returns a ``Staged`` with its new version. Changes of one record are
+      made durable in the order they were staged (each carries the whole record).
+    * ``settle(staged)`` — return once the staged change is durable (``write``'s
+      durability), or raise what its write raised (``StorageUnavailableError``).
+
+    ``write(sub, data, version)`` is ``settle(stage(sub, data, version))``. ``read``
+    still sees only what is durable."""
+
+    def stage(self, sub: SubscriptionId, data: SubscriptionData, version: int) -> Staged: ...
+
+    def settle(self, staged: Staged) -> int: ...
+
+
 def _bad_version(sub: SubscriptionId, expected: int, actual: int) -> BadVersionError:
     return BadVersionError(
         f"subscription {sub} is at version {actual}, not {expected}: it changed since it was read",
@@ -108,6 +135,15 @@ class _Batch:
     changes: dict[bytes, tuple[int, bytes | None]] = field(default_factory=dict)
     done: bool = False
     error: Exception | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """A change accepted by ``StagingSubscriptionStore.stage``: the record's new
+    ``version``, and the store's handle of the write that carries it."""
+
+    version: int
+    batch: object
 
 
 class KvSubscriptionStore:
@@ -154,13 +190,22 @@ class KvSubscriptionStore:
         return 1
 
     def write(self, sub: SubscriptionId, data: SubscriptionData, version: int) -> int:
+        return self.settle(self.stage(sub, data, version))
+
+    def stage(self, sub: SubscriptionId, data: SubscriptionData, version: int) -> Staged:
+        """See ``StagingSubscriptionStore``: the change joins the batch being gathered."""
         key = subscription_key(sub)
         with self._cond:
             epoch = self._table.epoch
             new_version = self._current(sub, key, version) + 1
             batch = self._join(epoch, key, new_version, encode_record(data, new_version))
-        self._wait(batch)
-        return new_version
+        return Staged(new_version, batch)
+
+    def settle(self, staged: Staged) -> int:
+        """See ``StagingSubscriptionStore``: waits for (or writes) the staged batch."""
+        assert isinstance(staged.batch, _Batch)
+        self._wait(staged.batch)
+        return staged.version
 
     def delete(self, sub: SubscriptionId, version: int) -> None:
         key = subscription_key(sub)
