@@ -56,9 +56,7 @@ class AsyncSubscriptionCalls(AsyncCalls):
     ) -> SubscriptionBatch:
         """See ``MessagingClient.poll_subscription``."""
         return await self._run(
-            poll_call(
-                sub, start, limit, transaction, wait_ms, commit_version, reread, commit_later
-            )
+            poll_call(sub, start, limit, transaction, wait_ms, commit_version, reread, commit_later)
         )
 
     async def commit_subscription(
