@@ -83,6 +83,8 @@ class TransactionManager:
         self._log = self.engine.new_log(store, self.config.slow_sync_s)
         self._log_open = False
         self._state = ManagerState.NEW
+        self._watchers: list[Callable[[ManagerState], None]] = []
+        self._watch_lock = threading.Lock()
         self._last_snapshot_ms = 0
         self._tasks: list[PeriodicTask] = []
         self.pipeline = TxOperations(
@@ -125,6 +127,26 @@ class TransactionManager:
     def store(self) -> TransactionStateStore | None:
         return self._store
 
+    def watch_state(self, watcher: Callable[[ManagerState], None]) -> None:
+        """Call ``watcher`` with the state now, then on every transition, in order, before
+        the transition's method returns (the native server mirrors the state into C). A
+        watcher must be quick and must not call into this manager."""
+        with self._watch_lock:
+            self._watchers.append(watcher)
+            watcher(self._state)
+
+    def unwatch_state(self, watcher: Callable[[ManagerState], None]) -> None:
+        """Stop calling ``watcher`` (one registration of it; none is a no-op)."""
+        with self._watch_lock:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+
+    def _set_state(self, state: ManagerState) -> None:
+        with self._watch_lock:
+            self._state = state
+            for watcher in self._watchers:
+                watcher(state)
+
     def _is_running(self) -> bool:
         return self._state is ManagerState.RUNNING
 
@@ -142,13 +164,13 @@ class TransactionManager:
                 self._log.open(log_ts)
                 self._log_open = True
             except BaseException:
-                self._state = ManagerState.FAILED
+                self._set_state(ManagerState.FAILED)
                 if self._store is not None:
                     self._store.close()
                 raise
             if self._m.last_write_pointer == 0:  # no transaction ever: start at the clock
                 self._m.reset(self._m.next_write_pointer(self._clock.now_ms()))
-            self._state = ManagerState.RUNNING
+            self._set_state(ManagerState.RUNNING)
         if self._store is not None and self._last_snapshot_ms == 0:
             self.take_snapshot()
         cfg = self.config
@@ -173,10 +195,10 @@ class TransactionManager:
         """Stop the threads, write a final snapshot, close the log. Idempotent."""
         with self._lock:
             if self._state in (ManagerState.STOPPED, ManagerState.NEW):
-                self._state = ManagerState.STOPPED
+                self._set_state(ManagerState.STOPPED)
                 return
             failed = self._state is ManagerState.FAILED
-            self._state = ManagerState.STOPPING
+            self._set_state(ManagerState.STOPPING)
         for task in self._tasks:
             task.stop()
         self._tasks.clear()
@@ -185,7 +207,7 @@ class TransactionManager:
                 self._write_snapshot(closing=True)
         finally:
             with self._lock:
-                self._state = ManagerState.STOPPED
+                self._set_state(ManagerState.STOPPED)
             try:
                 self._log.close()
             except TxStorageError:
@@ -216,7 +238,7 @@ class TransactionManager:
 
     def _on_sync(self, _ticket: int, failure: BaseException | None) -> None:
         if failure is not None:
-            self._state = ManagerState.FAILED
+            self._set_state(ManagerState.FAILED)
 
     def _next_file_timestamp(self) -> int:
         """A timestamp for a new snapshot/log, strictly above every existing one."""
@@ -384,7 +406,7 @@ class TransactionManager:
             store.delete_logs_older_than(oldest)
         except TxStorageError:
             log.critical("writing snapshot %d failed; stopping the manager", snapshot.timestamp_ms)
-            self._state = ManagerState.FAILED
+            self._set_state(ManagerState.FAILED)
             raise
 
     def reset_state(self) -> None:

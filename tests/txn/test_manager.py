@@ -324,3 +324,19 @@ def test_snapshot_rolls_the_log_and_retention_applies() -> None:
         assert len(snaps) == 2
         assert min(logs) >= min(snaps)
         assert max(logs) == max(snaps)  # the current log starts at the newest snapshot
+
+
+def test_state_watchers_see_every_transition_in_order() -> None:
+    seen: list[ManagerState] = []
+    manager = TransactionManager(SYSTEM_CONFIG, TransactionStateStore(MemoryStorage()), FakeClock())
+    manager.watch_state(seen.append)  # the state now, then each transition
+    manager.start()
+    manager.stop()
+    manager.unwatch_state(seen.append)
+    manager.unwatch_state(seen.append)  # not watching: a no-op
+    assert seen == [
+        ManagerState.NEW,
+        ManagerState.RUNNING,
+        ManagerState.STOPPING,
+        ManagerState.STOPPED,
+    ]

@@ -22,10 +22,12 @@ import asyncio
 import logging
 import socket
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from txms_common.clock import SystemClock
 from txn.config import ClientIdRetention, ServerConfig
 from txn.manager import DEFAULT_CLIENT_ID, ManagerState, TransactionManager
 from txn.native._core import Server
@@ -109,8 +111,7 @@ class NativeThriftServer:
                 machine.core,
                 durable_log.core,
                 self.manager.state_lock,
-                self.manager.clock.now_ms,
-                self._state,
+                _clock(self.manager),
                 self._dispatch,
                 _closed,
                 self._settings(),
@@ -119,6 +120,7 @@ class NativeThriftServer:
             sock.close()
             raise
         sock.detach()  # the C server owns the descriptor now
+        self.manager.watch_state(self._mirror)
         self._thread = threading.Thread(target=self._serve, name="txn-native-loop", daemon=True)
         self._thread.start()
         return self.address
@@ -128,6 +130,7 @@ class NativeThriftServer:
         if self._core is not None and self._thread is not None:
             self._core.stop()
             await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+            self.manager.unwatch_state(self._mirror)
         self._workers.shutdown(wait=True)
 
     def _serve(self) -> None:
@@ -165,15 +168,17 @@ class NativeThriftServer:
             "idle_timeout_s": float(server.idle_timeout_s),
         }
 
-    # -- called by the C loop (its thread, with the GIL) ---------------------------------
-
-    def _state(self) -> int:
-        """0 running, 2 failed (abort everything), 1 otherwise (the hot path stands
-        aside; the generic path answers as the manager says)."""
-        state = self.manager.state
+    def _mirror(self, state: ManagerState) -> None:
+        """The manager's state into the C server: 0 running, 2 failed (abort everything),
+        1 otherwise (the hot path stands aside; the generic path answers as the manager
+        says). Called by the manager on each transition."""
+        assert self._core is not None
         if state is ManagerState.RUNNING:
-            return 0
-        return 2 if state is ManagerState.FAILED else 1
+            self._core.set_state(0)
+        else:
+            self._core.set_state(2 if state is ManagerState.FAILED else 1)
+
+    # -- called by the C loop (its thread, with the GIL) ---------------------------------
 
     def _dispatch(
         self, frame: bytes, conn_id: int, slot: int, offload: bool
@@ -204,6 +209,12 @@ class NativeThriftServer:
             self._core.complete(conn_id, slot, 0, outcome)
         else:
             self._core.complete(conn_id, slot, *outcome)
+
+
+def _clock(manager: TransactionManager) -> Callable[[], int] | None:
+    """The manager's clock for the C server: None (read in C) for the wall clock."""
+    clock = manager.clock
+    return None if type(clock) is SystemClock else clock.now_ms
 
 
 def _closed(reason: str) -> None:

@@ -20,12 +20,14 @@ from tests.fakes import FakeClock
 from tests.integration.test_thrift_wire import message, read_frame
 from tests.txn.harness import SYSTEM_CONFIG
 from tests.txn.rpc.test_server_sync import eventually
+from txms_common.clock import SYSTEM_CLOCK
 from txms_common.retry import RetryNTimes
 from txn import native
 from txn.config import ServerConfig
 from txn.engine import resolve
 from txn.errors import TxStorageError
 from txn.manager import ManagerState, TransactionManager
+from txn.native.server import NativeThriftServer
 from txn.persist.local import LocalDirStorage
 from txn.persist.log_codec import LogReader
 from txn.persist.memory import MemoryStorage
@@ -256,5 +258,47 @@ def test_the_commit_delay_waits_for_recently_answered_connections_only(
     finally:
         a.close()
         b.close()
+        thread.stop()
+        manager.stop()
+
+
+def test_a_stopped_manager_takes_the_hot_calls_off_the_c_path() -> None:
+    answers = {}
+    for engine in ("python", "native"):
+        with served(engine) as s:
+            core = getattr(s.server, "core", None)
+            with socket.create_connection(s.address, timeout=10) as sock:
+                sock.sendall(message("startShort", 1, b"\x00"))
+                read_frame(sock)
+                in_c = core.stats[0] if core is not None else 0
+                # When the manager stops under the running server
+                s.manager.stop()
+                sock.sendall(message("startShort", 2, b"\x00"))
+                answers[engine] = read_frame(sock)
+                # Then the call is answered as the manager says, not by the C hot path
+                assert core is None or core.stats[0] == in_c
+    assert answers["python"] == answers["native"]
+    assert b"Transaction Manager is not running." in answers["native"]
+
+
+def test_the_wall_clock_is_read_in_c_like_the_manager_reads_it() -> None:
+    manager = TransactionManager(SYSTEM_CONFIG, engine=resolve("native"))
+    manager.start()
+    server = new_server(manager, ServerConfig(port=0, commit_delay_us=0))
+    thread = ServerThread(server)
+    address = thread.start()
+    try:
+        before = SYSTEM_CLOCK.now_ms()
+        with socket.create_connection(address, timeout=10) as sock:
+            sock.sendall(message("startShortWithTimeout", 1, timeout(1, 30) + b"\x00"))
+            read_frame(sock)
+        after = SYSTEM_CLOCK.now_ms()
+        assert isinstance(server, NativeThriftServer) and server.core is not None
+        assert server.core.stats[0] == 1  # answered in C
+        (wp,) = manager.machine.in_progress_ids()
+        entry = manager.machine.entry(wp)
+        assert entry is not None
+        assert before + 30_000 <= entry.expiration_ms <= after + 30_000
+    finally:
         thread.stop()
         manager.stop()

@@ -119,10 +119,11 @@ Reply *conn_push_reply(Conn *c, int64_t ticket, const Buf *data) {
 /* The hot path under the manager's lock: 1 answered, 0 take the generic path. */
 static int run_hot(Server *s, Conn *c, int kind, const CallHead *call,
                    const unsigned char *frame, size_t n) {
-    PyObject *got = PyObject_CallMethod(s->lock, "acquire", "O", Py_False);
+    if (s->run_state != 0) return 0; /* not running: the generic path answers */
+    PyObject *got = PyObject_CallOneArg(s->acquire, Py_False);
     if (got == Py_False) { /* a Python thread holds it: wait without the GIL */
         Py_DECREF(got);
-        got = PyObject_CallMethod(s->lock, "acquire", NULL);
+        got = PyObject_CallNoArgs(s->acquire);
     }
     if (got == NULL) {
         PyErr_Clear();
@@ -131,12 +132,10 @@ static int run_hot(Server *s, Conn *c, int kind, const CallHead *call,
     Py_DECREF(got);
     int64_t ticket = 0;
     int rc = 0;
-    PyObject *state = PyObject_CallNoArgs(s->state);
-    if (state != NULL && PyLong_AsLong(state) == 0)
+    if (s->run_state == 0) /* again: a transition may have happened while we waited */
         rc = hot_run(kind, call, frame, n, s->machine, s->log, &s->cfg, s->clock, &c->client,
                      &s->scratch, &ticket);
-    Py_XDECREF(state);
-    PyObject *released = PyObject_CallMethod(s->lock, "release", NULL);
+    PyObject *released = PyObject_CallNoArgs(s->release);
     Py_XDECREF(released);
     if (rc < 0 || PyErr_Occurred()) { /* out of memory, or the clock failed: let the generic
                                          path meet (and report) the same */

@@ -3,6 +3,8 @@
  * (txn/manager.py's _start, _can_commit, _commit) and writes its reply. */
 #include "hot.h"
 
+#include <time.h>
+
 static const struct {
     const char *name;
     int kind;
@@ -100,11 +102,18 @@ static int start(int long_tx, int64_t timeout_s, PyObject *client, const CallHea
                  Machine *m, Log *log, const HotConfig *cfg, PyObject *clock, Buf *reply,
                  int64_t *ticket) {
     if (!long_tx && (timeout_s <= 0 || timeout_s > cfg->max_timeout_s)) return 0;
-    PyObject *now_obj = PyObject_CallNoArgs(clock);
-    if (now_obj == NULL) return -1;
-    long long now = PyLong_AsLongLong(now_obj);
-    Py_DECREF(now_obj);
-    if (now == -1 && PyErr_Occurred()) return -1;
+    long long now;
+    if (clock == NULL) { /* the wall clock, as txms_common.clock.SystemClock reads it */
+        struct timespec t;
+        if (clock_gettime(CLOCK_REALTIME, &t) != 0) return -1;
+        now = (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+    } else {
+        PyObject *now_obj = PyObject_CallNoArgs(clock);
+        if (now_obj == NULL) return -1;
+        now = PyLong_AsLongLong(now_obj);
+        Py_DECREF(now_obj);
+        if (now == -1 && PyErr_Occurred()) return -1;
+    }
     StartArgs a;
     a.expiration = now + timeout_s * 1000;
     a.wp = machine_next_write_pointer(m, now);

@@ -45,7 +45,8 @@ int hot_kind(const unsigned char *frame, size_t n, CallHead *call);
 
 /* Run hot call `kind` (requires the GIL and the manager's lock, with the manager running).
  * 1: done, *reply holds the framed reply and *ticket the log ticket it waits for; 0: left
- * for the generic path, nothing changed; -1: an exception is set (nothing changed). */
+ * for the generic path, nothing changed; -1: an exception is set (nothing changed). `clock`:
+ * a callable giving now in epoch ms, or NULL to read the wall clock here. */
 int hot_run(int kind, const CallHead *call, const unsigned char *frame, size_t n,
             Machine *m, Log *log, const HotConfig *cfg, PyObject *clock, ClientCache *cache,
             Buf *reply, int64_t *ticket);

@@ -129,11 +129,7 @@ static void sync_step(Server *s) {
 
 /* Send every reply that is durable now; abort everything if the log or manager failed. */
 static void release(Server *s) {
-    PyObject *state = PyObject_CallNoArgs(s->state);
-    long st = state != NULL ? PyLong_AsLong(state) : 2;
-    Py_XDECREF(state);
-    PyErr_Clear();
-    if (st == 2 || log_failed(s->log)) {
+    if (s->run_state == 2 || log_failed(s->log)) {
         /* what is parked will never be durable: never answer OK for it */
         abort_all(s, "the transaction log failed");
     }

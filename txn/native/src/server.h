@@ -74,8 +74,10 @@ typedef struct {
     Machine *machine;
     Log *log;
     PyObject *lock;     /* the manager's state lock (threading.Lock) */
-    PyObject *clock;    /* a callable giving now in epoch milliseconds */
-    PyObject *state;    /* a callable: 0 running, 1 not running, 2 failed */
+    PyObject *acquire, *release; /* its bound methods, looked up once */
+    PyObject *clock;    /* a callable giving now in epoch milliseconds, or NULL: the wall clock */
+    int run_state;      /* the manager's, mirrored by set_state(): 0 running, 1 not running,
+                           2 failed; read and written with the GIL held */
     PyObject *dispatch; /* the generic path (txn/native/server.py) */
     PyObject *on_close; /* a callable taking the reason a connection was closed */
     HotConfig cfg;

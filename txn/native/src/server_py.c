@@ -17,8 +17,9 @@ static int watch(Server *s, int fd, void *tag) {
     return epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
-/* Server(listen_fd, machine, log, lock, clock, state, dispatch, on_close, config): config
- * is a dict of the HotConfig values and the server's limits. The server owns listen_fd. */
+/* Server(listen_fd, machine, log, lock, clock, dispatch, on_close, config): config is a dict
+ * of the HotConfig values and the server's limits; clock None reads the wall clock in C. The
+ * manager's state starts as "not running" until set_state(). The server owns listen_fd. */
 static int server_init(Server *s, PyObject *args, PyObject *kwargs) {
     int listen_fd;
     PyObject *machine, *log, *config;
@@ -27,18 +28,22 @@ static int server_init(Server *s, PyObject *args, PyObject *kwargs) {
         PyErr_SetString(PyExc_RuntimeError, "Server.__init__ called twice");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "iO!O!OOOOOO!", &listen_fd, &MachineType, &machine, &LogType,
-                          &log, &s->lock, &s->clock, &s->state, &s->dispatch, &s->on_close,
-                          &PyDict_Type, &config))
+    PyObject *lock, *clock, *dispatch, *on_close;
+    if (!PyArg_ParseTuple(args, "iO!O!OOOOO!", &listen_fd, &MachineType, &machine, &LogType,
+                          &log, &lock, &clock, &dispatch, &on_close, &PyDict_Type, &config))
         return -1;
+    s->run_state = 1;
+    s->lock = Py_NewRef(lock);
+    s->clock = clock == Py_None ? NULL : Py_NewRef(clock);
+    s->dispatch = Py_NewRef(dispatch);
+    s->on_close = Py_NewRef(on_close);
+    s->acquire = PyObject_GetAttrString(lock, "acquire");
+    if (s->acquire == NULL) return -1;
+    s->release = PyObject_GetAttrString(lock, "release");
+    if (s->release == NULL) return -1;
     s->listen_fd = listen_fd;
     s->machine = (Machine *)Py_NewRef(machine);
     s->log = (Log *)Py_NewRef(log);
-    Py_INCREF(s->lock);
-    Py_INCREF(s->clock);
-    Py_INCREF(s->state);
-    Py_INCREF(s->dispatch);
-    Py_INCREF(s->on_close);
     long long values[12];
     static const char *names[] = {
         "default_timeout_s",    "long_timeout_s",      "max_timeout_s",
@@ -173,7 +178,22 @@ static PyObject *get_send_batches(Server *s, void *unused) {
     return Py_BuildValue("LLL", (long long)s->stat_batches, (long long)s->stat_batched, unfinished);
 }
 
+/* set_state(n): the manager's run state, 0 running, 1 not running, 2 failed (the manager
+ * calls it on each transition, txn/native/server.py). */
+static PyObject *s_set_state(Server *s, PyObject *arg) {
+    long st = PyLong_AsLong(arg);
+    if (st == -1 && PyErr_Occurred()) return NULL;
+    if (st < 0 || st > 2) {
+        PyErr_SetString(PyExc_ValueError, "state must be 0, 1 or 2");
+        return NULL;
+    }
+    s->run_state = (int)st;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"set_state", (PyCFunction)s_set_state, METH_O,
+     "The manager's run state: 0 running, 1 not running, 2 failed (any thread)."},
     {"serve", (PyCFunction)server_serve, METH_NOARGS,
      "Run the loop in this thread until stop() and the connections have drained."},
     {"stop", (PyCFunction)s_stop, METH_NOARGS, "Stop accepting and drain (any thread)."},
@@ -220,8 +240,9 @@ static void server_dealloc(Server *s) {
     Py_XDECREF(s->machine);
     Py_XDECREF(s->log);
     Py_XDECREF(s->lock);
+    Py_XDECREF(s->acquire);
+    Py_XDECREF(s->release);
     Py_XDECREF(s->clock);
-    Py_XDECREF(s->state);
     Py_XDECREF(s->dispatch);
     Py_XDECREF(s->on_close);
     Py_XDECREF(s->cfg.default_client);
