@@ -262,19 +262,45 @@ def test_the_commit_delay_waits_for_recently_answered_connections_only(
         manager.stop()
 
 
-def test_a_stopped_manager_takes_the_hot_calls_off_the_c_path() -> None:
+class HeldSnapshotStorage(MemoryStorage):
+    """Fault injection: once ``hold`` is set, a snapshot write waits for ``go`` (the
+    manager is then STOPPING with its log still open)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold = False
+        self.entered = threading.Event()
+        self.go = threading.Event()
+
+    def write_snapshot(self, timestamp_ms: int, data: bytes) -> None:
+        if self.hold:
+            self.entered.set()
+            self.go.wait(10)
+        super().write_snapshot(timestamp_ms, data)
+
+
+def test_a_stopping_manager_takes_the_hot_calls_off_the_c_path() -> None:
     answers = {}
     for engine in ("python", "native"):
-        with served(engine) as s:
+        storage = HeldSnapshotStorage()
+        with served(engine, storage) as s:
             core = getattr(s.server, "core", None)
             with socket.create_connection(s.address, timeout=10) as sock:
                 sock.sendall(message("startShort", 1, b"\x00"))
                 read_frame(sock)
                 in_c = core.stats[0] if core is not None else 0
-                # When the manager stops under the running server
-                s.manager.stop()
-                sock.sendall(message("startShort", 2, b"\x00"))
-                answers[engine] = read_frame(sock)
+                # When the manager is stopping (its final snapshot held) under the server
+                storage.hold = True
+                stopping = threading.Thread(target=s.manager.stop)
+                stopping.start()
+                try:
+                    assert storage.entered.wait(10)
+                    assert s.manager.state is ManagerState.STOPPING
+                    sock.sendall(message("startShort", 2, b"\x00"))
+                    answers[engine] = read_frame(sock)
+                finally:
+                    storage.go.set()
+                    stopping.join()
                 # Then the call is answered as the manager says, not by the C hot path
                 assert core is None or core.stats[0] == in_c
     assert answers["python"] == answers["native"]
