@@ -7,7 +7,7 @@ times, ``--rows`` each, on one standalone stack and one Spark session, and print
 CPU seconds per 10^6 rows of each kind of process (``benchmarks.cpu_meter``):
 
     python -m benchmarks.spark_alternate [--rows N] [--rounds R] [--masters local[1],local[2]]
-        [--clients 1,2] [--protocol http|tms|http,tms] [--probe]
+        [--clients 1,2] [--protocol http|tms|http,tms] [--probe] [--config FILE]
 
 With several masters each round writes through each in turn (a session each), then the
 clients (``--clients 1,2``: one writer, then two at once, a transaction each;
@@ -17,6 +17,8 @@ clients (``--clients 1,2``: one writer, then two at once, a transaction each;
 what the server saw: CPU seconds per thread (LevelDB's compaction thread apart),
 LevelDB's compactions (seconds, MB read and written), connections, requests per route,
 request bodies and the most requests in flight at once.
+``--config``: the standalone stack's TOML config file (e.g. a ``[tms]`` table with
+``leveldb_write_buffer_mb``).
 """
 
 from __future__ import annotations
@@ -55,21 +57,26 @@ def main(argv: list[str] | None = None) -> int:
         "--protocol", default="http", help="http or tms (binary); http,tms: each in its turn"
     )
     parser.add_argument("--probe", action="store_true", help="what the server saw, per write")
+    parser.add_argument("--config", help="the standalone stack's TOML config file")
     args = parser.parse_args(argv)
     masters = [m.strip() for m in args.masters.split(",") if m.strip()]
     clients = [
         "client" if c.strip() == "1" else f"client{c.strip()}" for c in args.clients.split(",")
     ]
+    extra = ["--config", args.config] if args.config else []
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         probe = None
         if args.probe:
             (Path(tmp) / "probe").mkdir()
             probe = Probe(Path(tmp) / "probe")
             stack = Launched(
-                Path(tmp) / "data", module=MODULE, env={"TXMS_PROBE_DIR": str(probe.directory)}
+                Path(tmp) / "data",
+                *extra,
+                module=MODULE,
+                env={"TXMS_PROBE_DIR": str(probe.directory)},
             )
         else:
-            stack = Launched(Path(tmp) / "data")
+            stack = Launched(Path(tmp) / "data", *extra)
         protocols = [p.strip() for p in args.protocol.split(",") if p.strip()]
         sessions = {m: local_session(f"txms-bench-{m}", master=m) for m in masters[:1]}
         try:

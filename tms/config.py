@@ -41,6 +41,14 @@ class TmsConfig:
     """A subscription commit answered before it is durable (a poll's ``commit_later``)
     is written this long after it was accepted, so that the commits of the polls that
     follow share its synced write (the latest record of each subscription is written)."""
+    leveldb_write_buffer_mb: int = 64
+    """LevelDB only (the embedded store): MiB of writes held in memory before they are
+    flushed to a sorted file. Up to two buffers are in memory at once (one being
+    flushed); after a crash, up to one buffer's worth of log is replayed at start.
+    Larger buffers flush fewer, larger files, so concurrent writers' interleaved rows
+    are rewritten less by compactions. 1 to 1024."""
+    leveldb_block_cache_mb: int = 64
+    """LevelDB only: MiB of uncompressed blocks cached for reads. 0 to 65536."""
 
     def __post_init__(self) -> None:
         if self.default_ttl_s <= 0 or self.tx_max_lifetime_s <= 0:
@@ -55,3 +63,23 @@ class TmsConfig:
             raise TmsInvalidArgumentError("commit_later_ms must be >= 0")
         if self.tx_clock_skew_s < 0 or self.tx_state_cache_s < 0:
             raise TmsInvalidArgumentError("tx_clock_skew_s and tx_state_cache_s must be >= 0")
+        if not _int_in(self.leveldb_write_buffer_mb, 1, 1024):
+            raise TmsInvalidArgumentError(
+                "leveldb_write_buffer_mb must be an integer from 1 to 1024"
+            )
+        if not _int_in(self.leveldb_block_cache_mb, 0, 65536):
+            raise TmsInvalidArgumentError(
+                "leveldb_block_cache_mb must be an integer from 0 to 65536"
+            )
+
+    def leveldb_options(self) -> dict[str, int]:
+        """The keyword arguments of ``LevelDBStore`` these settings give."""
+        return {
+            "write_buffer_bytes": self.leveldb_write_buffer_mb << 20,
+            "block_cache_bytes": self.leveldb_block_cache_mb << 20,
+        }
+
+
+def _int_in(value: object, low: int, high: int) -> bool:
+    """An int (not a bool, not a float from a config file) in ``[low, high]``."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high

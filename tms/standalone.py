@@ -172,7 +172,9 @@ async def _run(args: argparse.Namespace) -> None:
     tx_client = InProcessTxClient(manager)
     guard = TransactionStateGuard(tx_client, max_age_s=tms_config.tx_state_cache_s)
     try:
-        service = MessagingService(LevelDBStore(data / "tms"), tms_config, guard=guard)
+        service = MessagingService(
+            LevelDBStore(data / "tms", **tms_config.leveldb_options()), tms_config, guard=guard
+        )
     except BaseException:
         manager.stop()
         raise

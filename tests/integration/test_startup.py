@@ -101,6 +101,10 @@ def _config(tmp_path: Path, text: str) -> str:
         (lambda p, port: ["--config", _config(p, "[http]\nmax_wait: 1\n")], ["cannot read"]),
         (lambda p, port: ["--config", _config(p, "[http]\nmax_wiat_ms = 5\n")], ["max_wiat_ms"]),
         (lambda p, port: ["--config", _config(p, "[tms]\ndefault_ttl_s = 'x'\n")], ["[tms]"]),
+        (
+            lambda p, port: ["--config", _config(p, "[tms]\nleveldb_write_buffer_mb = 0\n")],
+            ["leveldb_write_buffer_mb", "1 to 1024"],
+        ),
         (lambda p, port: ["--config", _config(p, "[web]\n")], ["unknown sections"]),
         (lambda p, port: ["--auth", "/nonexistent.toml"], ["cannot read the auth file"]),
         (lambda p, port: ["--tls-key", "k.pem"], ["needs its certificate"]),

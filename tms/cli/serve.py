@@ -190,7 +190,7 @@ def _serve(args: argparse.Namespace) -> int:
     stores = StoreConfig(
         args.data_dir, args.store, args.zookeeper, args.zk_path, args.name, args.session_timeout_s
     )
-    opened = open_store(stores)
+    opened = open_store(stores, tms_config.leveldb_options())
     cluster = opened.cluster
     service = MessagingService(
         opened.store,

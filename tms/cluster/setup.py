@@ -58,12 +58,14 @@ class Opened:
     for one instance)."""
 
 
-def open_store(config: StoreConfig) -> Opened:
-    """The store, and with a shared one its change feed and cluster membership."""
+def open_store(config: StoreConfig, leveldb: dict[str, int] | None = None) -> Opened:
+    """The store, and with a shared one its change feed and cluster membership.
+    ``leveldb``: ``LevelDBStore``'s options (``TmsConfig.leveldb_options()``) for the
+    embedded store."""
     if config.store_url is None:
         from tms.store.leveldb import LevelDBStore  # noqa: PLC0415
 
-        return Opened(LevelDBStore(config.data_dir))
+        return Opened(LevelDBStore(config.data_dir, **(leveldb or {})))
     from tms.store.postgres import PostgresStore  # noqa: PLC0415
     from tms.store.postgres.notify import PgChangeFeed  # noqa: PLC0415
 
