@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.servers import Stack, running_stack
+from tests.tms.http.test_subscription_clients import committed
 from tms.client import MessagingClient
 from tms.client.aware import TransactionalPublisher
 from tms.client.consumer import SubscriptionConsumer
@@ -100,15 +101,6 @@ def loop_once(client: MessagingClient, stack: Stack, out: TopicId = OUT) -> Tran
     return tx
 
 
-def visible(stack: Stack, topic: TopicId) -> list[bytes]:
-    """What a transactional reader sees now."""
-    reader = stack.tx.start_short()
-    try:
-        return [m.payload for m in stack.messaging.poll(topic, transaction=reader).messages]
-    finally:
-        stack.tx.abort(reader)
-
-
 def unread(stack: Stack) -> list[bytes]:
     """What the subscription gives a new transaction: everything, if it did not move."""
     reader = stack.tx.start_short()
@@ -128,7 +120,7 @@ def test_both_writes_in_flight_at_once_and_the_loop_commits(stack: Stack) -> Non
     # When one transaction of the loop runs (its two writes meeting in flight)
     loop_once(client, stack)
     # Then the outputs and the new position are there together
-    assert visible(stack, OUT) == [b"out-" + p for p in ALL]
+    assert committed(stack, OUT) == [b"out-" + p for p in ALL]
     assert unread(stack) == []
     assert stack.messaging.get_subscription(SUB).position > start
     client.close()
@@ -157,7 +149,7 @@ def test_when_either_write_fails_nothing_is_visible_and_the_position_stays(
     reader = stack.tx.start_short()
     stack.tx.abort(reader)
     assert bool(reader.invalids) == (outcome == "invalidated")
-    assert visible(stack, OUT) == []
+    assert committed(stack, OUT) == []
     assert unread(stack) == ALL
     after = stack.messaging.get_subscription(SUB)
     assert after.position == before.position and after.committed_by == before.committed_by
@@ -165,5 +157,5 @@ def test_when_either_write_fails_nothing_is_visible_and_the_position_stays(
     client.close()
     client = MessagingClient(stack.url)
     loop_once(client, stack)
-    assert visible(stack, OUT) == [b"out-" + p for p in ALL]
+    assert committed(stack, OUT) == [b"out-" + p for p in ALL]
     client.close()
