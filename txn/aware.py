@@ -12,6 +12,12 @@ A ``TransactionContext`` drives participants in this exact order:
 4. after ``checkpoint()``: ``update_tx(tx)`` with the new write pointer, keeping the
    participant's accumulated changes.
 
+A participant may set a class attribute ``persists_concurrently = True``: its
+``commit_tx`` may then run on another thread at the same time as the other participants'
+(``txn.persisting``), so it must touch nothing the calling thread uses meanwhile (its
+client thread-safe, its state its own). The context waits for every ``commit_tx`` before
+it rolls back or commits. Without the attribute, ``commit_tx`` runs in the calling thread.
+
 ``transaction_aware_name()`` names the participant in error messages and may be called
 at any time; it should not fail (if it does, the name shows as ``unknown``).
 """

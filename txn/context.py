@@ -5,6 +5,8 @@ Failure handling, as Tephra's:
 
 * a participant failing ``start_tx`` aborts the transaction (no rollbacks; later
   participants are not started);
+* participants that persist concurrently (``txn.persisting``) have their ``commit_tx``
+  running at once, and the step waits for all of them before it goes on or rolls back;
 * any failure before the commit rolls back **every** participant, then aborts — or
   invalidates, if a rollback failed — and raises the **first** error; later errors are
   attached as ``suppressed``;
@@ -27,6 +29,7 @@ from txn.errors import (
     TransactionFailureError,
     TransactionNotInProgressError,
 )
+from txn.persisting import persist_all
 from txn.transaction import Transaction
 
 __all__ = ["TransactionContext"]
@@ -207,14 +210,17 @@ class TransactionContext:
             self._abort_with(f"Exception from canCommit for transaction {self._tx_id()}.", exc)
 
     def _persist(self) -> None:
-        for aware in self.participants:
-            cause: Exception | None = None
-            try:
-                ok = aware.commit_tx()
-            except Exception as exc:
-                ok, cause = False, exc
-            if not ok:
-                self.abort(self._failure("persist changes of", aware, cause))
+        failure: TransactionFailureError | None = None
+        for outcome in persist_all(self.participants):
+            if outcome.ok or not outcome.called:
+                continue
+            err = self._failure("persist changes of", outcome.aware, outcome.error)
+            if failure is None:
+                failure = err
+            else:
+                failure.suppress(err)
+        if failure is not None:
+            self.abort(failure)
 
     def _commit(self) -> None:
         assert self._current is not None

@@ -31,6 +31,10 @@ queued when the process exits go out first (at most ``EXIT_DRAIN_S``);
 ``flush_finished`` sends them on demand (before closing the client, or ending a process
 that skips the exit handlers, as a forked ``multiprocessing`` child does).
 
+``commit_tx`` may run on a thread of the context's while other participants persist
+(``persists_concurrently``, ``txn.persisting``): the outputs and a consumer's position
+are written at once.
+
 Message topics are append-only, so neither participant declares change keys (no
 conflicts). After a checkpoint both continue under the new write pointer.
 """
@@ -64,6 +68,8 @@ log = logging.getLogger(__name__)
 
 class TransactionalPublisher:
     """See the module docstring."""
+
+    persists_concurrently = True  # its client is thread-safe; commit_tx touches only its own
 
     def __init__(
         self,

@@ -14,6 +14,9 @@ Inside a ``TransactionContext`` (or ``TransactionExecutor``):
 * ``commit_tx`` writes the new position under the transaction's write pointer
   (``POST …/commit`` with ``inTransaction``): it becomes the subscription's position
   when the transaction commits, and never if it aborts or is invalidated;
+* ``commit_tx`` runs while the other participants persist (``persists_concurrently``,
+  ``txn.persisting``): with a ``TransactionalPublisher``, the position and the outputs
+  are two writes in flight at once; if either fails, both are rolled back;
 * ``rollback_tx`` removes the positions written under the transaction's write pointers.
   As for ``TransactionalPublisher``, a write without a definite answer (a timeout, a
   lost connection, a 5xx) may have been stored, so ``rollback_tx`` returns False and the
@@ -45,6 +48,8 @@ __all__ = ["SubscriptionConsumer"]
 
 class SubscriptionConsumer:
     """See the module docstring."""
+
+    persists_concurrently = True  # its client is thread-safe; commit_tx touches only its own
 
     def __init__(
         self, client: MessagingClient, subscription: SubscriptionId, *, name: str | None = None

@@ -177,12 +177,17 @@ def subscription_from_key(key: bytes) -> SubscriptionId:
 
 def encode_data(data: SubscriptionData) -> bytes:
     """The record's JSON body, without a version (the ZooKeeper store's znode data: the
-    znode's own version is the record's)."""
-    body = {
-        "preferences": preferences_to_json(data.preferences),
-        "state": _state_to_json(data.state),
-    }
-    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    znode's own version is the record's): ``{"preferences":…,"state":…}``, keys sorted,
+    no spaces."""
+    state = json.dumps(_state_to_json(data.state), sort_keys=True, separators=(",", ":"))
+    return f'{{"preferences":{_preferences_body(data.preferences)},"state":{state}}}'.encode()
+
+
+@lru_cache(maxsize=4096)
+def _preferences_body(preferences: Preferences) -> str:
+    """The preferences' part of a record body: every commit writes a new state under the
+    same preferences, so it is encoded once per preferences, not per commit."""
+    return json.dumps(preferences_to_json(preferences), sort_keys=True, separators=(",", ":"))
 
 
 def encode_record(data: SubscriptionData, version: int) -> bytes:

@@ -131,6 +131,22 @@ def test_record_round_trip(data: SubscriptionData, version: int) -> None:
     assert (decoded.data, decoded.version) == (data, version)
 
 
+@given(st.builds(SubscriptionData, preferences, states))
+def test_record_body_is_the_json_of_preferences_and_state(data: SubscriptionData) -> None:
+    # the body is put together from the preferences' cached JSON and the state's: the
+    # same bytes as the whole record dumped at once
+    whole = {
+        "preferences": preferences_to_json(data.preferences),
+        "state": {
+            "position": data.state.position.hex,
+            "generation": data.state.generation,
+            "stamp": data.state.stamp,
+            "updated": data.state.updated_ms,
+        },
+    }
+    assert encode_data(data) == json.dumps(whole, sort_keys=True, separators=(",", ":")).encode()
+
+
 @given(preferences)
 def test_preferences_json_round_trip(prefs: Preferences) -> None:
     assert preferences_from_json(json.loads(json.dumps(preferences_to_json(prefs)))) == prefs
