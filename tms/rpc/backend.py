@@ -22,7 +22,9 @@ body) or the ``TmsError`` it failed with.
   and answers at once when it is held by an uncommitted entry. Once woken, it reads
   again on the loop's thread when the store's reads are local
   (``MessagingService.local_reads``: LevelDB while up, memory), saving the hop to a
-  worker and back: it reads at the topic's tail, what was written since it waited.
+  worker and back: it reads at the topic's tail, what was written since it waited. A
+  small poll (``LOOP_READ_MESSAGES``) is read on the loop's thread from the start, and
+  one that does not wait is answered there without a task.
 * A queue's receive is a write too (the lease is durable before it is answered); with
   ``wait_ms`` one that leased nothing waits as the REST route's does
   (``tms.http.waiting.receive_waiting``). ``close`` cuts such a wait short, never a
@@ -115,6 +117,12 @@ def _fetch_request(req: Any) -> FetchRequest:
 LOOP_READ_BYTES = 256 * 1024
 """At most about this much of answer is read on the loop's thread by a woken poll (a
 burst written while it waited answers in several polls rather than stall the loop)."""
+
+LOOP_READ_MESSAGES = 100
+"""A poll of at most this many messages is read on the loop's thread from its first read
+(when the store's reads are local), up to ``LOOP_READ_BYTES``: for so small a read the hop
+to a worker thread and back costs the server more CPU than the read itself
+(docs/benchmarks.md)."""
 
 
 class Backend(SubscriptionOps):
@@ -326,6 +334,10 @@ class Backend(SubscriptionOps):
         wait_ms = req.wait_ms or 0
         if not 0 <= wait_ms <= self._max_wait_ms:
             raise TmsInvalidArgumentError(f"wait_ms must be in 0..{self._max_wait_ms}")
+        if not wait_ms and request.limit <= LOOP_READ_MESSAGES and self.svc.local_reads():
+            # small and not waiting: answered here, without a task or a worker's hop
+            done(self._read(topic, request, deadline, LOOP_READ_BYTES))
+            return
         task = self._loop.create_task(self._poll(topic, request, wait_ms, deadline, done))
         self._polls.add(task)
         task.add_done_callback(self._polls.discard)
@@ -351,16 +363,16 @@ class Backend(SubscriptionOps):
         self, topic: TopicId, request: FetchRequest, wait_ms: int, deadline: float | None
     ) -> Any:
         until = self._monotonic() + wait_ms / 1000
-        woken = False
+        woken = request.limit <= LOOP_READ_MESSAGES  # small reads go on the loop at once
         while True:
             # Registered before reading, so a write that lands after the read's snapshot
             # wakes us (its listener runs after the write).
             waiter = self._waiters.register(topic) if wait_ms else None
             try:
                 if woken and self.svc.local_reads():
-                    # at the topic's tail, what the wake-up announced: a short read from
-                    # memory, here rather than a hop to a worker and back
-                    response = self._read(topic, request, None, LOOP_READ_BYTES)
+                    # at the topic's tail, what the wake-up announced (or a small read):
+                    # short, from memory, here rather than a hop to a worker and back
+                    response = self._read(topic, request, deadline, LOOP_READ_BYTES)
                 else:
                     response = await self._loop.run_in_executor(
                         self._pool, self._read, topic, request, deadline
