@@ -182,15 +182,26 @@ class MessageFetcher:
     entry of a transaction the reader cannot see yet (then ``held_at`` is that entry's
     (publish_ms, seq) and ``held_pointer`` its write pointer). Once the iteration ended
     by itself (not held, limit not reached), ``end`` is the (publish_ms, seq) of the last
-    entry it passed over, None if there was none."""
+    entry it passed over, None if there was none. With ``most_rows``, the iteration stops
+    early once it has passed more rows than that (skipped ones too: entries of invisible
+    transactions, expired messages), and ``cut`` is then True: a bound on the work of a
+    read that must stay short (on an event loop's thread), checked a chunk of rows at a
+    time."""
 
     def __init__(
-        self, tables: Tables, metadata: TopicMetadata, request: FetchRequest, now_ms: int
+        self,
+        tables: Tables,
+        metadata: TopicMetadata,
+        request: FetchRequest,
+        now_ms: int,
+        most_rows: int | None = None,
     ) -> None:
         self._tables = tables
         self._metadata = metadata
         self._request = request
         self._now = now_ms
+        self._most_rows = most_rows
+        self.cut = False
         self.held = False
         self.held_at: tuple[int, int] | None = None
         self.held_pointer: int | None = None
@@ -208,8 +219,14 @@ class MessageFetcher:
         start = keys.pack_position(*position)
 
         remaining = request.limit
+        rows_left = -1 if self._most_rows is None else self._most_rows
         at = None
         for chunk in tables.messages.entries(prefix, position):
+            if rows_left >= 0:
+                rows_left -= len(chunk)
+                if rows_left < 0:
+                    self.cut = True  # not held, not ended: ``end`` stays None
+                    return
             for at, ptr, payload, ttl in chunk:
                 at_start = at == start
                 if at_start and skip_start:
@@ -240,6 +257,11 @@ class MessageFetcher:
                     p_from, p_inclusive = (0, 0), True
                 p_start = keys.pack_position(*p_from)
                 for p_chunk in tables.payloads.entries(prefix, abs(ptr), p_from):
+                    if rows_left >= 0:
+                        rows_left -= len(p_chunk)
+                        if rows_left < 0:
+                            self.cut = True
+                            return
                     for p_at, write_ms, p_payload, p_ttl in p_chunk:
                         if not p_inclusive and p_at == p_start:
                             continue

@@ -365,12 +365,17 @@ class MessagingService(QueueMethods, LoopSubmit):
         ``tms.store.kv``): short enough for an event loop's thread when it reads little."""
         return bool(getattr(self._tables.kv, "local_reads", False))
 
-    def read(self, topic: TopicId, request: FetchRequest | None = None) -> MessageFetcher:
+    def read(
+        self, topic: TopicId, request: FetchRequest | None = None, *, most_rows: int | None = None
+    ) -> MessageFetcher:
         """A read of ``topic`` to iterate (lazily, in chunks if the caller likes; its
-        ``held`` tells where it stopped). Counts nothing in the metrics: ``fetch`` does,
-        and so must a caller of this (``metrics.fetched``)."""
+        ``held`` tells where it stopped; with ``most_rows``, its ``cut`` whether it stopped
+        after passing that many rows, see ``MessageFetcher``). Counts nothing in the
+        metrics: ``fetch`` does, and so must a caller of this (``metrics.fetched``)."""
         metadata = self._topic_not_queue(topic)
-        return MessageFetcher(self._tables, metadata, request or FetchRequest(), self.now_ms())
+        return MessageFetcher(
+            self._tables, metadata, request or FetchRequest(), self.now_ms(), most_rows
+        )
 
     def fetch(self, topic: TopicId, request: FetchRequest | None = None) -> FetchResult:
         """Read ``topic``; ``version`` is the topic's version before the read (wait on it

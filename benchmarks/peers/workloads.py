@@ -22,6 +22,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from benchmarks.peers.base import Cursor, System, Workload
@@ -124,9 +125,11 @@ def settings_for(
     )
 
 
+@lru_cache(maxsize=16)
 def payload(size: int) -> bytes:
     """The message every system is sent: ``size // 2`` seeded random bytes, then zeros
-    (compressible by half, as real payloads often are). The same bytes in every run."""
+    (compressible by half, as real payloads often are). The same bytes in every run,
+    built once per size (a paced sender builds one per message: ``latency_payload``)."""
     if size < 8:
         raise ValueError("messages are at least 8 bytes (the latency timestamp)")
     return random.Random(size).randbytes(size // 2) + bytes(size - size // 2)

@@ -374,3 +374,19 @@ def test_metrics_count_what_happened(svc: MessagingService) -> None:
     assert m.value("tms_fetched_messages_total", labels) == 2
     assert m.value("tms_requests_total", {"op": "publish", "outcome": "ok"}) == 1
     assert b"tms_writer_batch_operations" in m.exposition()
+
+
+def test_a_read_with_most_rows_stops_once_it_passed_that_many(svc: MessagingService) -> None:
+    # Given 50 entries of an invalid transaction (a reader skips them), then 2 messages
+    svc.create_topic(T1)
+    svc.publish(StoreRequest(T1, [b"x"] * 50, tx_write_pointer=5))
+    svc.publish(StoreRequest(T1, [b"a", b"b"]))
+    reader = tx(100, 101, invalids=(5,))
+    # When a read may pass 20 rows, it stops unfinished: cut, neither held nor ended
+    short = svc.read(T1, FetchRequest(transaction=reader), most_rows=20)
+    assert list(short) == []
+    assert short.cut and not short.held and short.end is None
+    # And one that may pass 100 reads the messages, not cut
+    whole = svc.read(T1, FetchRequest(transaction=reader), most_rows=100)
+    assert payloads(list(whole)) == [b"a", b"b"]
+    assert not whole.cut

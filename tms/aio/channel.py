@@ -2,8 +2,11 @@
 ``AsyncChannelPool``: a client's channels. The asyncio counterparts of
 ``tms.client.channel`` (same failures: ``ChannelError`` with ``sent``).
 
-Requests are futures keyed by request id; the protocol resolves them as responses
-arrive, in any order, so any number of tasks share a channel. Frames requested in one
+Requests are futures (``request``) or callbacks (``request_then``) keyed by request id;
+the protocol resolves them as responses arrive, in any order, so any number of tasks
+share a channel. A callback is called at once with the response frame or the
+``ChannelError``, without a future and a loop turn between: what a producer sending many
+small requests saves per request. Frames requested in one
 turn of the loop leave in one write. A request that gets no answer in time fails alone
 (a sweep every ``_SWEEP_S`` expires them; the late answer is dropped); a connection
 that breaks fails every request waiting on it.
@@ -15,6 +18,7 @@ import asyncio
 import ssl
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, cast
 
 from tms.client.channel import MIN_MAX_FRAME, ChannelError, error_of, hello_body, welcome_of
@@ -36,6 +40,18 @@ _RESPONSE = int(Kind.RESPONSE)
 _PONG = int(Kind.PONG)
 _GOAWAY = int(Kind.GOAWAY)
 _SWEEP_S = 0.05
+
+Answer = Callable[["Frame | ChannelError"], None]
+"""Called once with a request's response frame, or the ``ChannelError`` it failed with."""
+
+
+def _resolve(future: asyncio.Future[Frame], answer: Frame | ChannelError) -> None:
+    if future.done():
+        return
+    if isinstance(answer, ChannelError):
+        future.set_exception(answer)
+    else:
+        future.set_result(answer)
 
 
 class _Protocol(asyncio.Protocol):
@@ -79,7 +95,7 @@ class AsyncChannel:
         self.last_used = monotonic()
         self._monotonic = monotonic
         self._loop = asyncio.get_running_loop()
-        self._pending: dict[int, tuple[asyncio.Future[Frame], float]] = {}
+        self._pending: dict[int, tuple[Answer, float]] = {}
         self._next_id = 0
         self._outbox: list[bytes] = []
         self._dead: str | None = None
@@ -142,15 +158,39 @@ class AsyncChannel:
         kind: int = _REQUEST,
     ) -> asyncio.Future[Frame]:
         """Send a request now; the future gets its response frame, or ``ChannelError``."""
+        future: asyncio.Future[Frame] = self._loop.create_future()
+        self.request_then(
+            op,
+            body,
+            partial(_resolve, future),
+            timeout_s=timeout_s,
+            queue_timeout_ms=queue_timeout_ms,
+            trace=trace,
+            kind=kind,
+        )
+        return future
+
+    def request_then(
+        self,
+        op: int,
+        body: bytes,
+        answer: Answer,
+        *,
+        timeout_s: float,
+        queue_timeout_ms: int = 0,
+        trace: tuple[int, int] | None = None,
+        kind: int = _REQUEST,
+    ) -> None:
+        """Send a request now; ``answer`` is called once, on the loop, with its response
+        frame or ``ChannelError`` (raised here instead when it cannot be sent)."""
         if self._dead is not None:
             raise ChannelError(self._dead, sent=False)
         if self.goaway is not None:
             raise ChannelError(f"the server is closing this connection: {self.goaway}", sent=False)
         self._next_id = (self._next_id + 1) & 0xFFFFFFFF or 1
         request_id = self._next_id
-        future: asyncio.Future[Frame] = self._loop.create_future()
         now = self._monotonic()
-        self._pending[request_id] = (future, now + timeout_s)
+        self._pending[request_id] = (answer, now + timeout_s)
         self.last_used = now
         if not self._outbox:
             self._loop.call_soon(self._flush)
@@ -160,7 +200,6 @@ class AsyncChannel:
         if not self._sweeping:
             self._sweeping = True
             self._loop.call_later(_SWEEP_S, self._sweep)
-        return future
 
     async def ping(self, timeout_s: float) -> None:
         await self.request(0, b"", timeout_s=timeout_s, kind=_PING)
@@ -175,11 +214,8 @@ class AsyncChannel:
         now = self._monotonic()
         late = [rid for rid, (_, deadline) in self._pending.items() if deadline <= now]
         for rid in late:
-            future, _ = self._pending.pop(rid)
-            if not future.done():
-                future.set_exception(
-                    ChannelError(f"no answer from {self.where} in time", sent=True)
-                )
+            answer, _ = self._pending.pop(rid)
+            answer(ChannelError(f"no answer from {self.where} in time", sent=True))
         if self._pending and self._dead is None:
             self._loop.call_later(_SWEEP_S, self._sweep)
         else:
@@ -191,8 +227,8 @@ class AsyncChannel:
             kind = frame.kind
             if kind in (_RESPONSE, _PONG):
                 entry = pending.pop(frame.request_id, None)
-                if entry is not None and not entry[0].done():
-                    entry[0].set_result(frame)
+                if entry is not None:
+                    entry[0](frame)
             elif kind == _GOAWAY:
                 self.goaway = error_of(frame)
             else:
@@ -205,9 +241,8 @@ class AsyncChannel:
                 reason = f"{reason} ({self.goaway})"
             self._dead = reason
         pending, self._pending = self._pending, {}
-        for future, _ in pending.values():
-            if not future.done():
-                future.set_exception(ChannelError(self._dead, sent=True))
+        for answer, _ in pending.values():
+            answer(ChannelError(self._dead, sent=True))
         if self.transport is not None:
             self.transport.close()
 

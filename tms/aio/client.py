@@ -187,14 +187,12 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         if channel is not None:
             body = core.publish_body(topic, data, tx_write_pointer, None)
             with contextlib.suppress(ChannelError):
-                sent = channel.request(
+                channel.request_then(
                     core.PUBLISH.code,
                     body,
+                    partial(self._published, result, topic, data, tx_write_pointer),
                     timeout_s=self._timeout,
                     queue_timeout_ms=max(1, int(self._timeout * 500)),
-                )
-                sent.add_done_callback(
-                    partial(self._published, result, topic, data, tx_write_pointer)
                 )
                 return result
         self._publish_later(result, topic, data, tx_write_pointer)
@@ -206,21 +204,27 @@ class AsyncMessagingClient(AsyncSubscriptionCalls, AsyncQueueCalls):
         topic: TopicId,
         data: list[bytes],
         tx_write_pointer: int | None,
-        sent: asyncio.Future[Frame],
+        answer: Frame | ChannelError,
     ) -> None:
         if result.done():
             return
-        error = sent.exception()
-        if error is None:
-            frame = sent.result()
-            if frame.body == _NO_ROLLBACK and not frame.flags & FLAG_ERROR:  # most answers
-                result.set_result(None)
-                return
-            if not frame.flags & FLAG_ERROR:
-                response = decode_body(core.PUBLISH.response, frame.body)
-                result.set_result(core.rollback_token(response))
-                return
-            error = error_of(frame, topic)
+        # called by the channel as the answer is read: it must not raise
+        error: BaseException
+        if isinstance(answer, ChannelError):
+            error = answer
+        elif answer.flags & FLAG_ERROR:
+            error = error_of(answer, topic)
+        elif answer.body == _NO_ROLLBACK:  # most answers
+            result.set_result(None)
+            return
+        else:
+            try:
+                result.set_result(
+                    core.rollback_token(decode_body(core.PUBLISH.response, answer.body))
+                )
+            except TmsError as exc:  # a response that does not decode
+                result.set_exception(exc)
+            return
         marker = tx_write_pointer is not None and not data
         if self._routes.redirect(topic, error, 0) is not None or (
             isinstance(error, ChannelError | TmsError) and may_retry(error, marker)

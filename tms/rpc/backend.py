@@ -22,7 +22,9 @@ body) or the ``TmsError`` it failed with.
   and answers at once when it is held by an uncommitted entry. Once woken, it reads
   again on the loop's thread when the store's reads are local
   (``MessagingService.local_reads``: LevelDB while up, memory), saving the hop to a
-  worker and back: it reads at the topic's tail, what was written since it waited.
+  worker and back: it reads at the topic's tail, what was written since it waited. A
+  small poll (``LOOP_READ_MESSAGES``) is read on the loop's thread from the start, and
+  one that does not wait is answered there without a task.
 * A queue's receive is a write too (the lease is durable before it is answered); with
   ``wait_ms`` one that leased nothing waits as the REST route's does
   (``tms.http.waiting.receive_waiting``). ``close`` cuts such a wait short, never a
@@ -115,6 +117,17 @@ def _fetch_request(req: Any) -> FetchRequest:
 LOOP_READ_BYTES = 256 * 1024
 """At most about this much of answer is read on the loop's thread by a woken poll (a
 burst written while it waited answers in several polls rather than stall the loop)."""
+
+LOOP_READ_MESSAGES = 100
+"""A poll of at most this many messages is read on the loop's thread from its first read
+(when the store's reads are local), up to ``LOOP_READ_BYTES``: for so small a read the hop
+to a worker thread and back costs the server more CPU than the read itself
+(docs/benchmarks.md)."""
+
+LOOP_READ_ROWS = 4096
+"""At most about this many rows are passed by a read on the loop's thread (skipped ones
+too: a rolled-back or invalid transaction's entries, expired messages); one that would
+pass more is read again on a worker (``MessageFetcher.cut``)."""
 
 
 class Backend(SubscriptionOps):
@@ -326,7 +339,17 @@ class Backend(SubscriptionOps):
         wait_ms = req.wait_ms or 0
         if not 0 <= wait_ms <= self._max_wait_ms:
             raise TmsInvalidArgumentError(f"wait_ms must be in 0..{self._max_wait_ms}")
-        task = self._loop.create_task(self._poll(topic, request, wait_ms, deadline, done))
+        small = request.limit <= LOOP_READ_MESSAGES
+        if not wait_ms and small and self.svc.local_reads():
+            # small and not waiting: answered here, without a task or a worker's hop
+            response = self._loop_read(topic, request, deadline)
+            if response is not None:
+                done(response)
+                return
+            small = False  # it passed too many rows for the loop: on a worker
+        task = self._loop.create_task(
+            self._poll(topic, request, wait_ms, deadline, done, on_loop=small)
+        )
         self._polls.add(task)
         task.add_done_callback(self._polls.discard)
 
@@ -337,9 +360,11 @@ class Backend(SubscriptionOps):
         wait_ms: int,
         deadline: float | None,
         done: Done,
+        *,
+        on_loop: bool,
     ) -> None:
         try:
-            response = await self._polled(topic, request, wait_ms, deadline)
+            response = await self._polled(topic, request, wait_ms, deadline, on_loop)
         except asyncio.CancelledError:
             done(TmsTransientError("the server is stopping"))
             raise
@@ -348,20 +373,27 @@ class Backend(SubscriptionOps):
         done(response)
 
     async def _polled(
-        self, topic: TopicId, request: FetchRequest, wait_ms: int, deadline: float | None
+        self,
+        topic: TopicId,
+        request: FetchRequest,
+        wait_ms: int,
+        deadline: float | None,
+        on_loop: bool,
     ) -> Any:
+        """``on_loop``: the first read may go on the loop's thread (a small poll's)."""
         until = self._monotonic() + wait_ms / 1000
-        woken = False
+        woken = on_loop
         while True:
             # Registered before reading, so a write that lands after the read's snapshot
             # wakes us (its listener runs after the write).
             waiter = self._waiters.register(topic) if wait_ms else None
             try:
+                response: Any = None
                 if woken and self.svc.local_reads():
-                    # at the topic's tail, what the wake-up announced: a short read from
-                    # memory, here rather than a hop to a worker and back
-                    response = self._read(topic, request, None, LOOP_READ_BYTES)
-                else:
+                    # at the topic's tail, what the wake-up announced (or a small read):
+                    # short, from memory, here rather than a hop to a worker and back
+                    response = self._loop_read(topic, request, deadline)
+                if response is None:
                     response = await self._loop.run_in_executor(
                         self._pool, self._read, topic, request, deadline
                     )
@@ -376,20 +408,27 @@ class Backend(SubscriptionOps):
                 if waiter is not None:
                     self._waiters.discard(topic, waiter)
 
+    def _loop_read(self, topic: TopicId, request: FetchRequest, deadline: float | None) -> Any:
+        """``_read`` on the loop's thread: at most ``LOOP_READ_BYTES`` of answer and about
+        ``LOOP_READ_ROWS`` rows passed; None when it would pass more (read on a worker)."""
+        return self._read(topic, request, deadline, LOOP_READ_BYTES, LOOP_READ_ROWS)
+
     def _read(
         self,
         topic: TopicId,
         request: FetchRequest,
         deadline: float | None,
         most_bytes: int | None = None,
+        most_rows: int | None = None,
     ) -> Any:
         """One read (on a worker thread, or a woken poll's on the loop's): up to the
         limit, and about ``max_poll_bytes`` of answer, or ``most_bytes`` if less (at least
         one message; each message counts its payload, its id and their two length
-        prefixes, so many small messages fill an answer too)."""
+        prefixes, so many small messages fill an answer too). None when it stopped after
+        passing ``most_rows`` rows (``MessageFetcher.cut``): nothing answered."""
         self._in_time(deadline)
         svc = self.svc
-        fetcher = svc.read(topic, request)
+        fetcher = svc.read(topic, request, most_rows=most_rows)
         ids: list[bytes] = []
         payloads: list[bytes] = []
         budget = (
@@ -402,6 +441,8 @@ class Backend(SubscriptionOps):
             size += len(payload) + _MESSAGE_OVERHEAD
             if size >= budget:
                 break
+        if fetcher.cut:
+            return None
         size -= len(ids) * _MESSAGE_OVERHEAD
         svc.metrics.fetched(topic, len(ids), size)
         return rpc.PollResponse(ids=ids, payloads=payloads, held=fetcher.held)

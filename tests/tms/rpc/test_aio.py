@@ -7,14 +7,15 @@ import asyncio
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from tests.servers import Stack, running_stack
 from tms.aio import AsyncMessagingClient, AsyncTxClient, Consumer, Producer
-from tms.errors import ServiceUnavailableError, TopicNotFoundError
+from tms.errors import ServiceUnavailableError, TmsCodecError, TopicNotFoundError
 from tms.model import Message, TopicId
+from tms.rpc.frames import Kind, encode_body, encode_frame, read_frames, rpc
 from tms.store.kv import Fence, Update, WriteOp
 from txn.errors import TransactionConflictError, TxServiceUnavailableError
 from txn.transaction import Transaction
@@ -307,3 +308,47 @@ def test_publish_nowait_answers_as_publish_does(stack: Stack) -> None:
     assert sorted(m.payload for m in stack.messaging.poll(T).messages) == [
         b"", b"a", b"b", b"c", b"t"
     ]  # fmt: skip
+
+
+class _LyingPeer(asyncio.Protocol):
+    """A server that welcomes a client, then answers every request with a response whose
+    body is not the operation's response (the peer lies)."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        self.buf = bytearray()
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        frames, used = read_frames(self.buf, 1 << 20)
+        del self.buf[:used]
+        for frame in frames:
+            if frame.op == 0:
+                body = encode_body(rpc.Welcome(version=1, max_frame_bytes=1 << 20, http_port=1))
+            else:
+                body = b"\xff\xff not a PublishResponse"
+            self.transport.write(encode_frame(int(Kind.RESPONSE), frame.op, frame.request_id, body))
+
+
+def test_publish_nowait_answered_with_a_bad_response_fails_with_a_codec_error() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(_LyingPeer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with AsyncMessagingClient(
+                f"tms://127.0.0.1:{port}", http_url="http://127.0.0.1:1", retries=0
+            ) as client:
+                await client.ping()
+                # When a publish is answered with bytes that are no PublishResponse
+                sent = client.publish_nowait(T, [b"x"])
+                # Then its future fails with the codec error (it does not hang), and the
+                # connection goes on answering
+                with pytest.raises(TmsCodecError):
+                    await asyncio.wait_for(sent, 5)
+                await client.ping()
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    run(main())
