@@ -10,7 +10,8 @@ Four tables, each keyed from the topic prefix (topic, generation) like the messa
   (what is due, whose lease ran out, what dead message to purge) is a range scan, and
   nothing about the messages is held in memory; acked messages are found for purging
   by their ids (which start with the enqueue time) in ``q``;
-* ``qk`` — application key -> message id (idempotent enqueue);
+* ``qk`` — application key -> message id (idempotent enqueue), and one *lease record*
+  per receive still within its lease (``tms.queue_leases``);
 * ``qc`` — one counter row per queue: messages per state, kept by the writer in the
   same atomic write as the changes it counts.
 
@@ -214,6 +215,20 @@ class QueueTables:
         """Whether the original of a dead letter (``origin``: its queue's prefix and its
         id) is still in its queue: its move is not finished."""
         return self.rows.get(origin) is not None
+
+    def lease_records(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """(key, packed entries) of every lease record of a queue (``tms.queue_leases``),
+        earliest deadline first."""
+        base = prefix + qc.LEASE_RECORDS
+        return self.keys.scan(base, keys.stop_key_for_prefix(base))
+
+    @staticmethod
+    def put_lease_record(batch: TableBatch, key: bytes, entries: bytes) -> None:
+        batch.ops.append((KEY_TABLE, key, entries))
+
+    @staticmethod
+    def delete_lease_record(batch: TableBatch, key: bytes) -> None:
+        batch.ops.append((KEY_TABLE, key, None))
 
     @staticmethod
     def put_destination(batch: TableBatch, prefix: bytes, message_id: bytes, name: str) -> None:
