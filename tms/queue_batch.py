@@ -463,7 +463,7 @@ class QueueBatch(Leasing, Settling, DeadLetters, Purges):
 
     def stats_due(self) -> int:
         """The earliest due time of a ready message (for stats)."""
-        due = self._q.first_ready_due(self._prefix)
+        due = self._q.first_ready_due(self._prefix, self._leases)
         return due if due is not None else _FOREVER
 
 

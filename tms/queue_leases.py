@@ -60,6 +60,9 @@ class LeaseTable:
     def __len__(self) -> int:
         return len(self._leases)
 
+    def __contains__(self, message_id: object) -> bool:
+        return message_id in self._leases
+
     def get(self, message_id: bytes) -> Lease | None:
         return self._leases.get(message_id)
 

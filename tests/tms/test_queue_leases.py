@@ -133,3 +133,15 @@ def test_an_expired_lease_dead_letters_after_max_attempts(served: Restartable) -
     row = svc._tables.queues.get(prefix_of(svc), m.id)
     assert row is not None and (row.state, row.attempts) == (QueueState.DEAD, 3)
     assert records(svc) == []
+
+
+def test_the_oldest_ready_age_leaves_out_leased_messages(served: Restartable) -> None:
+    # Given a message enqueued a second before another, and leased (its row stays ready)
+    svc = served.svc
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"a")]))
+    served.clock.advance(1_000)
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"b")]))
+    [a] = svc.receive(ReceiveRequest(Q, 1)).messages
+    assert a.payload == b"a"
+    # Then the oldest ready message is the other one
+    assert svc.queue_stats(Q).oldest_ready_ms == START_MS + 1_000

@@ -22,7 +22,7 @@ is LevelDB-specific: any engine of ``tms.store.kv`` holds queues.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from tms.codec import keys
@@ -115,15 +115,20 @@ class QueueTables:
                 pointers.add(qc.index_entry_time(key))
         return pointers
 
-    def first_ready_due(self, prefix: bytes) -> int | None:
-        """The earliest due time among ready messages: one seek per priority present."""
+    def first_ready_due(self, prefix: bytes, leased: Container[bytes] = ()) -> int | None:
+        """The earliest due time among ready messages but the ``leased`` ones (leased in
+        memory: their ready entries stay, ``tms.queue_leases``): one seek per priority
+        present, stepping over leased entries."""
         base = prefix + b"r"
         stop = keys.stop_key_for_prefix(base)
         start = base
         n = len(prefix)
         oldest: int | None = None
         while True:
-            key = next((k for k, _v in self.index.scan(start, stop)), None)
+            key = next(
+                (k for k, _v in self.index.scan(start, stop) if qc.index_entry_id(k) not in leased),
+                None,
+            )
             if key is None:
                 return oldest
             due = qc.index_entry_time(key)
