@@ -23,8 +23,8 @@ batch that puts a ready entry below it or makes a leased message ready again.
 
 Same life as the ``RowCache``: changed only after a batch's write succeeded
 (``update``), forgotten when a write fails (``clear``: reloaded from the store by the
-next batch), and it dies with its writer. Memory: one dict entry per message leased
-right now (~150 bytes), not per message in the queue.
+next batch), and it dies with its writer. Memory: ~200 bytes per message leased
+right now (176 measured with tracemalloc, and its id), not per message in the queue.
 """
 
 from __future__ import annotations
