@@ -14,12 +14,15 @@ filtered: rolled-back entries, other generations and expired rows all show.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tms.codec import keys
 from tms.filter import classify
 from tms.ids import MessageId
 from tms.model import TopicId, TopicMetadata
+from tms.queue_leases import stored_leases
+from tms.queues import QueueState
 from tms.store.tables import Tables
 from txn.transaction import Transaction
 
@@ -167,10 +170,17 @@ def inspect_queue(
     prefix = keys.topic_prefix(metadata.topic, metadata.generation)
     rows: list[dict[str, Any]] = []
     truncated = False
+    _records, leases = stored_leases(tables.queues, prefix)
     for row in tables.queues.scan_rows(prefix, keys.pack_position(start_ms, 0)):
         if len(rows) >= limit:
             truncated = True
             break
+        lease = leases.get(row.id)
+        if lease is not None:  # held in memory by its writer (tms.queue_leases)
+            attempts, lease_ms = lease
+            row = dataclasses.replace(  # noqa: PLW2901 (shown as its writer sees it)
+                row, state=QueueState.LEASED, attempts=attempts, lease_ms=lease_ms
+            )
         rows.append(
             {
                 "id": row.id.hex(),

@@ -3,8 +3,10 @@
 The topic writer is the only one changing a queue's rows (the storage contract's one
 writer per topic), so every transition of ``tms.queues`` happens here, in the writer's
 batch, and is written in its one synced, atomic write before anyone is answered: a
-lease is durable before the message is handed out (no crash can make it deliverable
-again while a receiver holds it), an ack before it is confirmed.
+lease's record is durable before the message is handed out (no crash can make it
+deliverable again while a receiver holds it), an ack before it is confirmed. Leases are
+held in memory (``tms.queue_leasing``, ``tms.queue_leases``): a receive writes one lease
+record, not its messages' rows, which stay ready until the lease ends.
 
 Within a batch, rows already changed are kept in ``_rows`` (the store does not show them
 until the write): every operation reads a message through ``_get``, so later operations
@@ -47,8 +49,11 @@ from tms.journal import Journal
 from tms.queue_dead import DeadLetters
 from tms.queue_fresh import FreshReady
 from tms.queue_index import IndexFloors
-from tms.queue_purge import HOUSEKEEPING_ROWS, Purges
+from tms.queue_leases import Lease, LeaseRecord, LeaseTable
+from tms.queue_leasing import Leasing
+from tms.queue_purge import Purges
 from tms.queue_rows import RowCache
+from tms.queue_settle import Settling
 from tms.queues import (
     AckOutcome,
     AckRequest,
@@ -56,12 +61,10 @@ from tms.queues import (
     EnqueueRequest,
     NackRequest,
     QueueConfig,
-    QueueMessage,
     QueueState,
     Receipt,
     ReceiveRequest,
     ReceiveResult,
-    SettleRequest,
     backoff_ms,
 )
 from tms.store.queues import QueueTables
@@ -84,7 +87,7 @@ class Saved:
     housekept: bool
 
 
-class QueueBatch(DeadLetters, Purges):
+class QueueBatch(Leasing, Settling, DeadLetters, Purges):
     """See the module docstring. Not thread-safe (the writer's batch leader uses it)."""
 
     def __init__(
@@ -100,6 +103,7 @@ class QueueBatch(DeadLetters, Purges):
         rng: random.Random,
         floors: IndexFloors | None = None,
         cache: RowCache | None = None,
+        leases: LeaseTable | None = None,
     ) -> None:
         self._q = queues
         self._prefix = prefix
@@ -111,6 +115,14 @@ class QueueBatch(DeadLetters, Purges):
         self._rng = rng
         self._floors: IndexFloors = floors if floors is not None else {}
         self._cache = cache if cache is not None else RowCache()
+        self._leases = leases if leases is not None else LeaseTable()
+        if not self._leases.loaded:
+            self._leases.load(queues, prefix)
+        # Leases begun (None: ended) and lease records added and removed in this batch
+        # (tms.queue_leases); the table takes them once the batch is written.
+        self._lease_changes: dict[bytes, Lease | None] = {}
+        self._records_added: dict[bytes, LeaseRecord] = {}
+        self._records_removed: dict[bytes, bool] = {}
         self._rows: dict[bytes, QueueRow | None] = {}  # changed in this batch (None: deleted)
         # Of each message in _rows, its index entry in the store (b"": stored without
         # one; None: not stored): what finish() writes its final state over. A fact
@@ -154,9 +166,13 @@ class QueueBatch(DeadLetters, Purges):
     # -- rows ---------------------------------------------------------------------------
 
     def _get(self, message_id: bytes) -> QueueRow | None:
-        if message_id in self._rows:
-            return self._rows[message_id]
-        return self._stored(message_id)
+        """The message as this batch sees it: leased in memory (``_lease``) shows as
+        LEASED by that attempt until the deadline."""
+        row = self._rows[message_id] if message_id in self._rows else self._stored(message_id)
+        lease = self._lease(message_id)
+        if lease is not None and row is not None:
+            return self._leased_view(row, lease)
+        return row
 
     def _stored(self, message_id: bytes) -> QueueRow | None:
         """The row as stored (the writer's cache, or the store)."""
@@ -165,6 +181,10 @@ class QueueBatch(DeadLetters, Purges):
 
     def _for_receipt(self, receipt: Receipt) -> QueueRow | None:
         """The row an ack or nack of ``receipt`` goes by (``RowCache.lease_of``)."""
+        lease = self._lease(receipt.id)
+        if lease is not None and receipt.attempt <= lease[0]:
+            return self._get(receipt.id)  # this delivery, or an earlier one: lease lost
+        # (a later delivery than this writer made: another instance's, the store's word)
         if receipt.id in self._rows:
             return self._rows[receipt.id]
         row = self._cache.lease_of(receipt)
@@ -175,6 +195,12 @@ class QueueBatch(DeadLetters, Purges):
         self._cache.update(self._rows)
         if self._counts is not None:
             self._cache.counts = tuple(self._counts)
+        self._leases.update(
+            self._lease_changes,
+            self._records_added,
+            self._records_removed.keys(),
+            self._cursors.get(b"R", self._leases.skip_from),
+        )
 
     def _counters(self) -> list[int]:
         if self._counts is None:
@@ -190,6 +216,8 @@ class QueueBatch(DeadLetters, Purges):
         counts[_COUNTED_AS[new.state]] += 1
         self.changed += 1
         message_id = new.id
+        if self._lease(message_id) is not None:  # its row is written: the lease ends
+            self._journal.put(self._lease_changes, message_id, None)
         if message_id not in self._before:  # its first change in the batch: as stored
             before = (qc.index_key(self._prefix, old) or b"") if old is not None else None
             self._before[message_id] = before
@@ -203,6 +231,8 @@ class QueueBatch(DeadLetters, Purges):
     def _delete(self, row: QueueRow) -> None:
         self._counters()[_COUNTED_AS[row.state]] -= 1
         self.changed += 1
+        if self._lease(row.id) is not None:
+            self._journal.put(self._lease_changes, row.id, None)
         if row.id not in self._before:
             self._before[row.id] = qc.index_key(self._prefix, row) or b""
         # A dead letter may carry a key another message of this queue holds: only the
@@ -225,6 +255,7 @@ class QueueBatch(DeadLetters, Purges):
         least = self._q.write_rows(self._batch, self._prefix, self._rows, self._before)
         for kind, index in least.items():
             self._lower_floor(kind, index)
+        self._lower_skip(least.get(b"r"))
         if self._counts is not None and self.changed:
             self._q.put_counters(self._batch, self._prefix, tuple(self._counts))
 
@@ -301,18 +332,20 @@ class QueueBatch(DeadLetters, Purges):
     def receive(self, request: ReceiveRequest) -> ReceiveResult:
         self.housekeeping()
         lease_ms = request.lease_ms if request.lease_ms is not None else self._config.lease_s * 1000
+        deadline = self._now + lease_ms
         limit = request.max_messages
-        # The store's ready entries from where the batch's last receive stopped: the
-        # store does not change during the batch, and every entry before the cursor is
-        # of a message this batch changed already (leased, or in _rows), so N receives
-        # of one batch read each entry once.
+        # The store's ready entries from where the batch's last receive stopped (or,
+        # first, from where the writer's leases end: tms.queue_leases): the store does
+        # not change during the batch, and every entry before the cursor is of a message
+        # leased or changed already, so N receives of one batch read each entry once.
+        cursor = self._cursors.get(b"r", self._cursors.get(b"R", self._leases.skip_from))
         stored: list[tuple[bytes, QueueRow]] = []
         last: bytes | None = None
-        for key in self._entries(b"r", from_key=self._cursors.get(b"r")):
+        for key in self._entries(b"r", from_key=cursor):
             last = key
             message_id = qc.index_entry_id(key)
-            if message_id in self._rows:
-                continue  # changed in this batch: its entry here is gone
+            if message_id in self._rows or self._lease(message_id) is not None:
+                continue  # changed in this batch, or leased: not ready
             row = self._stored(message_id)
             if row is not None and row.state is QueueState.READY:
                 stored.append((key, row))
@@ -321,22 +354,15 @@ class QueueBatch(DeadLetters, Purges):
         fresh = self._fresh.take(limit)
         candidates = [row for _key, row in stored] + fresh
         candidates.sort(key=lambda r: (r.priority, r.due_ms, r.id))
-        leased: list[QueueMessage] = []
-        for row in candidates[:limit]:
-            new = QueueRow(
-                row.id, QueueState.LEASED, row.priority, row.attempts + 1, row.enqueued_ms,
-                row.due_ms, self._now + lease_ms, row.done_ms, row.tx_write_pointer, row.key,
-                row.payload,
-            )  # fmt: skip
-            self._put(row, new)
-            leased.append(new.message())
+        leased = self._begin_leases(candidates[:limit], deadline)
         # The next receive starts at the first stored candidate not leased (in index
         # order, as they were sorted), or after everything this one looked at.
-        left = next((key for key, row in stored if row.id not in self._rows), None)
+        left = next((key for key, row in stored if self._lease(row.id) is None), None)
         if left is None and last is not None:
             left = last + b"\x00"
         if left is not None:
             self._journal.put(self._cursors, b"r", left)
+            self._journal.put(self._cursors, b"R", left)  # for the next batches
         self._fresh.give_back(fresh)
         # Only a receiver that got nothing waits, and needs to know for how long.
         return ReceiveResult(tuple(leased), None if leased else self._next_due())
@@ -349,6 +375,10 @@ class QueueBatch(DeadLetters, Purges):
             for key in islice(self._entries(kind), 1)
             if qc.index_entry_id(key) not in self._rows
         ]
+        earliest = self._leases.earliest()
+        if earliest is not None:
+            times.append(earliest)
+        times.extend(record[0] for record in self._records_added.values())
         for row in self._rows.values():
             if row is not None and row.state is QueueState.SCHEDULED:
                 times.append(row.due_ms)
@@ -404,36 +434,6 @@ class QueueBatch(DeadLetters, Purges):
                 outcomes.append(AckOutcome.DEAD if dead else AckOutcome.RETURNED)
         return tuple(outcomes)
 
-    def settle(self, request: SettleRequest) -> int:
-        return self._settle(request.tx_write_pointer, request.commit)
-
-    def _settle(self, wp: int, commit: bool) -> int:
-        """Apply a transaction's outcome to its pending enqueues and acks; how many."""
-        count = 0
-        for kind in (b"p", b"w"):
-            start = wp.to_bytes(8, "big")
-            stop = (wp + 1).to_bytes(8, "big")
-            for key in list(self._entries(kind, start=start, stop=stop)):
-                row = self._get(qc.index_entry_id(key))
-                if row is None or row.tx_write_pointer != wp:
-                    continue
-                count += 1
-                if row.state is QueueState.PENDING:
-                    if commit:
-                        self._put(row, self._waiting(row, row.due_ms))
-                    else:
-                        self._delete(row)
-                elif commit:  # an ack pending
-                    self._put(
-                        row,
-                        dataclasses.replace(
-                            row, state=QueueState.ACKED, done_ms=self._now, tx_write_pointer=0
-                        ),
-                    )
-                else:
-                    self._put(row, dataclasses.replace(row, tx_write_pointer=0))
-        return count
-
     def maintain(self, purge: bool) -> int:
         """Housekeeping now (see the module docstring), purging if asked; how many
         messages it changed."""
@@ -450,6 +450,7 @@ class QueueBatch(DeadLetters, Purges):
             return
         self._housekept = True
         now_stop = (self._now + 1).to_bytes(8, "big")
+        self._expire_leases()
         for row in self._scan(b"l", stop=now_stop):
             if row.state is QueueState.LEASED and not row.tx_write_pointer:
                 self._put(row, self._failed(row, None))
@@ -460,18 +461,9 @@ class QueueBatch(DeadLetters, Purges):
             if row.state is QueueState.SCHEDULED:
                 self._put(row, self._waiting(row, row.due_ms))
 
-    def _settle_known(self) -> None:
-        pointers = {
-            qc.index_entry_time(key)
-            for kind in (b"p", b"w")
-            for key in islice(self._entries(kind), HOUSEKEEPING_ROWS)
-        }
-        for wp, committed in self._guard.outcomes(pointers).items():
-            self._settle(wp, committed)
-
     def stats_due(self) -> int:
         """The earliest due time of a ready message (for stats)."""
-        due = self._q.first_ready_due(self._prefix)
+        due = self._q.first_ready_due(self._prefix, self._leases)
         return due if due is not None else _FOREVER
 
 

@@ -47,6 +47,7 @@ from tms.operations import (
     Ticket,
 )
 from tms.ownership import Ownership
+from tms.queue_leases import stored_leases
 from tms.queues import (
     AckOutcome,
     AckRequest,
@@ -135,7 +136,8 @@ class QueueMethods:
         prefix = self._queue_prefix(topic)
         counts = self._tables.queues.counters(prefix)
         pending, scheduled, ready, leased, acked, dead = counts
-        oldest = self._tables.queues.first_ready_due(prefix)
+        _records, leases = stored_leases(self._tables.queues, prefix)
+        oldest = self._tables.queues.first_ready_due(prefix, leases)
         return QueueStats(pending, scheduled, ready, leased, acked, dead, oldest)
 
     def _queue_prefix(self, topic: TopicId) -> bytes:

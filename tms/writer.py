@@ -86,6 +86,7 @@ from tms.operations import (
     WritePosition,
 )
 from tms.queue_batch import IndexFloors, QueueBatch
+from tms.queue_leases import LeaseTable
 from tms.queue_rows import RowCache
 from tms.queues import AckOutcome, Enqueued, QueueConfig, ReceiveResult, check_queue
 from tms.store.kv import Fence
@@ -166,6 +167,7 @@ class TopicWriter:
         self._payload_positions: dict[int, tuple[int, int]] = {}
         self.queue_floors: IndexFloors = {}  # a queue's index floors (tms.queue_batch)
         self.queue_rows = RowCache()  # the queue rows it wrote last (tms.queue_rows)
+        self.queue_leases = LeaseTable()  # a queue's leases (tms.queue_leases)
 
     # -- submitting -----------------------------------------------------------------------
 
@@ -216,6 +218,7 @@ class TopicWriter:
                 ticket.fail(exc)
             self._payload_positions.clear()  # positions handed out were not written
             self.queue_rows.clear()  # what the store holds is not known
+            self.queue_leases.clear()
             if isinstance(exc, FencedError):
                 self.fenced = True
                 self.close()
@@ -224,6 +227,7 @@ class TopicWriter:
             return
         except BaseException:
             self.queue_rows.clear()
+            self.queue_leases.clear()
             raise
         batch.written()
         if self._on_batch is not None:
@@ -468,6 +472,7 @@ class _Batch:
                 rng=w._rng,
                 floors=w.queue_floors,
                 cache=w.queue_rows,
+                leases=w.queue_leases,
             )
         return self._queue
 

@@ -17,9 +17,11 @@ from tms.codec import keys
 from tms.errors import StorageUnavailableError
 from tms.model import TopicId
 from tms.operations import Ticket
+from tms.queue_leases import stored_leases
+from tms.queues import QueueState
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore, WriteOp
-from tms.store.queues import INDEX_TABLE, QUEUE_TABLE
+from tms.store.queues import INDEX_TABLE, QUEUE_TABLE, QueueTables
 
 Q = TopicId("ns", "jobs")
 PROPS = {"kind": "queue", "lease_s": "10", "max_attempts": "3", "backoff_s": "2"}
@@ -33,6 +35,17 @@ def one_batch(svc: MessagingService, *tickets: Ticket[Any], topic: TopicId = Q) 
         await svc.submit_tickets(topic, list(tickets), asyncio.get_running_loop())
 
     asyncio.run(scenario())
+
+
+def recount(queues: QueueTables, prefix: bytes) -> tuple[int, ...]:
+    """A queue's messages per state, counted from its rows (a ready row that a lease
+    record holds counts as leased: tms.queue_leases)."""
+    _records, leases = stored_leases(queues, prefix)
+    counts = [0] * len(QueueState)
+    for row in queues.scan_rows(prefix):
+        state = QueueState.LEASED if row.id in leases else row.state
+        counts[state.counted_as] += 1
+    return tuple(counts[: len(queues.counters(prefix))])
 
 
 def prefix_of(svc: MessagingService, topic: TopicId = Q) -> bytes:

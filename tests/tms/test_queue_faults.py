@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import FakeClock
-from tests.tms.queue_store import Q, QueueStore, one_batch, prefix_of
+from tests.tms.queue_store import Q, QueueStore, one_batch, prefix_of, recount
 from tms.errors import StorageUnavailableError
 from tms.operations import Enqueue, Receive, Ticket
 from tms.queues import (
@@ -35,11 +35,7 @@ from tms.store.tables import TableBatch, Tables
 def stored_and_recounted(svc: MessagingService, kv: KeyValueStore) -> tuple[Any, Any]:
     queues = QueueTables(kv)
     prefix = prefix_of(svc)
-    stored = queues.counters(prefix)
-    recount = [0] * len(stored)
-    for row in queues.scan_rows(prefix):
-        recount[row.state.counted_as] += 1
-    return stored, tuple(recount)
+    return queues.counters(prefix), recount(queues, prefix)
 
 
 @pytest.mark.parametrize("enqueue_first", [False, True], ids=["first", "after-an-enqueue"])
@@ -103,15 +99,18 @@ def test_an_ack_that_failed_but_landed_is_not_undone_by_a_cached_lease(
 def test_an_answer_that_writes_nothing_is_the_stores_not_the_caches(
     svc: MessagingService, kv: KeyValueStore
 ) -> None:
-    # Given a message leased (cached as leased, attempt 1), then leased again behind the
-    # writer's back (as another instance that took the topic over would: attempt 2)
+    # Given a message leased (held in the writer's memory as leased, attempt 1; its row
+    # stays ready), then leased again behind the writer's back (as another instance that
+    # took the topic over would: attempt 2)
     svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"job")]))
     (first,) = svc.receive(ReceiveRequest(Q, 1)).messages
     queues = QueueTables(kv)
     prefix = prefix_of(svc)
     stored = queues.get(prefix, first.id)
-    assert stored is not None and stored.attempts == 1
-    again = dataclasses.replace(stored, attempts=2)
+    assert stored is not None and (stored.state, stored.attempts) == (QueueState.READY, 0)
+    again = dataclasses.replace(
+        stored, state=QueueState.LEASED, attempts=2, lease_ms=first.lease_expires_ms
+    )
     batch = TableBatch()
     queues.put_row(batch, prefix, stored, again)
     Tables(kv).write(batch)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import FakeClock
-from tests.tms.queue_store import Q, QueueStore, one_batch, prefix_of
+from tests.tms.queue_store import Q, QueueStore, one_batch, prefix_of, recount
 from tms import queue_purge
 from tms.codec import keys
 from tms.codec import queue as qc
@@ -28,7 +28,7 @@ from tms.queues import (
 )
 from tms.service import MessagingService
 from tms.store.kv import KeyValueStore, WriteOp
-from tms.store.queues import INDEX_TABLE, QUEUE_TABLE, QueueTables
+from tms.store.queues import INDEX_TABLE, KEY_TABLE, QUEUE_TABLE, QueueTables
 from tms.store.tables import TableBatch, Tables
 
 
@@ -54,19 +54,17 @@ def consistent(svc: MessagingService, kv: KeyValueStore) -> tuple[int, ...]:
     queues = QueueTables(kv)
     prefix = prefix_of(svc)
     stored = queues.counters(prefix)
-    recount = [0] * len(stored)
     expected = []
     for row in queues.scan_rows(prefix):
-        recount[row.state.counted_as] += 1
         index = qc.index_key(prefix, row)
         if index is not None:
             expected.append(index[len(prefix) : len(prefix) + 1] + row.id)
-    assert stored == tuple(recount)
+    assert stored == recount(queues, prefix)
     assert sorted(index_entries(svc, kv)) == sorted(expected)
     return stored
 
 
-def test_a_message_enqueued_and_leased_in_one_batch_is_written_once_leased(
+def test_a_message_enqueued_and_leased_in_one_batch_is_written_once_ready_and_leased_by_a_record(
     svc: MessagingService, store: QueueStore, kv: KeyValueStore
 ) -> None:
     # When three messages are enqueued and received in one batch
@@ -76,15 +74,17 @@ def test_a_message_enqueued_and_leased_in_one_batch_is_written_once_leased(
     receive: Ticket[Any] = Ticket(Receive(ReceiveRequest(Q, 3)))
     store.writes.clear()
     one_batch(svc, enqueue, receive)
-    # Then the batch wrote each row once, leased, and only its lease entry: no ready
-    # entry put and deleted
+    # Then the batch wrote each row once, ready, with its ready entry, and the three
+    # leases as one lease record (tms.queue_leases): no row rewritten for the lease
     [write] = store.writes
     rows, index = queue_ops(write)
     leased = [m.id for m in receive.result().messages]
     assert sorted(op[1][-10:] for op in rows) == sorted(leased)
     assert all(op[2] is not None for op in rows + index)
-    assert sorted(op[1][len(prefix_of(svc))] for op in index) == [ord("l")] * 3
-    assert sorted(index_entries(svc, kv)) == sorted(b"l" + i for i in leased)
+    assert sorted(op[1][len(prefix_of(svc))] for op in index) == [ord("r")] * 3
+    [record] = [op for op in write if op[0] == KEY_TABLE]
+    assert record[2] == qc.encode_lease_entries([(i, 1) for i in leased])
+    assert sorted(index_entries(svc, kv)) == sorted(b"r" + i for i in leased)
     assert consistent(svc, kv)[QueueState.LEASED] == 3
 
 
@@ -116,15 +116,17 @@ def test_an_ack_failing_mid_batch_leaves_the_lease_the_batch_made(
     failing: Ticket[Any] = Ticket(Ack(AckRequest(Q, [Receipt(a, 1), unknown])))
     store.writes.clear()
     one_batch(svc, receive, failing)
-    # Then the ack failed and left nothing: the message is written leased, once
+    # Then the ack failed and left nothing: the message is leased by a lease record, its
+    # row not rewritten (still ready, attempts 0)
     assert isinstance(failing.error, StorageUnavailableError)
     assert [m.id for m in receive.result().messages] == [a]
     [write] = store.writes
     rows, _index = queue_ops(write)
-    assert len(rows) == 1
+    assert rows == []
+    assert [op[2] for op in write if op[0] == KEY_TABLE] == [qc.encode_lease_entries([(a, 1)])]
     stored = QueueTables(kv).get(prefix_of(svc), a)
-    assert stored is not None and (stored.state, stored.attempts) == (QueueState.LEASED, 1)
-    assert index_entries(svc, kv) == [b"l" + a]
+    assert stored is not None and (stored.state, stored.attempts) == (QueueState.READY, 0)
+    assert index_entries(svc, kv) == [b"r" + a]
     assert consistent(svc, kv)[QueueState.LEASED] == 1
     # and its lease can still be acked
     assert svc.ack(AckRequest(Q, [Receipt(a, 1)])) == (AckOutcome.ACKED,)

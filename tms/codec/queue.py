@@ -54,6 +54,7 @@ __all__ = [
     "encode_queue_row",
     "index_key",
     "index_kind_prefix",
+    "lease_record_key",
     "queue_id",
 ]
 
@@ -200,3 +201,34 @@ def decode_counters(value: bytes | None) -> tuple[int, ...]:
     if len(value) != _COUNTERS.size:
         raise TmsCodecError("queue counter row of the wrong size")
     return _COUNTERS.unpack(value)
+
+
+# -- lease records (tms.queue_leases) -----------------------------------------------------
+
+LEASE_RECORDS = b"\x03"  # their keys in the key table: prefix, this, deadline, first entry
+_ENTRY = struct.Struct(">10sI")
+
+
+def lease_record_key(prefix: bytes, deadline_ms: int, first: bytes, attempt: int) -> bytes:
+    """The key of one receive's lease record: its deadline first (so the records whose
+    leases ran out are a range), then its first message id and attempt (unique: one
+    delivery is leased once)."""
+    return prefix + LEASE_RECORDS + _Q.pack(deadline_ms) + _ENTRY.pack(first, attempt)
+
+
+def lease_record_deadline(key: bytes, prefix_len: int) -> int:
+    """The deadline of the leases of the record ``key``."""
+    (deadline,) = _Q.unpack_from(key, prefix_len + 1)
+    return int(deadline)
+
+
+def encode_lease_entries(entries: list[tuple[bytes, int]]) -> bytes:
+    """(message id, attempt) of each message one receive leased, packed."""
+    pack = _ENTRY.pack
+    return b"".join([pack(message_id, attempt) for message_id, attempt in entries])
+
+
+def decode_lease_entries(value: bytes) -> list[tuple[bytes, int]]:
+    if len(value) % _ENTRY.size:
+        raise TmsCodecError("lease record of the wrong size")
+    return [(bytes(i), int(a)) for i, a in _ENTRY.iter_unpack(value)]

@@ -10,7 +10,8 @@ Four tables, each keyed from the topic prefix (topic, generation) like the messa
   (what is due, whose lease ran out, what dead message to purge) is a range scan, and
   nothing about the messages is held in memory; acked messages are found for purging
   by their ids (which start with the enqueue time) in ``q``;
-* ``qk`` — application key -> message id (idempotent enqueue);
+* ``qk`` — application key -> message id (idempotent enqueue), and one *lease record*
+  per receive still within its lease (``tms.queue_leases``);
 * ``qc`` — one counter row per queue: messages per state, kept by the writer in the
   same atomic write as the changes it counts.
 
@@ -21,7 +22,7 @@ is LevelDB-specific: any engine of ``tms.store.kv`` holds queues.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from tms.codec import keys
@@ -114,15 +115,20 @@ class QueueTables:
                 pointers.add(qc.index_entry_time(key))
         return pointers
 
-    def first_ready_due(self, prefix: bytes) -> int | None:
-        """The earliest due time among ready messages: one seek per priority present."""
+    def first_ready_due(self, prefix: bytes, leased: Container[bytes] = ()) -> int | None:
+        """The earliest due time among ready messages but the ``leased`` ones (leased in
+        memory: their ready entries stay, ``tms.queue_leases``): one seek per priority
+        present, stepping over leased entries."""
         base = prefix + b"r"
         stop = keys.stop_key_for_prefix(base)
         start = base
         n = len(prefix)
         oldest: int | None = None
         while True:
-            key = next((k for k, _v in self.index.scan(start, stop)), None)
+            key = next(
+                (k for k, _v in self.index.scan(start, stop) if qc.index_entry_id(k) not in leased),
+                None,
+            )
             if key is None:
                 return oldest
             due = qc.index_entry_time(key)
@@ -214,6 +220,20 @@ class QueueTables:
         """Whether the original of a dead letter (``origin``: its queue's prefix and its
         id) is still in its queue: its move is not finished."""
         return self.rows.get(origin) is not None
+
+    def lease_records(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """(key, packed entries) of every lease record of a queue (``tms.queue_leases``),
+        earliest deadline first."""
+        base = prefix + qc.LEASE_RECORDS
+        return self.keys.scan(base, keys.stop_key_for_prefix(base))
+
+    @staticmethod
+    def put_lease_record(batch: TableBatch, key: bytes, entries: bytes) -> None:
+        batch.ops.append((KEY_TABLE, key, entries))
+
+    @staticmethod
+    def delete_lease_record(batch: TableBatch, key: bytes) -> None:
+        batch.ops.append((KEY_TABLE, key, None))
 
     @staticmethod
     def put_destination(batch: TableBatch, prefix: bytes, message_id: bytes, name: str) -> None:
