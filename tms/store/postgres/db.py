@@ -39,11 +39,12 @@ key order, served by the primary key's index.
   (``tms.store.postgres.connections``), read in key-range chunks (``LIMIT``, 32 rows
   growing to 1,024, continuing after the last key; runs 4 growing to 64), single rows
   and runs merged by key: every chunk comes from the transaction's one snapshot, taken
-  when the first chunk is read. The connection is held
-  until the scan is exhausted or closed.
-* ``get`` is one statement (its own snapshot: the single row, or the run holding the key); ``approximate_size`` is the planner's
-  estimate for the range (rows x average row width, from the statistics autovacuum
-  keeps: no row is read), or, until the table has statistics, the rows' lengths summed.
+  when the first chunk is read. The connection is held until the scan is exhausted or
+  closed.
+* ``get`` is one statement (its own snapshot: the single row, or the run holding the
+  key); ``approximate_size`` is the planner's estimate for the range in both tables
+  (rows x average row width, from the statistics autovacuum keeps: no row is read),
+  or, until a table has statistics, its rows' lengths summed.
 """
 
 from __future__ import annotations

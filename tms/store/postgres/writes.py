@@ -17,8 +17,8 @@ writes applied as one statement (``tms.store.postgres.db`` serializes them).
   ``updates`` after its ops) and written as single rows: puts ``ON CONFLICT DO
   NOTHING`` then an upsert of the keys that existed, so an overwrite leaves no error in
   the server's log; ``updates`` are an ``UPDATE`` (only rows that exist change); a run
-  holding a key the batch touches is dissolved into single rows in the same statement. ``sync=False`` commits with ``synchronous_commit =
-  off``.
+  holding a key the batch touches is dissolved into single rows in the same statement.
+* ``sync=False`` commits with ``synchronous_commit = off``.
 * A ``psycopg.Error`` is left to the caller (the store goes down on it).
 """
 
