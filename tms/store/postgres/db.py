@@ -62,7 +62,7 @@ from tms.commit import GroupCommit
 from tms.errors import StorageUnavailableError, write_interrupted
 from tms.store.kv import Fence, Update, WriteOp
 from tms.store.postgres.connections import Connections, connect, translated
-from tms.store.postgres.runs import GET, RUN_SCHEMA, merge_chunks, run_chunks
+from tms.store.postgres.runs import GET, create_run_table, merge_chunks, run_chunks
 from tms.store.postgres.writes import PendingWrite, write_batch
 from txms_common.pgurl import redact
 
@@ -197,7 +197,7 @@ class PostgresStore:
             with self._conn.transaction():
                 self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 self._conn.execute(_SCHEMA)
-                self._conn.execute(RUN_SCHEMA)
+                create_run_table(self._conn)
         self._writes: GroupCommit[PendingWrite] = GroupCommit(
             self._write_now, failed=write_interrupted
         )

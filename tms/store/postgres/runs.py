@@ -3,7 +3,7 @@ a transaction's payloads) stored as **one** row of ``PostgresStore`` — one hea
 one index entry and a few WAL records for a whole request instead of two WAL records
 per message. How they are read, and the invariant every write keeps.
 
-Schema::
+Schema (``create_run_table``)::
 
     tms_run(t bytea, k bytea, kend bytea, ks bytea[], vs bytea[], PRIMARY KEY (t, k))
 
@@ -32,18 +32,32 @@ from typing import Any
 
 import psycopg
 
-__all__ = ["GET", "RUN_SCHEMA", "merge_chunks", "run_chunks"]
+__all__ = ["GET", "create_run_table", "merge_chunks", "run_chunks"]
 
-RUN_SCHEMA = """
+_RUN_SCHEMA = """
 CREATE TABLE IF NOT EXISTS tms_run (
     t    bytea NOT NULL,
     k    bytea NOT NULL,
     kend bytea NOT NULL,
-    ks   bytea[] NOT NULL,
-    vs   bytea[] NOT NULL,
+    ks   bytea[]{compression} NOT NULL,
+    vs   bytea[]{compression} NOT NULL,
     PRIMARY KEY (t, k)
-);
+)
 """
+
+
+def create_run_table(conn: psycopg.Connection[Any]) -> None:
+    """Create ``tms_run`` unless it exists (in the caller's transaction). A run of 100
+    messages is larger than a page, so PostgreSQL compresses its arrays and stores them
+    out of line: with lz4 where the server has it (its default, pglz, took 3 times the
+    server's time for the statement that appends 4 runs of 100 rows: 0.68 against
+    0.25 ms), else with the default."""
+    try:
+        with conn.transaction():  # a savepoint: a server without lz4 refuses the clause
+            conn.execute(_RUN_SCHEMA.format(compression=" COMPRESSION lz4"))
+    except psycopg.errors.FeatureNotSupported:
+        conn.execute(_RUN_SCHEMA.format(compression=""))
+
 
 GET = """
 SELECT v FROM tms_kv WHERE t = %(t)b AND k = %(k)b

@@ -86,21 +86,23 @@ SELECT (SELECT held FROM f) = %(nf)s, true
 )
 _FENCES = "SELECT name, epoch FROM tms_fence WHERE name = ANY(%b::bytea[])"
 # Appends (``new_keys``): each write's rows of a table as one run (``rt`` its table,
-# ``rn`` how many of the flat ``pk``/``pv`` are its entries), written only when nothing
-# is in any run's key range (``c``: else none is written and the batch goes as single
-# rows by ``_WRITE``).
+# ``rn`` how many of the flat ``pk``/``pv`` are its entries; a run of one row is a
+# single row: as small, and no array), written only when nothing is in any run's key
+# range (``c``: else none is written and the batch goes as single rows by ``_WRITE``).
 _RUNS = """
 u AS (SELECT t, n, sum(n) OVER (ORDER BY o) - n AS off
       FROM unnest(%(rt)b::bytea[], %(rn)s::int[]) WITH ORDINALITY AS u (t, n, o)),
-r AS (SELECT u.t, s.ks[1] AS k, s.ks[u.n] AS kend, s.ks, s.vs FROM u CROSS JOIN LATERAL (
+r AS (SELECT u.t, s.ks[1] AS k, s.ks[u.n] AS kend, s.ks, s.vs, u.n FROM u CROSS JOIN LATERAL (
         SELECT (%(pk)b::bytea[])[u.off + 1 : u.off + u.n] AS ks,
                (%(pv)b::bytea[])[u.off + 1 : u.off + u.n] AS vs) s),
 c AS (SELECT count(*) AS bad FROM r WHERE
       EXISTS (SELECT 1 FROM tms_kv o WHERE o.t = r.t AND o.k >= r.k AND o.k <= r.kend)
       OR EXISTS (SELECT 1 FROM (SELECT kend FROM tms_run p WHERE p.t = r.t AND p.k <= r.kend
                                 ORDER BY p.k DESC LIMIT 1) p WHERE p.kend >= r.k)),
-ins AS (INSERT INTO tms_run (t, k, kend, ks, vs) SELECT * FROM r
-        WHERE (SELECT bad FROM c) = 0{held})
+ins AS (INSERT INTO tms_run (t, k, kend, ks, vs) SELECT t, k, kend, ks, vs FROM r
+        WHERE n > 1 AND (SELECT bad FROM c) = 0{held}),
+one AS (INSERT INTO tms_kv (t, k, v) SELECT t, k, vs[1] FROM r
+        WHERE n = 1 AND (SELECT bad FROM c) = 0{held})
 """
 _APPEND = "WITH" + _RUNS.format(held="") + "SELECT true, (SELECT bad FROM c) = 0"
 _APPEND_FENCED = (
