@@ -49,6 +49,7 @@ key order, served by the primary key's index.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -408,6 +409,12 @@ class PostgresStore:
             conn, self._conn = self._conn, None
         with self._fence_lock:
             fence_conn, self._fence_conn = self._fence_conn, None
+        if conn is not None:
+            # Released before the connection goes: the server drops a closed session's
+            # locks only once its backend has exited, and a store opened right after
+            # (a restart) would find the database still held.
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("SELECT pg_advisory_unlock_all()")
         for c in (conn, fence_conn):
             if c is not None:
                 c.close()
