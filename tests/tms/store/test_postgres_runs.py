@@ -5,11 +5,13 @@ checked against ``MemoryStore`` as the model, on a real PostgreSQL."""
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 
+from tests.tms.store.test_postgres import _eventually, _waiting_on_a_lock
 from tms.errors import FencedError
 from tms.fetcher import FetchRequest
 from tms.model import StoreRequest, TopicId
@@ -174,3 +176,34 @@ def test_merged_chunks_keep_key_order_both_ways() -> None:
     down = [[list(reversed(c)) for c in reversed(x)] for x in (a, b)]
     merged = [k for chunk in merge_chunks(iter(down[0]), iter(down[1]), True) for k, _v in chunk]
     assert merged == [b"g", b"f", b"e", b"d", b"c", b"b", b"a"]
+
+
+def test_a_negation_of_a_run_another_session_dissolved_meanwhile_is_not_lost(
+    pg_url: str,
+) -> None:
+    # Given a run, dissolved into single rows by another session whose transaction is
+    # still open (another instance's purge or negation, under way)
+    store = PostgresStore(pg_url, name="a")
+    try:
+        store.write([(b"m", _key(i), b"v") for i in range(10)], new_keys=True)
+        other = psycopg.connect(pg_url)
+        other.execute(
+            "WITH g AS (DELETE FROM tms_run RETURNING t, ks, vs) INSERT INTO tms_kv (t, k, v) "
+            "SELECT g.t, e.k, e.v FROM g CROSS JOIN LATERAL unnest(g.ks, g.vs) AS e (k, v)"
+        )
+        # When this store negates an entry of the run meanwhile (it waits on the run)
+        done: list[object] = []
+        writer = threading.Thread(
+            target=lambda: done.append(store.write((), updates=[(b"m", _key(3), b"negated")]))
+        )
+        writer.start()
+        _eventually(lambda: _waiting_on_a_lock(pg_url, "a-write"))
+        other.commit()
+        other.close()
+        writer.join(30)
+        # Then the negation is there, on the single row the entry became
+        assert done == [None]
+        assert store.table(b"m").get(_key(3)) == b"negated"
+        assert [v for _k, v in store.table(b"m").scan()] == [b"v"] * 3 + [b"negated"] + [b"v"] * 6
+    finally:
+        store.close()

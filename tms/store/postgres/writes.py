@@ -81,7 +81,9 @@ up AS (INSERT INTO tms_kv (t, k, v) SELECT * FROM n
 ex AS (UPDATE tms_kv o SET v = x.v
        FROM unnest(%(xt)b::bytea[], %(xk)b::bytea[], %(xv)b::bytea[]) AS x (t, k, v)
        WHERE (SELECT held FROM f) = %(nf)s AND o.t = x.t AND o.k = x.k)
-SELECT (SELECT held FROM f) = %(nf)s, true
+SELECT (SELECT held FROM f) = %(nf)s, true,
+       CASE WHEN (SELECT count(*) FROM gone) < (SELECT count(*) FROM hit)
+       THEN ('a run was dissolved meanwhile: ' || (SELECT count(*) FROM gone))::int END
 """
 )
 _FENCES = "SELECT name, epoch FROM tms_fence WHERE name = ANY(%b::bytea[])"
@@ -129,7 +131,7 @@ def write_batch(conn: psycopg.Connection[Any], writes: list[PendingWrite], where
     """Apply ``writes`` (one statement, again without those whose fence was refused:
     each of them gets ``FencedError``). Raises ``psycopg.Error``."""
     sync = any(w.sync for w in writes)
-    while writes and not _apply(conn, writes, sync):
+    while writes and not _apply_again_if_raced(conn, writes, sync):
         # a fence did not hold, nothing was applied: which ones, and again without
         names = sorted({w.fence[0] for w in writes if w.fence is not None})
         current = {bytes(n): int(e) for n, e in conn.execute(_FENCES, (names,))}
@@ -141,6 +143,29 @@ def write_batch(conn: psycopg.Connection[Any], writes: list[PendingWrite], where
                     f"(now {current.get(name)}) in {where}"
                 )
         writes = [w for w in writes if w.error is None]
+
+
+def _apply_again_if_raced(
+    conn: psycopg.Connection[Any], writes: list[PendingWrite], sync: bool
+) -> bool:
+    """``_apply``, again while another session dissolved a run this write meant to.
+
+    In READ COMMITTED a run that another instance's write (a purge, a negation)
+    dissolved after this statement's snapshot was taken is not deleted again, and its
+    entries, single rows now, are not visible to this statement's deletes and updates:
+    they would be lost. ``_WRITE`` fails as a whole then (nothing applied), and is sent
+    again with a new snapshot."""
+    for attempt in range(_RACE_ATTEMPTS):
+        try:
+            return _apply(conn, writes, sync)
+        except psycopg.errors.InvalidTextRepresentation:
+            if attempt == _RACE_ATTEMPTS - 1:
+                raise
+            log.info("a run this write touches was dissolved meanwhile; writing again")
+    raise AssertionError("unreachable")
+
+
+_RACE_ATTEMPTS = 10
 
 
 def _apply(conn: psycopg.Connection[Any], writes: list[PendingWrite], sync: bool) -> bool:
