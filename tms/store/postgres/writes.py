@@ -106,12 +106,22 @@ ins AS (INSERT INTO tms_run (t, k, kend, ks, vs) SELECT t, k, kend, ks, vs FROM 
 one AS (INSERT INTO tms_kv (t, k, v) SELECT t, k, vs[1] FROM r
         WHERE n = 1 AND (SELECT bad FROM c) = 0{held})
 """
-_APPEND = "WITH" + _RUNS.format(held="") + "SELECT true, (SELECT bad FROM c) = 0"
-_APPEND_FENCED = (
-    _HELD
-    + _RUNS.format(held=" AND (SELECT held FROM f) = %(nf)s")
-    + "SELECT (SELECT held FROM f) = %(nf)s, (SELECT bad FROM c) = 0"
-)
+# A batch of one-row appends only (small publish requests) is a plain INSERT of single
+# rows, checked against runs only: a key that exists fails it whole (then ``_WRITE``).
+_SINGLES = """
+u AS (SELECT * FROM unnest(%(pt)b::bytea[], %(pk)b::bytea[], %(pv)b::bytea[]) AS u (t, k, v)),
+c AS (SELECT count(*) AS bad FROM u WHERE
+      EXISTS (SELECT 1 FROM (SELECT kend FROM tms_run p WHERE p.t = u.t AND p.k <= u.k
+                             ORDER BY p.k DESC LIMIT 1) p WHERE p.kend >= u.k)),
+ins AS (INSERT INTO tms_kv (t, k, v) SELECT * FROM u WHERE (SELECT bad FROM c) = 0{held})
+"""
+_FENCED = " AND (SELECT held FROM f) = %(nf)s"
+_ANSWER = "SELECT true, (SELECT bad FROM c) = 0"
+_ANSWER_FENCED = "SELECT (SELECT held FROM f) = %(nf)s, (SELECT bad FROM c) = 0"
+_APPEND = "WITH" + _RUNS.format(held="") + _ANSWER
+_APPEND_FENCED = _HELD + _RUNS.format(held=_FENCED) + _ANSWER_FENCED
+_APPEND_SINGLES = "WITH" + _SINGLES.format(held="") + _ANSWER
+_APPEND_SINGLES_FENCED = _HELD + _SINGLES.format(held=_FENCED) + _ANSWER_FENCED
 
 
 @dataclass(slots=True)
@@ -179,12 +189,17 @@ def _apply(conn: psycopg.Connection[Any], writes: list[PendingWrite], sync: bool
     }
     runs = _runs(writes) if all(w.new_keys for w in writes) else None
     if runs is not None:
-        params["rt"] = ByteaArray([t for t, _rows in runs])
-        params["rn"] = [len(rows) for _t, rows in runs]
         params["pk"] = ByteaArray([k for _t, rows in runs for k, _v in rows])
         params["pv"] = ByteaArray([v for _t, rows in runs for _k, v in rows])
+        if all(len(rows) == 1 for _t, rows in runs):
+            params["pt"] = ByteaArray([t for t, _rows in runs])
+            sql = _APPEND_SINGLES_FENCED if fences else _APPEND_SINGLES
+        else:
+            params["rt"] = ByteaArray([t for t, _rows in runs])
+            params["rn"] = [len(rows) for _t, rows in runs]
+            sql = _APPEND_FENCED if fences else _APPEND
         try:
-            held, fits = _execute(conn, _APPEND_FENCED if fences else _APPEND, params, sync)
+            held, fits = _execute(conn, sql, params, sync)
         except psycopg.errors.UniqueViolation:
             held, fits = True, False
         if not held or fits:
