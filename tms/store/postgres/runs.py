@@ -82,32 +82,17 @@ def run_chunks(
 ) -> Iterator[_Chunk]:
     """The entries of ``table``'s runs with ``start <= key < stop`` in key order (in the
     caller's transaction), a run's worth per chunk."""
-    size = _FIRST_RUNS
+    where = "t = %b" if stop is None else "t = %b AND k < %b"
+    below: tuple[bytes, ...] = (table,) if stop is None else (table, stop)
     if reverse:
         # from the top down; the first run below ``start`` may still reach into the range
-        base = "SELECT k, ks, vs FROM tms_run WHERE t = %b"
-        bounds: tuple[bytes, ...] = (table,) if stop is None else (table, stop)
-        if stop is not None:
-            base += " AND k < %b"
-        last: bytes | None = None
-        while True:
-            sql = base + ("" if last is None else " AND k < %b") + " ORDER BY k DESC LIMIT %s"
-            params = (*bounds, size) if last is None else (*bounds, last, size)
-            rows = conn.execute(sql, params, binary=True).fetchall()
-            for k, ks, vs in rows:
-                chunk = [
-                    (key, value)
-                    for key, value in zip(reversed(ks), reversed(vs), strict=True)
-                    if key >= start and (stop is None or key < stop)
-                ]
-                if chunk:
-                    yield chunk
-                if k < start:
-                    return  # every run further down ends below ``start``
-                last = k
-            if len(rows) < size:
-                return
-            size = min(size * 2, _MAX_RUNS)
+        for k, ks, vs in _pages(conn, where, below, "DESC"):
+            chunk = _within(ks, vs, start, stop)[::-1]
+            if chunk:
+                yield chunk
+            if k < start:
+                return  # every run further down ends below ``start``
+        return
     # the run holding ``start``, if one does, then the runs beginning in the range
     row = conn.execute(
         "SELECT ks, vs FROM (SELECT ks, vs, kend FROM tms_run WHERE t = %b AND k < %b "
@@ -115,26 +100,32 @@ def run_chunks(
         (table, start, start),
         binary=True,
     ).fetchone()
-    if row is not None:
-        head = _within(row[0], row[1], start, stop)
-        if head:
-            yield head
-    base = "SELECT k, ks, vs FROM tms_run WHERE t = %b AND k >= %b"
-    bounds = (table, start) if stop is None else (table, start, stop)
-    if stop is not None:
-        base += " AND k < %b"
-    after: bytes | None = None
+    if row is not None and (head := _within(row[0], row[1], start, stop)):
+        yield head
+    for _k, ks, vs in _pages(conn, where + " AND k >= %b", (*below, start), "ASC"):
+        chunk = _within(ks, vs, start, stop)
+        if chunk:
+            yield chunk
+
+
+def _pages(
+    conn: psycopg.Connection[Any], where: str, bounds: tuple[bytes, ...], order: str
+) -> Iterator[tuple[bytes, list[bytes], list[bytes]]]:
+    """The runs ``where`` selects, (k, ks, vs) in ``order`` of their first key, read a
+    page at a time (4 runs growing to 64), each page after the last key of the one
+    before."""
+    past = " AND k < %b" if order == "DESC" else " AND k > %b"
+    size = _FIRST_RUNS
+    last: bytes | None = None
     while True:
-        sql = base + ("" if after is None else " AND k > %b") + " ORDER BY k LIMIT %s"
-        params = (*bounds, size) if after is None else (*bounds, after, size)
+        sql = f"SELECT k, ks, vs FROM tms_run WHERE {where}"
+        sql += ("" if last is None else past) + f" ORDER BY k {order} LIMIT %s"
+        params = (*bounds, size) if last is None else (*bounds, last, size)
         rows = conn.execute(sql, params, binary=True).fetchall()
-        for k, ks, vs in rows:
-            chunk = _within(ks, vs, start, stop)
-            if chunk:
-                yield chunk
-            after = k
+        yield from rows
         if len(rows) < size:
             return
+        last = rows[-1][0]
         size = min(size * 2, _MAX_RUNS)
 
 
