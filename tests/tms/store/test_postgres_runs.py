@@ -207,3 +207,30 @@ def test_a_negation_of_a_run_another_session_dissolved_meanwhile_is_not_lost(
         assert [v for _k, v in store.table(b"m").scan()] == [b"v"] * 3 + [b"negated"] + [b"v"] * 6
     finally:
         store.close()
+
+
+def test_a_database_written_before_runs_is_read_and_written_on(pg_url: str) -> None:
+    # Given a database in the layout before runs: every row in tms_kv, no tms_run
+    topic = TopicId("ns", "old")
+    svc = MessagingService(PostgresStore(pg_url))
+    svc.create_topic(topic)
+    for i in range(3):
+        svc.publish(StoreRequest(topic, [b"old%d-%d" % (i, j) for j in range(5)]))
+    svc.close()
+    with psycopg.connect(pg_url) as conn:
+        conn.execute(
+            "INSERT INTO tms_kv (t, k, v) SELECT r.t, e.k, e.v FROM tms_run r "
+            "CROSS JOIN LATERAL unnest(r.ks, r.vs) AS e (k, v)"
+        )
+        conn.execute("DROP TABLE tms_run")
+    # When this version opens it and publishes on
+    svc = MessagingService(PostgresStore(pg_url))
+    try:
+        svc.publish(StoreRequest(topic, [b"new-%d" % j for j in range(5)]))
+        # Then the old rows are read as they were, and the new ones after them
+        payloads = [m.payload for m in svc.fetch(topic).messages]
+        old = [b"old%d-%d" % (i, j) for i in range(3) for j in range(5)]
+        assert payloads == old + [b"new-%d" % j for j in range(5)]
+        assert _rows(pg_url, "tms_run") == 1
+    finally:
+        svc.close()
