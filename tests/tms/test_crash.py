@@ -12,17 +12,19 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
+from tests.tms.publisher_proc import open_store
 from tms.model import TopicId
 from tms.service import MessagingService
-from tms.store.leveldb import LevelDBStore
 
 T = TopicId("ns", "crash")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_and_kill(directory: Path, seconds: float) -> dict[str, int]:
+def run_and_kill(where: str, seconds: float) -> dict[str, int]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.tms.publisher_proc", str(directory), "4"],
+        [sys.executable, "-m", "tests.tms.publisher_proc", where, "4"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -52,13 +54,17 @@ def run_and_kill(directory: Path, seconds: float) -> dict[str, int]:
     return acked
 
 
-def test_kill_9_loses_no_acknowledged_message(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["leveldb", "postgres"])
+def test_kill_9_loses_no_acknowledged_message(
+    engine: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # PostgreSQL: each request's messages are one row (a run), LevelDB: one batch
     rng = random.Random(7)
-    directory = tmp_path / "db"
+    where = str(tmp_path / "db") if engine == "leveldb" else request.getfixturevalue("pg_url")
     acked: dict[str, int] = {}
     for _round in range(3):
-        acked.update(run_and_kill(directory, rng.uniform(0.3, 1.0)))
-        svc = MessagingService(LevelDBStore(directory))
+        acked.update(run_and_kill(where, rng.uniform(0.3, 1.0)))
+        svc = MessagingService(open_store(where))
         found: dict[str, list[int]] = collections.defaultdict(list)
         counts: dict[str, int] = {}
         last = None

@@ -4,8 +4,15 @@ instances. See ``tms.store.kv`` for the contract; this module says how it is met
 Schema (created on first use, under an advisory lock so instances starting together do
 not race)::
 
-    tms_kv(t bytea, k bytea, v bytea, PRIMARY KEY (t, k))   every table's rows
+    tms_kv(t bytea, k bytea, v bytea, PRIMARY KEY (t, k))   single rows of every table
+    tms_run(t, k, kend, ks bytea[], vs bytea[], ...)        runs: appended rows, packed
     tms_fence(name bytea PRIMARY KEY, epoch bigint)           fences (topic ownership)
+
+A write of appended rows (``new_keys``: a publish request's messages, a transaction's
+payloads) is stored as one *run* row per table (``tms.store.postgres.runs``: what a run
+is, and the invariant that keeps every key in one place); reads merge runs and single
+rows. A database written before runs existed (``tms_kv`` only) is read as it is: its
+rows are single rows, and the run table is created beside them.
 
 ``bytea`` compares as unsigned bytes, shorter first on a common prefix: the contract's
 key order, served by the primary key's index.
@@ -30,16 +37,19 @@ key order, served by the primary key's index.
   need a clock and a timeout of its own).
 * **Scans** run in a REPEATABLE READ, READ ONLY transaction on a pooled connection
   (``tms.store.postgres.connections``), read in key-range chunks (``LIMIT``, 32 rows
-  growing to 1,024, continuing after the last key): every chunk comes from the
-  transaction's one snapshot, taken when the first chunk is read. The connection is held
-  until the scan is exhausted or closed.
-* ``get`` is one statement (its own snapshot); ``approximate_size`` is the planner's
-  estimate for the range (rows x average row width, from the statistics autovacuum
-  keeps: no row is read), or, until the table has statistics, the rows' lengths summed.
+  growing to 1,024, continuing after the last key; runs 4 growing to 64), single rows
+  and runs merged by key: every chunk comes from the transaction's one snapshot, taken
+  when the first chunk is read. The connection is held until the scan is exhausted or
+  closed.
+* ``get`` is one statement (its own snapshot: the single row, or the run holding the
+  key); ``approximate_size`` is the planner's estimate for the range in both tables
+  (rows x average row width, from the statistics autovacuum keeps: no row is read),
+  or, until a table has statistics, its rows' lengths summed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -53,6 +63,7 @@ from tms.commit import GroupCommit
 from tms.errors import StorageUnavailableError, write_interrupted
 from tms.store.kv import Fence, Update, WriteOp
 from tms.store.postgres.connections import Connections, connect, translated
+from tms.store.postgres.runs import GET, create_run_table, merge_chunks, run_chunks
 from tms.store.postgres.writes import PendingWrite, write_batch
 from txms_common.pgurl import redact
 
@@ -94,9 +105,7 @@ class _PgTable:
         return self._owner.epoch
 
     def get(self, key: bytes) -> bytes | None:
-        row = self._owner.read_one(
-            "SELECT v FROM tms_kv WHERE t = %b AND k = %b", (self.name, key), "read a row"
-        )
+        row = self._owner.read_one(GET, {"t": self.name, "k": key}, "read a row")
         return None if row is None else bytes(row[0])
 
     def scan(
@@ -125,21 +134,30 @@ class _PgTable:
     def approximate_size(self, start: bytes, stop: bytes | None) -> int:
         where = "WHERE t = %b AND k >= %b" + ("" if stop is None else " AND k < %b")
         params = (self.name, start) if stop is None else (self.name, start, stop)
-        if not self._owner.analyzed():
-            # no statistics yet (a young, small table): the rows' lengths, summed
+        total = 0
+        for table, columns, width in (
+            ("tms_kv", "k, v", "length(k) + length(v)"),
+            ("tms_run", "ks, vs", "pg_column_size(ks) + pg_column_size(vs)"),
+        ):
+            if not self._owner.analyzed(table):
+                # no statistics yet (a young, small table): the rows' lengths, summed
+                row = self._owner.read_one(
+                    f"SELECT coalesce(sum({width}), 0) FROM {table} {where}",
+                    params,
+                    "measure a size",
+                )
+                total += int(row[0]) if row is not None else 0
+                continue
+            # The planner's estimate (rows x average width, from the table's statistics):
+            # no row is read, so a metrics scrape costs the same for any topic size.
             row = self._owner.read_one(
-                f"SELECT coalesce(sum(length(k) + length(v)), 0) FROM tms_kv {where}",
+                f"EXPLAIN (FORMAT JSON) SELECT {columns} FROM {table} {where}",
                 params,
-                "measure a size",
+                "estimate a size",
             )
-            return int(row[0]) if row is not None else 0
-        # The planner's estimate (rows x average width, from the table's statistics):
-        # no row is read, so a metrics scrape costs the same for any topic size.
-        row = self._owner.read_one(
-            f"EXPLAIN (FORMAT JSON) SELECT k, v FROM tms_kv {where}", params, "estimate a size"
-        )
-        plan = row[0][0]["Plan"] if row is not None else {"Plan Rows": 0, "Plan Width": 0}
-        return int(plan["Plan Rows"] * plan["Plan Width"])
+            plan = row[0][0]["Plan"] if row is not None else {"Plan Rows": 0, "Plan Width": 0}
+            total += int(plan["Plan Rows"] * plan["Plan Width"])
+        return total
 
 
 class PostgresStore:
@@ -170,7 +188,7 @@ class PostgresStore:
         self._reads = Connections(url, f"{name}-read", timeout_s=timeout_s)
         self._fence_lock = threading.Lock()
         self._closed = False
-        self._analyzed = False
+        self._analyzed: set[str] = set()
         self._failure = ""
         self._next_attempt = 0.0
         self.epoch = 0
@@ -180,6 +198,7 @@ class PostgresStore:
             with self._conn.transaction():
                 self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 self._conn.execute(_SCHEMA)
+                create_run_table(self._conn)
         self._writes: GroupCommit[PendingWrite] = GroupCommit(
             self._write_now, failed=write_interrupted
         )
@@ -246,22 +265,27 @@ class PostgresStore:
                 self._tables[name] = _PgTable(self, name)
             return self._tables[name]
 
-    def read_one(self, sql: str, params: Sequence[object], what: str) -> tuple[Any, ...] | None:
+    def read_one(
+        self, sql: str, params: Sequence[object] | dict[str, object], what: str
+    ) -> tuple[Any, ...] | None:
         self._check()
         with translated(what, self.where), self._reads.connection() as conn:
             row: tuple[Any, ...] | None = conn.execute(sql, params).fetchone()
             return row
 
-    def analyzed(self) -> bool:
-        """Whether ``tms_kv`` has planner statistics (autovacuum analyzes it as it grows)."""
-        if not self._analyzed:
+    def analyzed(self, table: str = "tms_kv") -> bool:
+        """Whether ``table`` (``tms_kv`` or ``tms_run``) has planner statistics
+        (autovacuum analyzes it as it grows)."""
+        if table not in self._analyzed:
             row = self.read_one(
-                "SELECT reltuples >= 0 FROM pg_class WHERE oid = 'tms_kv'::regclass",
-                (),
+                "SELECT reltuples >= 0 FROM pg_class WHERE oid = %s::regclass",
+                (table,),
                 "read the table's statistics",
             )
-            self._analyzed = bool(row and row[0])
-        return self._analyzed
+            if not (row and row[0]):
+                return False
+            self._analyzed.add(table)
+        return True
 
     def scan_chunks(
         self, table: bytes, start: bytes, stop: bytes | None, reverse: bool
@@ -274,27 +298,39 @@ class PostgresStore:
             base += " AND k < %b"
         bounds: tuple[bytes, ...] = (table, start) if stop is None else (table, start, stop)
         after = " AND k < %b" if reverse else " AND k > %b"
-        size = _FIRST_CHUNK
-        last: bytes | None = None
         with (
             translated("scan", self.where),
             self._reads.connection() as conn,
             conn.transaction(),  # one snapshot for every chunk
         ):
-            while True:
-                if last is None:
-                    sql, params = f"{base} ORDER BY k {order} LIMIT %s", (*bounds, size)
-                else:
-                    sql = f"{base}{after} ORDER BY k {order} LIMIT %s"
-                    params = (*bounds, last, size)
-                rows = conn.execute(sql, params).fetchall()
-                if rows:
-                    chunk = [(bytes(k), bytes(v)) for k, v in rows]
-                    last = chunk[-1][0]
-                    yield chunk
-                if len(rows) < size:
-                    return
-                size = min(size * 2, _MAX_CHUNK)
+            singles = self._single_chunks(conn, base, bounds, order, after)
+            yield from merge_chunks(singles, run_chunks(conn, table, start, stop, reverse), reverse)
+
+    @staticmethod
+    def _single_chunks(
+        conn: psycopg.Connection[Any],
+        base: str,
+        bounds: tuple[bytes, ...],
+        order: str,
+        after: str,
+    ) -> Iterator[list[tuple[bytes, bytes]]]:
+        """The range's rows of ``tms_kv`` (not those of runs), chunk by chunk."""
+        size = _FIRST_CHUNK
+        last: bytes | None = None
+        while True:
+            if last is None:
+                sql, params = f"{base} ORDER BY k {order} LIMIT %s", (*bounds, size)
+            else:
+                sql = f"{base}{after} ORDER BY k {order} LIMIT %s"
+                params = (*bounds, last, size)
+            rows = conn.execute(sql, params).fetchall()
+            if rows:
+                chunk = [(bytes(k), bytes(v)) for k, v in rows]
+                last = chunk[-1][0]
+                yield chunk
+            if len(rows) < size:
+                return
+            size = min(size * 2, _MAX_CHUNK)
 
     # -- writes -------------------------------------------------------------------------
 
@@ -373,6 +409,12 @@ class PostgresStore:
             conn, self._conn = self._conn, None
         with self._fence_lock:
             fence_conn, self._fence_conn = self._fence_conn, None
+        if conn is not None:
+            # Released before the connection goes: the server drops a closed session's
+            # locks only once its backend has exited, and a store opened right after
+            # (a restart) would find the database still held.
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("SELECT pg_advisory_unlock_all()")
         for c in (conn, fence_conn):
             if c is not None:
                 c.close()
