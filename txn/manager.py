@@ -160,7 +160,7 @@ class TransactionManager:
                     self._store.open()
                     self._recover(self._store)
                 log_ts = self._next_file_timestamp()
-                self._log.add_listener(self._on_sync)
+                self._log.add_listener(self._on_sync, failures_only=True)
                 self._log.open(log_ts)
                 self._log_open = True
             except BaseException:
