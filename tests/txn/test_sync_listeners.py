@@ -4,8 +4,6 @@ manager whose log fails goes FAILED (it listens to failures only)."""
 
 from __future__ import annotations
 
-import os
-import select
 from collections.abc import Callable
 
 import pytest
@@ -145,24 +143,3 @@ def test_a_manager_whose_log_fails_goes_failed(engine: str) -> None:
         assert manager.state is ManagerState.FAILED
     finally:
         manager.stop()
-
-
-@pytest.mark.skipif(not native.AVAILABLE, reason="the native engine is not built")
-def test_a_flush_led_through_python_writes_the_native_logs_notify_fd() -> None:
-    # The native server's loop flushes without it (it looks at its own flush's outcome
-    # itself) and hears of flushes led by any other thread through it.
-    from txn.native.log import NativeLog
-
-    storage = FailingStorage()
-    storage.open()
-    log = NativeLog(TransactionStateStore(storage))
-    log.open(1000)
-    fd = log.core.notify_fd
-    assert select.select([fd], [], [], 0)[0] == []
-    log.wait(log.append(edit(1)))
-    assert select.select([fd], [], [], 0)[0] == [fd]
-    os.read(fd, 8)
-    log.append(edit(2))
-    assert log.flush() == 2
-    assert select.select([fd], [], [], 0)[0] == [fd]
-    log.close()

@@ -65,9 +65,8 @@ void log_cancel_append(Log *log, size_t keep_len);
 
 /* Lead a flush of everything queued (requires the GIL; released during I/O to OS files).
  * Returns the durable ticket, -2 when another thread is flushing (it will write the notify
- * fd), or -1 with the exception set when the log has failed. `notify`: write the notify fd
- * when the flush ends (0: the caller is the one who watches it and looks itself). */
-int64_t log_flush(Log *log, int notify);
+ * fd), or -1 with the exception set when the log has failed. */
+int64_t log_flush(Log *log);
 
 void log_segment_free(Segment *s);
 int64_t log_synced(Log *log);

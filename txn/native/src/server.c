@@ -122,10 +122,7 @@ static void sync_step(Server *s) {
     if (!log_has_pending(s->log)) return;
     if (s->commit_delay_s > 0 && delaying(s)) return;
     double began = monotonic_now();
-    /* -2: another thread is flushing. The loop looks at the outcome of its own flush right
-     * after (release), so it is not told through the notify fd: two system calls and a
-     * turn of the loop fewer a round. */
-    int64_t flushed = log_flush(s->log, 0);
+    int64_t flushed = log_flush(s->log); /* -2: another thread is flushing */
     if (flushed == -1) PyErr_Clear(); /* the failure shows in release() */
     if (flushed >= 0) round_closed(s, began, monotonic_now());
 }
