@@ -68,12 +68,17 @@ def listener(heard: Heard) -> Callable[[int, BaseException | None], None]:
     return lambda ticket, failure: heard.append((ticket, failure))
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_failure_listeners_hear_only_a_failed_flush(engine: str) -> None:
+def open_log(engine: str) -> tuple[FailingStorage, DurableLog]:
     storage = FailingStorage()
     storage.open()
-    log: DurableLog = resolve(engine).new_log(TransactionStateStore(storage), 1.0)
+    log = resolve(engine).new_log(TransactionStateStore(storage), 1.0)
     log.open(1000)
+    return storage, log
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_failure_listeners_hear_only_a_failed_flush(engine: str) -> None:
+    storage, log = open_log(engine)
     every: Heard = []
     failures: Heard = []
     log.add_listener(listener(every))
@@ -97,10 +102,7 @@ def test_failure_listeners_hear_only_a_failed_flush(engine: str) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_removed_listener_of_either_kind_hears_nothing(engine: str) -> None:
-    storage = FailingStorage()
-    storage.open()
-    log: DurableLog = resolve(engine).new_log(TransactionStateStore(storage), 1.0)
-    log.open(1000)
+    storage, log = open_log(engine)
     every: Heard = []
     failures: Heard = []
     on_every, on_failure = listener(every), listener(failures)

@@ -11,13 +11,9 @@ from collections.abc import Callable
 import pytest
 
 from tests.integration.test_thrift_wire import message, read_frame
-from tests.txn.harness import SYSTEM_CONFIG
+from tests.txn.native.test_native_server import served_in_memory
 from txn import native
-from txn.config import ServerConfig
-from txn.engine import StateLock, resolve
-from txn.manager import TransactionManager
-from txn.native.server import NativeThriftServer
-from txn.rpc.server import ServerThread, new_server
+from txn.engine import StateLock
 
 pytestmark = pytest.mark.skipif(not native.AVAILABLE, reason="the native engine is not built")
 
@@ -93,13 +89,8 @@ def test_the_lock_excludes_threads_and_wakes_a_waiter(new_lock: Callable[[], Sta
 
 
 def test_the_native_server_takes_the_managers_lock_in_c() -> None:
-    manager = TransactionManager(SYSTEM_CONFIG, engine=resolve("native"))
-    manager.start()
-    server = new_server(manager, ServerConfig(port=0, commit_delay_us=0))
-    thread = ServerThread(server)
-    address = thread.start()
-    try:
-        assert isinstance(server, NativeThriftServer) and server.core is not None
+    with served_in_memory() as (manager, server, address):
+        assert server.core is not None
         # The manager's lock is the C one (the server would refuse any other)
         assert type(manager.state_lock).__module__ == "txn.native._core"
         with socket.create_connection(address, timeout=10) as sock:
@@ -116,6 +107,3 @@ def test_the_native_server_takes_the_managers_lock_in_c() -> None:
             read_frame(sock)
         assert server.core.stats[0] == 1
         assert len(manager.machine.in_progress_ids()) == 1
-    finally:
-        thread.stop()
-        manager.stop()
