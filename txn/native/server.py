@@ -168,6 +168,7 @@ class NativeThriftServer:
             "offload_frame_bytes": server.offload_frame_bytes,
             "max_pending_frame_bytes": server.max_pending_frame_bytes,
             "commit_delay_us": server.commit_delay_us,
+            "send_thread": int(server.send_thread),
             "drain_timeout_s": float(server.drain_timeout_s),
             "frame_timeout_s": float(server.frame_timeout_s),
             "idle_timeout_s": float(server.idle_timeout_s),

@@ -101,6 +101,7 @@ typedef struct {
     int stop_requested;
     double drain_timeout_s;
     int serving, initialized;
+    int use_sender; /* config send_thread: hand large rounds of replies to the send thread */
     Buf scratch;
     int64_t stat_native, stat_generic;
     /* flush rounds of the loop's group commit (server.c, round_*): a round runs from the end

@@ -72,6 +72,13 @@ static int server_init(Server *s, PyObject *args, PyObject *kwargs) {
         *targets[i] = PyFloat_AsDouble(v);
         if (*targets[i] == -1.0 && PyErr_Occurred()) return -1;
     }
+    PyObject *send_thread = PyDict_GetItemString(config, "send_thread");
+    if (send_thread == NULL) {
+        PyErr_SetString(PyExc_KeyError, "config lacks send_thread");
+        return -1;
+    }
+    s->use_sender = PyObject_IsTrue(send_thread);
+    if (s->use_sender < 0) return -1;
     PyObject *client = PyDict_GetItemString(config, "default_client");
     if (client == NULL) {
         PyErr_SetString(PyExc_KeyError, "config lacks default_client");
