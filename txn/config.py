@@ -138,6 +138,11 @@ class ServerConfig:
     """Hold a flush back up to this long for the calls of recently answered connections
     (``txn.rpc.server``, "Commit delay"); 0 flushes at once. 200 us made 16 clients in
     step 19-25 % faster on the benchmark VM, a lone client no slower."""
+    send_thread: bool = False
+    """Native server only: a second thread sends the replies a flush releases to four or
+    more connections while the loop reads on (``txn/native/src/sender.c``). Off: the loop
+    sends every reply itself, which did more cycles/s with less CPU on the 2-vCPU
+    benchmark VM once the hot path stopped calling into Python (docs/benchmarks.md)."""
     sync_helper_min_edits: int = 8
     """With no sync in flight, batches of fewer edits are synced on the loop even with
     ``sync_helper``: few callers, so the two process wake-ups of a hand-off cost more
@@ -152,6 +157,8 @@ class ServerConfig:
             raise InvalidArgumentError(
                 f"commit_delay_us must be in 0..100000, got {self.commit_delay_us}"
             )
+        if not isinstance(self.send_thread, bool):
+            raise InvalidArgumentError("send_thread must be true or false")
         if self.sync_helper_min_edits < 0:
             raise InvalidArgumentError("sync_helper_min_edits must not be negative")
         if self.max_frame_bytes < 1024:

@@ -26,10 +26,14 @@ Contract:
 * A failed write or sync fails the log for good (a failed fsync cannot be retried
   safely): ``failure`` is set, every waiter present and future gets it, and nothing
   queued is ever reported durable. Listeners hear of it; the owner must stop serving.
+* ``add_listener(listener)``: called after every flush; ``failures_only=True``: only after
+  a flush that failed (the manager: a flush that succeeds then calls no Python at all on
+  the native engine's hot path).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -37,11 +41,37 @@ from typing import Protocol
 from txn.errors import TxStorageError
 from txn.persist.edit import TransactionEdit
 
-__all__ = ["DurableLog", "LogStats", "NullLog", "SyncListener"]
+__all__ = ["DurableLog", "Listeners", "LogStats", "NullLog", "SyncListener"]
 
 SyncListener = Callable[[int, BaseException | None], None]
 """Called after every flush with (highest durable ticket, failure or None), on the
 thread that led it; keep it short."""
+
+log = logging.getLogger(__name__)
+
+
+class Listeners:
+    """A log's sync listeners: those of every flush and those of failed flushes only."""
+
+    def __init__(self) -> None:
+        self._every: list[SyncListener] = []
+        self._failures: list[SyncListener] = []
+
+    def add(self, listener: SyncListener, failures_only: bool) -> None:
+        (self._failures if failures_only else self._every).append(listener)
+
+    def remove(self, listener: SyncListener) -> None:
+        """Raises ``ValueError`` when ``listener`` was never added."""
+        (self._every if listener in self._every else self._failures).remove(listener)
+
+    def report(self, synced: int, failure: BaseException | None) -> None:
+        """Call those that want to hear of this flush; a listener's exception is logged."""
+        chosen = [*self._every, *self._failures] if failure is not None else list(self._every)
+        for listener in chosen:
+            try:
+                listener(synced, failure)
+            except Exception:
+                log.exception("sync listener failed")
 
 
 @dataclass
@@ -93,7 +123,7 @@ class DurableLog(Protocol):
 
     def flush(self) -> int | None: ...
 
-    def add_listener(self, listener: SyncListener) -> None: ...
+    def add_listener(self, listener: SyncListener, *, failures_only: bool = False) -> None: ...
 
     def remove_listener(self, listener: SyncListener) -> None: ...
 
@@ -105,7 +135,7 @@ class NullLog:
     def __init__(self) -> None:
         self.current_timestamp_ms = 0
         self._appended = 0
-        self._listeners: list[SyncListener] = []
+        self._listeners = Listeners()  # a log kept nowhere never fails: never called
         self.stats = LogStats()
 
     failure = None
@@ -139,8 +169,8 @@ class NullLog:
     def flush(self) -> int:
         return self._appended
 
-    def add_listener(self, listener: SyncListener) -> None:
-        self._listeners.append(listener)
+    def add_listener(self, listener: SyncListener, *, failures_only: bool = False) -> None:
+        self._listeners.add(listener, failures_only)
 
     def remove_listener(self, listener: SyncListener) -> None:
         self._listeners.remove(listener)

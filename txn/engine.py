@@ -15,7 +15,10 @@ same files; only their speed differs (docs/txn.md, "The native engine").
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from types import TracebackType
+from typing import Protocol
 
 from txn import native
 from txn.durability import DurableLog, NullLog
@@ -24,10 +27,30 @@ from txn.machine import StateMachine, TxStateMachine
 from txn.persist.store import TransactionStateStore
 from txn.persist.wal import WriteAheadLog
 
-__all__ = ["ENGINE_NAMES", "Engine", "resolve", "set_default"]
+__all__ = ["ENGINE_NAMES", "Engine", "StateLock", "resolve", "set_default"]
 
 ENGINE_NAMES = ("auto", "native", "python")
 _default = "auto"
+
+
+class StateLock(Protocol):
+    """The manager's state lock: what ``threading.Lock`` offers (not reentrant)."""
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool: ...
+
+    def release(self) -> None: ...
+
+    def locked(self) -> bool: ...
+
+    def __enter__(self) -> bool: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+        /,
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -46,6 +69,15 @@ class Engine:
 
             return NativeStateMachine()
         return TxStateMachine()
+
+    def new_lock(self) -> StateLock:
+        """The manager's state lock: on the native engine a C lock that its server's hot
+        calls take without calling into Python (``txn.native._core.StateLock``)."""
+        if self.native:
+            from txn.native._core import StateLock as NativeStateLock  # noqa: PLC0415
+
+            return NativeStateLock()
+        return threading.Lock()
 
     def new_log(self, store: TransactionStateStore | None, slow_sync_s: float) -> DurableLog:
         if self.native:

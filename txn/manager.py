@@ -37,7 +37,7 @@ from txms_common.clock import SYSTEM_CLOCK, Clock
 from txms_common.periodic import PeriodicTask
 from txn.config import TxConfig
 from txn.durability import DurableLog
-from txn.engine import Engine, resolve
+from txn.engine import Engine, StateLock, resolve
 from txn.errors import ManagerNotRunningError, SnapshotUnavailableError, TxStorageError
 from txn.machine import StateMachine, replay
 from txn.operations import DEFAULT_CLIENT_ID, Durable, TxOperations
@@ -77,7 +77,7 @@ class TransactionManager:
         self.engine = engine if engine is not None else resolve(self.config.engine)
         self._store = store
         self._clock = clock
-        self._lock = threading.Lock()
+        self._lock = self.engine.new_lock()
         self._snapshot_lock = threading.Lock()
         self._m = self.engine.new_machine()
         self._log = self.engine.new_log(store, self.config.slow_sync_s)
@@ -118,7 +118,7 @@ class TransactionManager:
         return self._m
 
     @property
-    def state_lock(self) -> threading.Lock:
+    def state_lock(self) -> StateLock:
         """Held while the state changes and its edit is queued (log order is state order).
         The native server's hot calls take it too."""
         return self._lock
@@ -160,7 +160,7 @@ class TransactionManager:
                     self._store.open()
                     self._recover(self._store)
                 log_ts = self._next_file_timestamp()
-                self._log.add_listener(self._on_sync)
+                self._log.add_listener(self._on_sync, failures_only=True)
                 self._log.open(log_ts)
                 self._log_open = True
             except BaseException:

@@ -15,7 +15,6 @@ rules for the success case, and hands every other case to these (txn/native/src/
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
@@ -24,6 +23,7 @@ from txms_common.clock import Clock
 from txn.config import ClientIdRetention, TxConfig
 from txn.conflicts import change_key_repr
 from txn.durability import DurableLog
+from txn.engine import StateLock
 from txn.errors import (
     InvalidArgumentError,
     InvalidTruncateTimeError,
@@ -77,7 +77,7 @@ class TxOperations:
         config: TxConfig,
         *,
         clock: Clock,
-        lock: threading.Lock,
+        lock: StateLock,
         machine: StateMachine,
         durable_log: DurableLog,
         running: Callable[[], bool],

@@ -1,6 +1,7 @@
 """Types of the compiled engine (txn/native/src); see the adapters in txn.native."""
 
 from collections.abc import Callable, Iterable
+from types import TracebackType
 from typing import Any
 
 _Entry = tuple[int, int, int, int, tuple[int, ...], str | None]
@@ -85,7 +86,13 @@ class Log:
     def flush(self) -> int | None: ...
     def wait(self, ticket: int, timeout_s: float | None = ...) -> None: ...
     def close(self) -> None: ...
-    def add_listener(self, listener: Callable[[int, BaseException | None], None], /) -> None: ...
+    def add_listener(
+        self,
+        listener: Callable[[int, BaseException | None], None],
+        /,
+        *,
+        failures_only: bool = ...,
+    ) -> None: ...
     def remove_listener(self, listener: Callable[[int, BaseException | None], None], /) -> None: ...
 
 class Server:
@@ -100,7 +107,7 @@ class Server:
         listen_fd: int,
         machine: Machine,
         log: Log,
-        lock: Any,
+        lock: StateLock,
         clock: Callable[[], int] | None,
         dispatch: Callable[[bytes, int, int, bool], tuple[int, bytes] | str | bool],
         on_close: Callable[[str], None],
@@ -112,3 +119,16 @@ class Server:
     def set_state(self, state: int, /) -> None: ...
     def complete(self, conn_id: int, slot: int, ticket: int, data: bytes | str, /) -> None: ...
     def age_answers(self, seconds: float, /) -> None: ...
+
+class StateLock:
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool: ...
+    def release(self) -> None: ...
+    def locked(self) -> bool: ...
+    def __enter__(self) -> bool: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+        /,
+    ) -> None: ...

@@ -82,8 +82,8 @@ class NativeLog:
     def flush(self) -> int | None:
         return self.core.flush()
 
-    def add_listener(self, listener: SyncListener) -> None:
-        self.core.add_listener(listener)
+    def add_listener(self, listener: SyncListener, *, failures_only: bool = False) -> None:
+        self.core.add_listener(listener, failures_only=failures_only)
 
     def remove_listener(self, listener: SyncListener) -> None:
         self.core.remove_listener(listener)

@@ -30,7 +30,7 @@ from typing import Any
 from txms_common.clock import SystemClock
 from txn.config import ClientIdRetention, ServerConfig
 from txn.manager import DEFAULT_CLIENT_ID, ManagerState, TransactionManager
-from txn.native._core import Server
+from txn.native._core import Server, StateLock
 from txn.native.log import NativeLog
 from txn.native.machine import NativeStateMachine
 from txn.rpc.dispatch import Blocking, Dispatcher
@@ -93,7 +93,12 @@ class NativeThriftServer:
     async def start(self) -> tuple[str, int]:
         """Listen; return the bound (host, port)."""
         machine, durable_log = self.manager.machine, self.manager.log
-        if not isinstance(machine, NativeStateMachine) or not isinstance(durable_log, NativeLog):
+        lock = self.manager.state_lock
+        if (
+            not isinstance(machine, NativeStateMachine)
+            or not isinstance(durable_log, NativeLog)
+            or not isinstance(lock, StateLock)
+        ):
             raise TypeError("the native server needs a manager on the native engine")
         host, port = self.config.host, self.config.port
         family, kind, proto, _name, where = socket.getaddrinfo(
@@ -110,7 +115,7 @@ class NativeThriftServer:
                 sock.fileno(),
                 machine.core,
                 durable_log.core,
-                self.manager.state_lock,
+                lock,
                 _clock(self.manager),
                 self._dispatch,
                 _closed,
@@ -163,6 +168,7 @@ class NativeThriftServer:
             "offload_frame_bytes": server.offload_frame_bytes,
             "max_pending_frame_bytes": server.max_pending_frame_bytes,
             "commit_delay_us": server.commit_delay_us,
+            "send_thread": int(server.send_thread),
             "drain_timeout_s": float(server.drain_timeout_s),
             "frame_timeout_s": float(server.frame_timeout_s),
             "idle_timeout_s": float(server.idle_timeout_s),

@@ -44,7 +44,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from txn.durability import LogStats, SyncListener
+from txn.durability import Listeners, LogStats, SyncListener
 from txn.errors import TxStorageError
 from txn.persist.edit import TransactionEdit
 from txn.persist.edit_codec import encode_record
@@ -108,7 +108,7 @@ class WriteAheadLog:
         self._flights: deque[_Flight] = deque()  # split flushes in flight, in write order
         self._failure: TxStorageError | None = None
         self._closed = True
-        self._listeners: list[SyncListener] = []
+        self._listeners = Listeners()
         self._writer: LogWriter | None = None
         self._file_seq = 0
         self._file_size = 0  # bytes written to the current file
@@ -317,15 +317,12 @@ class WriteAheadLog:
         self._cond.notify_all()
 
     def _report(self, failure: TxStorageError | None) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(self._synced, failure)
-            except Exception:
-                log.exception("sync listener failed")
+        self._listeners.report(self._synced, failure)
 
-    def add_listener(self, listener: SyncListener) -> None:
-        """Call ``listener`` after every flush, on the thread that led it; keep it short."""
-        self._listeners.append(listener)
+    def add_listener(self, listener: SyncListener, *, failures_only: bool = False) -> None:
+        """Call ``listener`` after every flush (or only after one that failed), on the thread
+        that led it; keep it short."""
+        self._listeners.add(listener, failures_only)
 
     def remove_listener(self, listener: SyncListener) -> None:
         self._listeners.remove(listener)

@@ -307,24 +307,32 @@ def test_a_stopping_manager_takes_the_hot_calls_off_the_c_path() -> None:
     assert b"Transaction Manager is not running." in answers["native"]
 
 
-def test_the_wall_clock_is_read_in_c_like_the_manager_reads_it() -> None:
+@contextmanager
+def served_in_memory() -> Iterator[tuple[TransactionManager, NativeThriftServer, tuple[str, int]]]:
+    """A native manager without storage on the wall clock, its native server on port 0."""
     manager = TransactionManager(SYSTEM_CONFIG, engine=resolve("native"))
     manager.start()
     server = new_server(manager, ServerConfig(port=0, commit_delay_us=0))
+    assert isinstance(server, NativeThriftServer)
     thread = ServerThread(server)
     address = thread.start()
     try:
+        yield manager, server, address
+    finally:
+        thread.stop()
+        manager.stop()
+
+
+def test_the_wall_clock_is_read_in_c_like_the_manager_reads_it() -> None:
+    with served_in_memory() as (manager, server, address):
         before = SYSTEM_CLOCK.now_ms()
         with socket.create_connection(address, timeout=10) as sock:
             sock.sendall(message("startShortWithTimeout", 1, timeout(1, 30) + b"\x00"))
             read_frame(sock)
         after = SYSTEM_CLOCK.now_ms()
-        assert isinstance(server, NativeThriftServer) and server.core is not None
+        assert server.core is not None
         assert server.core.stats[0] == 1  # answered in C
         (wp,) = manager.machine.in_progress_ids()
         entry = manager.machine.entry(wp)
         assert entry is not None
         assert before + 30_000 <= entry.expiration_ms <= after + 30_000
-    finally:
-        thread.stop()
-        manager.stop()

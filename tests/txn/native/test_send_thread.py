@@ -1,5 +1,6 @@
-"""The native server's send thread (txn/native/src/sender.c): when a sync releases the
-replies of many connections, a second thread sends them while the loop reads on. Real
+"""The native server's send thread (txn/native/src/sender.c, ``[server] send_thread``): when
+a sync releases the replies of many connections, a second thread sends them while the loop
+reads on; without it (the default) the loop sends them itself. Real
 servers on loopback port 0, raw sockets as clients: every reply arrives, in request order,
 through a full socket, and with connections closing while their replies are in flight."""
 
@@ -20,6 +21,7 @@ from tests.txn.rpc.test_server_sync import eventually
 from txn import native
 from txn.config import ServerConfig
 from txn.engine import resolve
+from txn.errors import InvalidArgumentError
 from txn.manager import TransactionManager
 from txn.persist.memory import MemoryStorage
 from txn.persist.store import TransactionStateStore
@@ -63,14 +65,15 @@ class GatedStorage(MemoryStorage):
 
 @contextmanager
 def native_server(
-    storage: MemoryStorage | None = None,
+    storage: MemoryStorage | None = None, *, send_thread: bool = True
 ) -> Iterator[tuple[tuple[str, int], object, TransactionManager]]:
     storage = storage if storage is not None else MemoryStorage()
     manager = TransactionManager(
         SYSTEM_CONFIG, TransactionStateStore(storage), engine=resolve("native")
     )
     manager.start()
-    server = new_server(manager, ServerConfig(port=0, commit_delay_us=0))
+    config = ServerConfig(port=0, commit_delay_us=0, send_thread=send_thread)
+    server = new_server(manager, config)
     thread = ServerThread(server)
     address = thread.start()
     try:
@@ -121,9 +124,16 @@ def check(got: list[tuple[int, int]], n: int) -> None:
     assert pointers == sorted(pointers) and len(set(pointers)) == n
 
 
-def test_the_replies_of_many_connections_arrive_complete_and_in_order() -> None:
+def test_the_send_thread_is_off_unless_configured() -> None:
+    assert ServerConfig().send_thread is False
+    with pytest.raises(InvalidArgumentError):
+        ServerConfig(send_thread="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("send_thread", [True, False], ids=["send-thread", "loop-only"])
+def test_the_replies_of_many_connections_arrive_complete_and_in_order(send_thread: bool) -> None:
     storage = GatedStorage()
-    with native_server(storage) as (address, core, _):
+    with native_server(storage, send_thread=send_thread) as (address, core, _):
         n, calls = 16, 300
         socks = [socket.create_connection(address, timeout=20) for _ in range(n)]
         try:
@@ -139,9 +149,11 @@ def test_the_replies_of_many_connections_arrive_complete_and_in_order() -> None:
         for one in got:
             check(one, calls)
         assert len({wp for one in got for _, wp in one}) == n * calls
-        # and syncs that released several connections handed them to the send thread
         batches, connections, _ = core.send_batches  # type: ignore[attr-defined]
-        assert batches > 0 and connections >= 4 * batches
+        if send_thread:  # syncs that released several connections handed them over
+            assert batches > 0 and connections >= 4 * batches
+        else:  # the loop sent every reply itself
+            assert batches == connections == 0
 
 
 def test_a_client_that_does_not_read_gets_everything_once_it_reads() -> None:

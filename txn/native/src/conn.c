@@ -120,23 +120,13 @@ Reply *conn_push_reply(Conn *c, int64_t ticket, const Buf *data) {
 static int run_hot(Server *s, Conn *c, int kind, const CallHead *call,
                    const unsigned char *frame, size_t n) {
     if (s->run_state != 0) return 0; /* not running: the generic path answers */
-    PyObject *got = PyObject_CallOneArg(s->acquire, Py_False);
-    if (got == Py_False) { /* a Python thread holds it: wait without the GIL */
-        Py_DECREF(got);
-        got = PyObject_CallNoArgs(s->acquire);
-    }
-    if (got == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    Py_DECREF(got);
+    state_lock_acquire(s->lock);
     int64_t ticket = 0;
     int rc = 0;
     if (s->run_state == 0) /* again: a transition may have happened while we waited */
         rc = hot_run(kind, call, frame, n, s->machine, s->log, &s->cfg, s->clock, &c->client,
                      &s->scratch, &ticket);
-    PyObject *released = PyObject_CallNoArgs(s->release);
-    Py_XDECREF(released);
+    state_lock_release(s->lock);
     if (rc < 0 || PyErr_Occurred()) { /* out of memory, or the clock failed: let the generic
                                          path meet (and report) the same */
         PyErr_Clear();

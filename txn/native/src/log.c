@@ -222,11 +222,11 @@ static PyObject *flush_failure(Log *log, int from_errno, int err) {
     return failure;
 }
 
-static void call_listeners(Log *log, int64_t ticket, PyObject *failure) {
-    if (log->listeners == NULL || PyList_GET_SIZE(log->listeners) == 0) return;
-    PyObject *listeners = PyList_GetSlice(log->listeners, 0, PY_SSIZE_T_MAX);
+static void call_each(PyObject *list, int64_t ticket, PyObject *failure) {
+    if (list == NULL || PyList_GET_SIZE(list) == 0) return;
+    PyObject *listeners = PyList_GetSlice(list, 0, PY_SSIZE_T_MAX);
     if (listeners == NULL) {
-        PyErr_WriteUnraisable((PyObject *)log);
+        PyErr_WriteUnraisable(list);
         return;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(listeners); i++) {
@@ -236,6 +236,13 @@ static void call_listeners(Log *log, int64_t ticket, PyObject *failure) {
         Py_XDECREF(r);
     }
     Py_DECREF(listeners);
+}
+
+/* After a flush: every listener, and the failure listeners when it failed (a flush that
+ * succeeds calls no Python unless someone listens to every flush). */
+static void call_listeners(Log *log, int64_t ticket, PyObject *failure) {
+    call_each(log->listeners, ticket, failure);
+    if (failure != NULL) call_each(log->failure_listeners, ticket, failure);
 }
 
 int64_t log_flush(Log *log) {

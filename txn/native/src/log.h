@@ -45,7 +45,8 @@ typedef struct {
     int notify_fd; /* eventfd written after every flush, or -1 */
     PyObject *failure; /* the TxStorageError, once failed */
     PyObject *error_type;
-    PyObject *listeners; /* list of callables (ticket, failure) */
+    PyObject *listeners;         /* list of callables (ticket, failure): after every flush */
+    PyObject *failure_listeners; /* the same, called only when a flush fails */
     PyObject *on_slow;   /* called (edits, seconds) after a flush slower than slow_sync_s */
     double slow_sync_s;
     int64_t stat_edits, stat_syncs, stat_bytes, stat_max_batch;

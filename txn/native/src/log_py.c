@@ -30,6 +30,7 @@ static int log_init(Log *log, PyObject *args, PyObject *kwargs) {
     log->on_slow = on_slow == Py_None ? NULL : Py_XNewRef(on_slow);
     log->slow_sync_s = slow_sync_s;
     log->listeners = PyList_New(0);
+    log->failure_listeners = PyList_New(0);
     log->closed = 1;
     log->fd = -1;
     log->notify_fd = notify ? eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) : -1;
@@ -37,7 +38,7 @@ static int log_init(Log *log, PyObject *args, PyObject *kwargs) {
         PyErr_SetFromErrno(PyExc_OSError);
         return -1;
     }
-    return log->listeners == NULL ? -1 : 0;
+    return log->listeners == NULL || log->failure_listeners == NULL ? -1 : 0;
 }
 
 /* A segment for `writer`: a LogWriter, or None for a log kept nowhere (a manager without
@@ -199,13 +200,25 @@ static PyObject *l_close(Log *log, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-static PyObject *l_add_listener(Log *log, PyObject *fn) {
-    if (PyList_Append(log->listeners, fn) < 0) return NULL;
+/* add_listener(fn, failures_only=False): fn(ticket, failure) after every flush, or only
+ * after a failed one. */
+static PyObject *l_add_listener(Log *log, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"", "failures_only", NULL};
+    PyObject *fn;
+    int failures_only = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p:add_listener", kwlist, &fn,
+                                     &failures_only))
+        return NULL;
+    if (PyList_Append(failures_only ? log->failure_listeners : log->listeners, fn) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
 static PyObject *l_remove_listener(Log *log, PyObject *fn) {
-    PyObject *r = PyObject_CallMethod(log->listeners, "remove", "O", fn);
+    int in_all = PySequence_Contains(log->listeners, fn);
+    if (in_all < 0) return NULL;
+    PyObject *list = in_all ? log->listeners : log->failure_listeners;
+    PyObject *r = PyObject_CallMethod(list, "remove", "O", fn);
     Py_XDECREF(r);
     return r == NULL ? NULL : Py_NewRef(Py_None);
 }
@@ -245,7 +258,8 @@ static PyMethodDef methods[] = {
     {"flush", (PyCFunction)l_flush, METH_NOARGS, "durable ticket, or None (another flush)"},
     {"wait", (PyCFunction)(void (*)(void))l_wait, METH_VARARGS | METH_KEYWORDS, NULL},
     {"close", (PyCFunction)l_close, METH_NOARGS, NULL},
-    {"add_listener", (PyCFunction)l_add_listener, METH_O, NULL},
+    {"add_listener", (PyCFunction)(void (*)(void))l_add_listener, METH_VARARGS | METH_KEYWORDS,
+     NULL},
     {"remove_listener", (PyCFunction)l_remove_listener, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
@@ -266,6 +280,7 @@ static void log_dealloc(Log *log) {
     Py_XDECREF(log->failure);
     Py_XDECREF(log->error_type);
     Py_XDECREF(log->listeners);
+    Py_XDECREF(log->failure_listeners);
     Py_XDECREF(log->on_slow);
     if (log->notify_fd >= 0) close(log->notify_fd);
     if (log->error_type != NULL) {

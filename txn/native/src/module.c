@@ -4,6 +4,7 @@
 #include <Python.h>
 
 #include "codec.h"
+#include "lock.h"
 #include "log.h"
 #include "machine.h"
 #include "server.h"
@@ -31,13 +32,14 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__core(void) {
     crc32c_init();
     if (PyType_Ready(&MachineType) < 0 || PyType_Ready(&LogType) < 0 ||
-        PyType_Ready(&ServerType) < 0)
+        PyType_Ready(&ServerType) < 0 || PyType_Ready(&StateLockType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "Machine", (PyObject *)&MachineType) < 0 ||
         PyModule_AddObjectRef(m, "Log", (PyObject *)&LogType) < 0 ||
         PyModule_AddObjectRef(m, "Server", (PyObject *)&ServerType) < 0 ||
+        PyModule_AddObjectRef(m, "StateLock", (PyObject *)&StateLockType) < 0 ||
         PyModule_AddFunctions(m, functions) < 0) {
         Py_DECREF(m);
         return NULL;

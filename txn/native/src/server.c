@@ -252,7 +252,7 @@ PyObject *server_serve(Server *s, PyObject *unused) {
         PyErr_SetString(PyExc_RuntimeError, "the server is serving, or has stopped");
         return NULL;
     }
-    if (sender_start(s) < 0) {
+    if (s->use_sender && sender_start(s) < 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         return NULL;
     }

@@ -11,6 +11,7 @@
 #define TXN_NATIVE_SERVER_H
 
 #include "hot.h"
+#include "lock.h"
 #include "log.h"
 #include "machine.h"
 
@@ -73,8 +74,7 @@ typedef struct {
     int epfd, listen_fd, wake_fd, timer_fd;
     Machine *machine;
     Log *log;
-    PyObject *lock;     /* the manager's state lock (threading.Lock) */
-    PyObject *acquire, *release; /* its bound methods, looked up once */
+    StateLock *lock;    /* the manager's state lock, taken in C by the hot path */
     PyObject *clock;    /* a callable giving now in epoch milliseconds, or NULL: the wall clock */
     int run_state;      /* the manager's, mirrored by set_state(): 0 running, 1 not running,
                            2 failed; read and written with the GIL held */
@@ -101,6 +101,7 @@ typedef struct {
     int stop_requested;
     double drain_timeout_s;
     int serving, initialized;
+    int use_sender; /* config send_thread: hand large rounds of replies to the send thread */
     Buf scratch;
     int64_t stat_native, stat_generic;
     /* flush rounds of the loop's group commit (server.c, round_*): a round runs from the end

@@ -29,18 +29,19 @@ static int server_init(Server *s, PyObject *args, PyObject *kwargs) {
         return -1;
     }
     PyObject *lock, *clock, *dispatch, *on_close;
-    if (!PyArg_ParseTuple(args, "iO!O!OOOOO!", &listen_fd, &MachineType, &machine, &LogType,
-                          &log, &lock, &clock, &dispatch, &on_close, &PyDict_Type, &config))
+    if (!PyArg_ParseTuple(args, "iO!O!O!OOOO!", &listen_fd, &MachineType, &machine, &LogType,
+                          &log, &StateLockType, &lock, &clock, &dispatch, &on_close,
+                          &PyDict_Type, &config))
         return -1;
+    if (!((StateLock *)lock)->ready) {
+        PyErr_SetString(PyExc_ValueError, "the state lock is not initialized");
+        return -1;
+    }
     s->run_state = 1;
-    s->lock = Py_NewRef(lock);
+    s->lock = (StateLock *)Py_NewRef(lock);
     s->clock = clock == Py_None ? NULL : Py_NewRef(clock);
     s->dispatch = Py_NewRef(dispatch);
     s->on_close = Py_NewRef(on_close);
-    s->acquire = PyObject_GetAttrString(lock, "acquire");
-    if (s->acquire == NULL) return -1;
-    s->release = PyObject_GetAttrString(lock, "release");
-    if (s->release == NULL) return -1;
     s->listen_fd = listen_fd;
     s->machine = (Machine *)Py_NewRef(machine);
     s->log = (Log *)Py_NewRef(log);
@@ -71,6 +72,13 @@ static int server_init(Server *s, PyObject *args, PyObject *kwargs) {
         *targets[i] = PyFloat_AsDouble(v);
         if (*targets[i] == -1.0 && PyErr_Occurred()) return -1;
     }
+    PyObject *send_thread = PyDict_GetItemString(config, "send_thread");
+    if (send_thread == NULL) {
+        PyErr_SetString(PyExc_KeyError, "config lacks send_thread");
+        return -1;
+    }
+    s->use_sender = PyObject_IsTrue(send_thread);
+    if (s->use_sender < 0) return -1;
     PyObject *client = PyDict_GetItemString(config, "default_client");
     if (client == NULL) {
         PyErr_SetString(PyExc_KeyError, "config lacks default_client");
@@ -240,8 +248,6 @@ static void server_dealloc(Server *s) {
     Py_XDECREF(s->machine);
     Py_XDECREF(s->log);
     Py_XDECREF(s->lock);
-    Py_XDECREF(s->acquire);
-    Py_XDECREF(s->release);
     Py_XDECREF(s->clock);
     Py_XDECREF(s->dispatch);
     Py_XDECREF(s->on_close);
