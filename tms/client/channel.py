@@ -163,6 +163,14 @@ class _Slot:
         self.error: ChannelError | None = None
 
 
+def _has_news(sock: socket.socket) -> bool:
+    """Whether ``sock`` has something to read, or was closed, right now. ``poll`` rather
+    than ``select``, which refuses descriptors above 1023 (a busy application has them)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 class Channel:
     """See the module docstring. Made by ``Channel.open``."""
 
@@ -382,8 +390,7 @@ class Channel:
             return False
         if idle >= 1.0:
             with contextlib.suppress(OSError, ValueError):
-                readable, _, _ = select.select([self._sock], [], [], 0)
-                if readable:
+                if _has_news(self._sock):
                     return False
         return True
 
