@@ -30,13 +30,14 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from txms_common.clock import SYSTEM_CLOCK, Clock
 from txms_common.periodic import PeriodicTask
 from txn.config import TxConfig
-from txn.durability import DurableLog
+from txn.durability import DurableLog, SyncListener
 from txn.engine import Engine, StateLock, resolve
 from txn.errors import ManagerNotRunningError, SnapshotUnavailableError, TxStorageError
 from txn.machine import StateMachine, replay
@@ -160,7 +161,7 @@ class TransactionManager:
                     self._store.open()
                     self._recover(self._store)
                 log_ts = self._next_file_timestamp()
-                self._log.add_listener(self._on_sync, failures_only=True)
+                self._log.add_listener(_weakly(self._on_sync), failures_only=True)
                 self._log.open(log_ts)
                 self._log_open = True
             except BaseException:
@@ -428,3 +429,18 @@ class TransactionManager:
                 snapshot = self._m.snapshot(self._next_file_timestamp())
                 self._log.roll(snapshot.timestamp_ms)
                 self._persist_snapshot(self._store, snapshot)
+
+
+def _weakly(method: SyncListener) -> SyncListener:
+    """``method`` (a bound method) called through a weak reference, so the log a manager
+    listens to does not keep the manager alive: manager → log → listener → manager would
+    be a cycle through the native log's C type, which the collector cannot see into, and
+    every manager would leak its log (and the log's descriptors)."""
+    ref = weakref.WeakMethod(method)
+
+    def listener(ticket: int, failure: BaseException | None) -> None:
+        target = ref()
+        if target is not None:
+            target(ticket, failure)
+
+    return listener
