@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 
 from tms.codec.queue import QueueRow
 from tms.journal import Journal
+from tms.queue_access import RowAccess
 from tms.queues import QueueMessage, QueueState
 from tms.store.queues import QueueTables
 from tms.store.tables import TableBatch
@@ -45,7 +46,7 @@ from tms.store.tables import TableBatch
 __all__ = ["DeadLetters"]
 
 
-class DeadLetters:
+class DeadLetters(RowAccess):
     """The dead-letter steps of ``QueueBatch`` (see the module docstring)."""
 
     _q: QueueTables
@@ -57,15 +58,6 @@ class DeadLetters:
     _origins: set[bytes]
     """Origins copied in this batch (not in the store yet)."""
     _journal: Journal
-
-    def _get(self, message_id: bytes) -> QueueRow | None:
-        raise NotImplementedError  # QueueBatch's
-
-    def _put(self, old: QueueRow | None, new: QueueRow) -> None:
-        raise NotImplementedError  # QueueBatch's
-
-    def _delete(self, row: QueueRow) -> None:
-        raise NotImplementedError  # QueueBatch's
 
     def _id_of_key(self, key: str) -> bytes | None:
         raise NotImplementedError  # QueueBatch's

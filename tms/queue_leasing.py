@@ -14,6 +14,7 @@ from __future__ import annotations
 from tms.codec import queue as qc
 from tms.codec.queue import QueueRow
 from tms.journal import Journal
+from tms.queue_access import RowAccess
 from tms.queue_fresh import FreshReady
 from tms.queue_leases import Lease, LeaseRecord, LeaseTable
 from tms.queue_purge import HOUSEKEEPING_ROWS
@@ -24,7 +25,7 @@ from tms.store.tables import TableBatch
 __all__ = ["Leasing"]
 
 
-class Leasing:
+class Leasing(RowAccess):
     """The in-memory leases of ``QueueBatch`` (see the module docstring)."""
 
     _q: QueueTables
@@ -41,12 +42,6 @@ class Leasing:
     _cursors: dict[bytes, bytes]
     _fresh: FreshReady
     changed: int
-
-    def _get(self, message_id: bytes) -> QueueRow | None:
-        raise NotImplementedError  # QueueBatch's
-
-    def _put(self, old: QueueRow | None, new: QueueRow) -> None:
-        raise NotImplementedError  # QueueBatch's
 
     def _failed(self, row: QueueRow, delay_ms: int | None) -> QueueRow:
         raise NotImplementedError  # QueueBatch's

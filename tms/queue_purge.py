@@ -16,6 +16,7 @@ from itertools import islice
 from tms.codec import queue as qc
 from tms.codec.queue import QueueRow
 from tms.journal import Journal
+from tms.queue_access import RowAccess
 from tms.queue_index import PURGE_FROM, IndexScans
 from tms.queues import QueueConfig, QueueState
 from tms.store.tables import TableBatch
@@ -27,7 +28,7 @@ HOUSEKEEPING_ROWS = 5_000
 limit)."""
 
 
-class Purges(IndexScans):
+class Purges(IndexScans, RowAccess):
     """The purge and housekeeping scans of ``QueueBatch`` (see the module docstring)."""
 
     _config: QueueConfig
@@ -37,9 +38,6 @@ class Purges(IndexScans):
     _rows: dict[bytes, QueueRow | None]
 
     def _stored(self, message_id: bytes) -> QueueRow | None:
-        raise NotImplementedError  # QueueBatch's
-
-    def _delete(self, row: QueueRow) -> None:
         raise NotImplementedError  # QueueBatch's
 
     def _release_origin(self, row: QueueRow, *, copies: bool) -> bool:

@@ -11,6 +11,7 @@ from itertools import islice
 from tms.codec import queue as qc
 from tms.codec.queue import QueueRow
 from tms.guard import WritePointerGuard
+from tms.queue_access import RowAccess
 from tms.queue_index import IndexScans
 from tms.queue_purge import HOUSEKEEPING_ROWS
 from tms.queues import QueueState, SettleRequest
@@ -18,20 +19,11 @@ from tms.queues import QueueState, SettleRequest
 __all__ = ["Settling"]
 
 
-class Settling(IndexScans):
+class Settling(IndexScans, RowAccess):
     """The settling of ``QueueBatch`` (see the module docstring)."""
 
     _now: int
     _guard: WritePointerGuard
-
-    def _get(self, message_id: bytes) -> QueueRow | None:
-        raise NotImplementedError  # QueueBatch's
-
-    def _put(self, old: QueueRow | None, new: QueueRow) -> None:
-        raise NotImplementedError  # QueueBatch's
-
-    def _delete(self, row: QueueRow) -> None:
-        raise NotImplementedError  # QueueBatch's
 
     def _waiting(self, row: QueueRow, due_ms: int) -> QueueRow:
         raise NotImplementedError  # QueueBatch's
