@@ -13,7 +13,9 @@
  *
  * Usage: socket_bound CLIENTS SECONDS FILE [DELAY_US [SYNC]]
  * Prints one JSON line: cycles_per_second, syncs_per_second, edits_per_sync,
- * server_cpu_us_per_cycle, clients_cpu_us_per_cycle, and round_us: a round (from the end of
+ * server_cpu_us_per_cycle, clients_cpu_us_per_cycle, the measured cycles and rounds (cycles
+ * counted as the clients finish them, so a window's edges hold parts of cycles of rounds
+ * outside it), and round_us: a round (from the end of
  * one sync to the end of the next) split as txn serve splits its own (docs/txn.md, "The
  * native engine") into syncing (`write` + `fdatasync`), handing out the replies and
  * gathering the next requests.
@@ -178,9 +180,10 @@ int main(int argc, char **argv) {
     /* the clients' CPU covers their whole life, warm-up included: an upper bound */
     printf("{\"cycles_per_second\": %.1f, \"syncs_per_second\": %.1f, \"edits_per_sync\": %.2f, "
            "\"server_cpu_us_per_cycle\": %.1f, \"clients_cpu_us_per_cycle\": %.1f, "
+           "\"cycles\": %ld, \"rounds\": %ld, "
            "\"round_us\": {\"sync\": %.0f, \"replies\": %.0f, \"calls\": %.0f}}\n",
            done / elapsed, rounds / elapsed, rounds > 0 ? 3.0 * done / rounds : 0.0,
-           done > 0 ? server_cpu / done * 1e6 : 0.0, done > 0 ? client_cpu / (*cycles) * 1e6 : 0.0,
+           done > 0 ? server_cpu / done * 1e6 : 0.0, done > 0 ? client_cpu / (*cycles) * 1e6 : 0.0, done, rounds,
            rounds > 0 ? syncing / rounds * 1e6 : 0.0, rounds > 0 ? replying / rounds * 1e6 : 0.0,
            rounds > 0 ? gathering / rounds * 1e6 : 0.0);
     return 0;

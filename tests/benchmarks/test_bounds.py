@@ -35,7 +35,10 @@ def test_the_socket_bound_answers_every_round_and_leaves_no_file(tmp_path: Path)
     result = json.loads(out.stdout)
     assert result["cycles_per_second"] > 0
     assert result["syncs_per_second"] > 0
-    assert 1 <= result["edits_per_sync"] <= 4
+    # (a cycle is three requests; the window's edges may hold up to two of each client's
+    # cycles' requests in rounds before it, so the count is checked with that allowance)
+    assert result["edits_per_sync"] >= 1
+    assert 3 * result["cycles"] <= 4 * result["rounds"] + 2 * 4
     assert set(result["round_us"]) == {"sync", "replies", "calls"}
     assert not log.exists()
 
