@@ -113,7 +113,7 @@ static PyObject *l_roll(Log *log, PyObject *writer) {
 }
 
 static PyObject *l_flush(Log *log, PyObject *unused) {
-    int64_t r = log_flush(log);
+    int64_t r = log_flush(log, 1);
     if (r == -1) return NULL;
     if (r == -2) Py_RETURN_NONE;
     return PyLong_FromLongLong(r);
@@ -148,7 +148,7 @@ static PyObject *l_wait(Log *log, PyObject *args, PyObject *kwargs) {
             return NULL;
         }
         if (lead) {
-            if (log_flush(log) == -1) return NULL;
+            if (log_flush(log, 1) == -1) return NULL;
             continue;
         }
         int timed_out = 0;
@@ -270,7 +270,8 @@ static PyGetSetDef getset[] = {
     {"has_pending", (getter)get_has_pending, NULL, NULL, NULL},
     {"failure", (getter)get_failure, NULL, NULL, NULL},
     {"stats", (getter)get_stats, NULL, "(edits, syncs, bytes, sync seconds, max batch)", NULL},
-    {"notify_fd", (getter)get_notify_fd, NULL, "eventfd written after every flush", NULL},
+    {"notify_fd", (getter)get_notify_fd, NULL,
+     "eventfd written after every flush the server's loop did not lead", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
