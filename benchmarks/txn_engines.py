@@ -19,8 +19,13 @@ With ``--against DIR`` the Python engine's place goes to the native engine of an
 source tree (DIR, with its extension built in place, run through ``PYTHONPATH``): a change
 to the native engine measured against the code before it, alternately.
 
+With ``--state-dir DIR`` everything the runs write (the servers' state, the bounds' logs)
+goes under DIR instead of the system's temporary directory: on a tmpfs (``/dev/shm``) a
+sync costs next to nothing and a round is the socket work alone, the part the loop decides,
+without the disk's noise (on a shared machine a sync swings from 0.2 to over 1 ms).
+
     python -m benchmarks.txn_engines [--rounds N] [--seconds S] [--against DIR] [--java-only]
-                                     [--out FILE]
+                                     [--state-dir DIR] [--out FILE]
 
 (also run by ``make bench-txn``, as its ``engines`` section)
 """
@@ -255,9 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--java-only", action="store_true", help="only the Java client's durable point"
     )
+    parser.add_argument(
+        "--state-dir", type=Path, default=None, metavar="DIR", help="where the runs write"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "txn-engines.json")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=args.state_dir) as tmp:
         section = compare_engines(
             Path(tmp), args.rounds, args.seconds, args.against, args.java_only
         )

@@ -149,6 +149,7 @@ class ServerConfig:
     than the overlap saves (docs/benchmarks.md has the measurements behind 8)."""
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if not 0 <= self.port <= 65535:
             raise InvalidArgumentError(f"port must be in 0..65535, got {self.port}")
         if not 1 <= self.sync_helpers <= 16:
@@ -157,8 +158,6 @@ class ServerConfig:
             raise InvalidArgumentError(
                 f"commit_delay_us must be in 0..100000, got {self.commit_delay_us}"
             )
-        if not isinstance(self.send_thread, bool):
-            raise InvalidArgumentError("send_thread must be true or false")
         if self.sync_helper_min_edits < 0:
             raise InvalidArgumentError("sync_helper_min_edits must not be negative")
         if self.max_frame_bytes < 1024:
@@ -171,3 +170,21 @@ class ServerConfig:
             raise InvalidArgumentError("tls_cert and tls_key go together")
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise InvalidArgumentError("tls_client_ca needs tls_cert and tls_key")
+
+
+def _check_types(config: ServerConfig) -> None:
+    """Every setting has the type its field declares (a TOML file can hold any): a flag is
+    a bool, never a truthy string; a count an int, never a bool; seconds an int or float."""
+    for f in fields(config):
+        value = getattr(config, f.name)
+        kind = str(f.type)
+        if kind == "bool" and not isinstance(value, bool):
+            raise InvalidArgumentError(f"{f.name} must be true or false, got {value!r}")
+        if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InvalidArgumentError(f"{f.name} must be an integer, got {value!r}")
+        if kind == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise InvalidArgumentError(f"{f.name} must be a number, got {value!r}")
+        if kind == "str" and not isinstance(value, str):
+            raise InvalidArgumentError(f"{f.name} must be a string, got {value!r}")
+        if kind == "str | None" and value is not None and not isinstance(value, str):
+            raise InvalidArgumentError(f"{f.name} must be a string, got {value!r}")

@@ -65,14 +65,14 @@ class GatedStorage(MemoryStorage):
 
 @contextmanager
 def native_server(
-    storage: MemoryStorage | None = None, *, send_thread: bool = True
+    storage: MemoryStorage | None = None, *, send_thread: bool = True, commit_delay_us: int = 0
 ) -> Iterator[tuple[tuple[str, int], object, TransactionManager]]:
     storage = storage if storage is not None else MemoryStorage()
     manager = TransactionManager(
         SYSTEM_CONFIG, TransactionStateStore(storage), engine=resolve("native")
     )
     manager.start()
-    config = ServerConfig(port=0, commit_delay_us=0, send_thread=send_thread)
+    config = ServerConfig(port=0, commit_delay_us=commit_delay_us, send_thread=send_thread)
     server = new_server(manager, config)
     thread = ServerThread(server)
     address = thread.start()
@@ -154,6 +154,37 @@ def test_the_replies_of_many_connections_arrive_complete_and_in_order(send_threa
             assert batches > 0 and connections >= 4 * batches
         else:  # the loop sent every reply itself
             assert batches == connections == 0
+
+
+@pytest.mark.parametrize("commit_delay_us", [0, 200, 100_000])
+def test_clients_in_step_are_answered_round_after_round(commit_delay_us: int) -> None:
+    """Each client waits for its reply before its next call, as the Thrift clients do: the
+    loop reads the calls that come in while it still sends a round's replies, and the round
+    they complete is flushed without waiting for anything more (else every client waits for
+    the others, the commit delay or a socket timeout)."""
+    with native_server(send_thread=False, commit_delay_us=commit_delay_us) as (address, _, _):
+        n, calls = 16, 150 if commit_delay_us < 100_000 else 20
+        got: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        failures: list[BaseException] = []
+
+        def client(i: int) -> None:
+            try:
+                with socket.create_connection(address, timeout=20) as sock:
+                    for seqid in range(calls):
+                        sock.sendall(message("startShort", seqid, b"\x00"))
+                        got[i].append(write_pointer(read_frame(sock)))
+            except BaseException as exc:  # reported below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not failures
+        for one in got:
+            check(one, calls)
+        assert len({wp for one in got for _, wp in one}) == n * calls
 
 
 def test_a_client_that_does_not_read_gets_everything_once_it_reads() -> None:

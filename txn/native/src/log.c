@@ -245,7 +245,7 @@ static void call_listeners(Log *log, int64_t ticket, PyObject *failure) {
     if (failure != NULL) call_each(log->failure_listeners, ticket, failure);
 }
 
-int64_t log_flush(Log *log) {
+int64_t log_flush(Log *log, int notify) {
     Segment *fresh = calloc(1, sizeof *fresh);
     if (fresh == NULL) {
         PyErr_NoMemory();
@@ -345,7 +345,7 @@ int64_t log_flush(Log *log) {
     int64_t synced = log->synced;
     pthread_cond_broadcast(&log->cond);
     pthread_mutex_unlock(&log->mu);
-    if (log->notify_fd >= 0) {
+    if (notify && log->notify_fd >= 0) {
         uint64_t one = 1;
         ssize_t ignored = write(log->notify_fd, &one, sizeof one);
         (void)ignored;

@@ -42,7 +42,7 @@ typedef struct {
     int64_t file_seq;  /* next record sequence number in the tail's file */
     int64_t appended, synced;
     int flushing, closed, failed;
-    int notify_fd; /* eventfd written after every flush, or -1 */
+    int notify_fd; /* eventfd written after every flush but the server loop's own, or -1 */
     PyObject *failure; /* the TxStorageError, once failed */
     PyObject *error_type;
     PyObject *listeners;         /* list of callables (ticket, failure): after every flush */
@@ -65,8 +65,10 @@ void log_cancel_append(Log *log, size_t keep_len);
 
 /* Lead a flush of everything queued (requires the GIL; released during I/O to OS files).
  * Returns the durable ticket, -2 when another thread is flushing (it will write the notify
- * fd), or -1 with the exception set when the log has failed. */
-int64_t log_flush(Log *log);
+ * fd), or -1 with the exception set when the log has failed. `notify` 0: the caller is the
+ * one the notify fd would wake (the server's loop, which looks at the outcome itself), so
+ * the fd is not written. */
+int64_t log_flush(Log *log, int notify);
 
 void log_segment_free(Segment *s);
 int64_t log_synced(Log *log);

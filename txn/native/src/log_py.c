@@ -113,7 +113,7 @@ static PyObject *l_roll(Log *log, PyObject *writer) {
 }
 
 static PyObject *l_flush(Log *log, PyObject *unused) {
-    int64_t r = log_flush(log);
+    int64_t r = log_flush(log, 1);
     if (r == -1) return NULL;
     if (r == -2) Py_RETURN_NONE;
     return PyLong_FromLongLong(r);
@@ -148,7 +148,7 @@ static PyObject *l_wait(Log *log, PyObject *args, PyObject *kwargs) {
             return NULL;
         }
         if (lead) {
-            if (log_flush(log) == -1) return NULL;
+            if (log_flush(log, 1) == -1) return NULL;
             continue;
         }
         int timed_out = 0;
@@ -270,11 +270,43 @@ static PyGetSetDef getset[] = {
     {"has_pending", (getter)get_has_pending, NULL, NULL, NULL},
     {"failure", (getter)get_failure, NULL, NULL, NULL},
     {"stats", (getter)get_stats, NULL, "(edits, syncs, bytes, sync seconds, max batch)", NULL},
-    {"notify_fd", (getter)get_notify_fd, NULL, "eventfd written after every flush", NULL},
+    {"notify_fd", (getter)get_notify_fd, NULL,
+     "eventfd written after every flush the server's loop did not lead", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+/* Descriptors are -1 until init opens them: a Log freed without init closes nothing. */
+static PyObject *log_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    Log *log = (Log *)type->tp_alloc(type, 0);
+    if (log != NULL) log->fd = log->notify_fd = -1;
+    return (PyObject *)log;
+}
+
+/* The listeners (and the writers, whose objects may refer back to the manager) can make a
+ * cycle through the log: the collector must see them. */
+static int log_traverse(Log *log, visitproc visit, void *arg) {
+    Py_VISIT(log->writer);
+    Py_VISIT(log->failure);
+    Py_VISIT(log->error_type);
+    Py_VISIT(log->listeners);
+    Py_VISIT(log->failure_listeners);
+    Py_VISIT(log->on_slow);
+    for (Segment *s = log->head; s != NULL; s = s->next) Py_VISIT(s->writer);
+    return 0;
+}
+
+/* Breaks a cycle by emptying the listener lists (kept, so that a flush still finds them)
+ * and dropping on_slow; the other references are to objects that clear themselves. */
+static int log_clear(Log *log) {
+    if (log->listeners != NULL) PyList_SetSlice(log->listeners, 0, PY_SSIZE_T_MAX, NULL);
+    if (log->failure_listeners != NULL)
+        PyList_SetSlice(log->failure_listeners, 0, PY_SSIZE_T_MAX, NULL);
+    Py_CLEAR(log->on_slow);
+    return 0;
+}
+
 static void log_dealloc(Log *log) {
+    PyObject_GC_UnTrack(log);
     free_segments(log->head);
     Py_XDECREF(log->writer);
     Py_XDECREF(log->failure);
@@ -293,9 +325,11 @@ static void log_dealloc(Log *log) {
 PyTypeObject LogType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "txn.native._core.Log",
     .tp_basicsize = sizeof(Log),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "The native write-ahead log (see txn/native/log.py).",
-    .tp_new = PyType_GenericNew,
+    .tp_new = log_new,
+    .tp_traverse = (traverseproc)log_traverse,
+    .tp_clear = (inquiry)log_clear,
     .tp_init = (initproc)log_init,
     .tp_dealloc = (destructor)log_dealloc,
     .tp_methods = methods,

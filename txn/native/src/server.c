@@ -122,7 +122,10 @@ static void sync_step(Server *s) {
     if (!log_has_pending(s->log)) return;
     if (s->commit_delay_s > 0 && delaying(s)) return;
     double began = monotonic_now();
-    int64_t flushed = log_flush(s->log); /* -2: another thread is flushing */
+    /* -2: another thread is flushing (and will wake the loop). The loop's own flush does
+     * not write the log's eventfd: release() below looks at its outcome in this turn, and
+     * the write, the wake of the next epoll_wait and the read are a round's waste. */
+    int64_t flushed = log_flush(s->log, 0);
     if (flushed == -1) PyErr_Clear(); /* the failure shows in release() */
     if (flushed >= 0) round_closed(s, began, monotonic_now());
 }

@@ -23,8 +23,7 @@ static int watch(Server *s, int fd, void *tag) {
 static int server_init(Server *s, PyObject *args, PyObject *kwargs) {
     int listen_fd;
     PyObject *machine, *log, *config;
-    s->epfd = s->wake_fd = s->timer_fd = s->listen_fd = s->sent_fd = -1;
-    if (s->initialized) {
+    if (s->initialized || s->lock != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Server.__init__ called twice");
         return -1;
     }
@@ -224,7 +223,36 @@ static PyGetSetDef getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+/* Descriptors are -1 until init opens them: a Server freed without init closes nothing. */
+static PyObject *server_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    Server *s = (Server *)type->tp_alloc(type, 0);
+    if (s != NULL) s->epfd = s->wake_fd = s->timer_fd = s->listen_fd = s->sent_fd = -1;
+    return (PyObject *)s;
+}
+
+/* The dispatcher and on_close are bound methods of the Python server that owns this one:
+ * a cycle the collector must see. */
+static int server_traverse(Server *s, visitproc visit, void *arg) {
+    Py_VISIT(s->machine);
+    Py_VISIT(s->log);
+    Py_VISIT(s->lock);
+    Py_VISIT(s->clock);
+    Py_VISIT(s->dispatch);
+    Py_VISIT(s->on_close);
+    Py_VISIT(s->cfg.default_client);
+    return 0;
+}
+
+/* Breaks a cycle through the Python callables (a cleared Server is never served again: the
+ * loop holds a reference while it runs). */
+static int server_clear(Server *s) {
+    Py_CLEAR(s->dispatch);
+    Py_CLEAR(s->on_close);
+    return 0;
+}
+
 static void server_dealloc(Server *s) {
+    PyObject_GC_UnTrack(s);
     while (s->conns != NULL) conn_close(s, s->conns, NULL);
     while (s->graveyard != NULL) {
         Conn *c = s->graveyard;
@@ -264,9 +292,11 @@ static void server_dealloc(Server *s) {
 PyTypeObject ServerType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "txn.native._core.Server",
     .tp_basicsize = sizeof(Server),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "The native Thrift server (see txn/native/server.py).",
-    .tp_new = PyType_GenericNew,
+    .tp_new = server_new,
+    .tp_traverse = (traverseproc)server_traverse,
+    .tp_clear = (inquiry)server_clear,
     .tp_init = (initproc)server_init,
     .tp_dealloc = (destructor)server_dealloc,
     .tp_methods = methods,
