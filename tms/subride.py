@@ -35,6 +35,7 @@ from tms.errors import TmsError
 from tms.ids import MessageId
 from tms.model import TopicMetadata
 from tms.store.subscriptions import Staged, StagingSubscriptionStore
+from tms.subnowait import may_wait
 from tms.subread import SubscriptionPoll, read_subscription
 from tms.subscription import SubscriptionData, SubscriptionId, Versioned
 from txn.transaction import Transaction
@@ -85,6 +86,8 @@ class RidingCommits:
         with self._lock:
             pending = self._pending.get(sub)
         if pending is not None:
+            if not pending.write.done():
+                may_wait("a commit's synced write")
             pending.hurry.set()
             wait_for([pending.write])
 
@@ -163,6 +166,8 @@ class RidingCommits:
     ) -> SubscriptionPoll:
         """``read`` with a commit the answer does not wait for (the module docstring)."""
         metadata, record, durable = self._accepted(sub)
+        if record.data.preferences.filter is not None:
+            may_wait("a filtered read")  # before the commit is staged: see read_subscription
         data = self._subs.checked_move(
             sub, metadata, record, start_from, version=commit_version, transaction=transaction
         )

@@ -62,6 +62,7 @@ from tms.positions import Resolved, doomed_rows, fresh_view, resolve, superseded
 from tms.store.subscriptions import SubscriptionStore
 from tms.store.tables import TableBatch, Tables
 from tms.subbounds import PositionBounds
+from tms.subnowait import may_wait
 from tms.subread import (
     DEFAULT_LIMIT,
     SubscriptionPoll,
@@ -132,6 +133,7 @@ class Subscriptions:
                 raise SubscriptionNotFoundError(sub)
             if record.data.state.generation == metadata.generation:
                 return metadata, record
+            may_wait("the record's reset to its topic's generation")
             state = self._state(EARLIEST, metadata)
             data = SubscriptionData(record.data.preferences, state)
             try:
@@ -175,6 +177,7 @@ class Subscriptions:
         return resolve(state, rows, view)
 
     def _view(self, pointers: list[int]) -> Transaction | None:
+        may_wait("a question to the transaction manager")
         state = self.svc.guard.state(pointers)
         return fresh_view(state) if state is not None else None
 

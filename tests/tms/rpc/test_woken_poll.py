@@ -17,7 +17,8 @@ from tests.tms.helpers import tx
 from tms.config import TmsConfig
 from tms.errors import RequestTimeoutError
 from tms.model import StoreRequest, TopicId
-from tms.rpc.backend import LOOP_READ_ROWS, Backend
+from tms.rpc.backend import Backend
+from tms.rpc.config import LOOP_READ_ROWS
 from tms.rpc.frames import rpc
 from tms.rpc.ops import BY_NAME
 from tms.service import MessagingService
