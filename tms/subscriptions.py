@@ -315,11 +315,21 @@ class Subscriptions:
         *,
         version: int,
         transaction: Transaction | None,
+        within_topic: bool = False,
     ) -> SubscriptionData:
-        """The record with its position moved to ``position``, once the move is allowed."""
+        """The record with its position moved to ``position``, once the move is allowed
+        (``within_topic``: the caller saw an entry at or after ``position``, so it is not
+        past the topic's last entry: ``PositionBounds.check_move``)."""
         self._check_version(sub, record, version)
         current = self.resolved(sub, metadata, record).position
-        self._bounds.check_move(metadata, record.data.preferences, current, position, transaction)
+        self._bounds.check_move(
+            metadata,
+            record.data.preferences,
+            current,
+            position,
+            transaction,
+            within_topic=within_topic,
+        )
         return SubscriptionData(record.data.preferences, self._state(position, metadata))
 
     def _store_position(
