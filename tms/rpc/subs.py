@@ -4,7 +4,11 @@ transaction (op 11). They do what the REST routes do (``tms.http.subscriptions``
 the same checks and errors; the administration of subscriptions stays on REST.
 
 * ``sub_poll`` reads on the worker pool (``Subscriptions.read``, a commit of ``start``
-  riding on it with ``commit_version``) and long-polls as the REST route does
+  riding on it with ``commit_version``) — a poll of at most ``LOOP_READ_MESSAGES`` from
+  a local store, committing nothing or with ``commit_later``, first on the loop's
+  thread, inside ``tms.subnowait.not_waiting`` (a read that would wait goes to the pool
+  having done nothing; one that committed and found nothing long-polls on without
+  committing again) — and long-polls as the REST route does
   (``tms.http.waiting.LongPoll``: woken by the topic's changes and by the transaction it
   is held behind finishing; with ``reread``, reading what finished and answering it:
   ``tms.http.subscriptions.long_poll_subscription``). Its answer is at most
