@@ -428,6 +428,12 @@ class Subscriptions:
             sub, start_from, limit, transaction, commit_version, later=commit_later
         )
 
+    def local_reads(self) -> bool:
+        """Whether a read of a subscription now is answered by this process alone: the
+        messages' store and the records' store both say so (``local_reads``; a store
+        that does not say, as a coordination service's, is not)."""
+        return self.svc.local_reads() and bool(getattr(self.store, "local_reads", False))
+
     def close(self) -> None:
         """Finish the writes under way (``MessagingService.close``)."""
         self._riding.close()

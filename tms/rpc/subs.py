@@ -5,10 +5,11 @@ the same checks and errors; the administration of subscriptions stays on REST.
 
 * ``sub_poll`` reads on the worker pool (``Subscriptions.read``, a commit of ``start``
   riding on it with ``commit_version``) — a poll of at most ``LOOP_READ_MESSAGES`` from
-  a local store, committing nothing or with ``commit_later``, first on the loop's
-  thread, inside ``tms.subnowait.not_waiting`` (a read that would wait goes to the pool
-  having done nothing; one that committed and found nothing long-polls on without
-  committing again) — and long-polls as the REST route does
+  local stores (``Subscriptions.local_reads``), committing nothing or with
+  ``commit_later``, first on the loop's thread, inside ``tms.subnowait.not_waiting`` (a
+  read that would wait goes to the pool having done nothing; one that committed and
+  found nothing long-polls on without committing again) — and long-polls as the REST
+  route does
   (``tms.http.waiting.LongPoll``: woken by the topic's changes and by the transaction it
   is held behind finishing; with ``reread``, reading what finished and answering it:
   ``tms.http.subscriptions.long_poll_subscription``). Its answer is at most
@@ -185,11 +186,12 @@ class SubscriptionOps:
 
     def _reads_here(self, limit: int, commit_version: int | None, commit_later: Any) -> bool:
         """Whether a poll's first read may be tried on the loop's thread: a small one, from
-        a local store, committing nothing or a commit answered before its write."""
+        local stores (the messages' and the records'), committing nothing or a commit
+        answered before its write."""
         return (
             limit <= LOOP_READ_MESSAGES
             and (commit_version is None or bool(commit_later))
-            and self.svc.local_reads()
+            and self.svc.subscriptions.local_reads()
         )
 
     def _poll_here(  # noqa: PLR0917 - the poll's arguments

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -21,6 +21,7 @@ from tms.service import MessagingService
 from tms.store.kv import KeyValueStore
 from tms.store.leveldb import LevelDBStore
 from tms.store.memory import MemoryStore
+from tms.store.subscriptions import KvSubscriptionStore, SubscriptionStore
 from tms.subnowait import WouldWait, not_waiting
 from tms.subscription import EARLIEST, Preferences, SubscriptionId
 
@@ -139,6 +140,37 @@ def test_a_poll_of_a_store_that_may_wait_on_another_process_reads_on_a_worker() 
     svc = service(GatedStore(MemoryStore()))
     try:
         answers, counts = polls(svc, [{"limit": 10}])
+        assert counts == [1]
+        assert list(answers[0].payloads) == [b"m%d" % i for i in range(10)]
+    finally:
+        svc.close()
+
+
+class _RemoteRecords:
+    """The records' store of a subscription service, as one that does not say its reads
+    are local (a coordination service's)."""
+
+    def __init__(self, inner: KvSubscriptionStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "local_reads":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_a_poll_whose_records_are_not_local_reads_on_a_worker(tmp_path: Path) -> None:
+    kv = LevelDBStore(tmp_path)
+    records = cast(SubscriptionStore, _RemoteRecords(KvSubscriptionStore(kv)))
+    svc = MessagingService(kv, subscription_store=records)
+    try:
+        svc.create_topic(T)
+        svc.publish(StoreRequest(T, [b"m%d" % i for i in range(20)]))
+        svc.subscriptions.create(SUB, Preferences())
+        # When a small poll reads a subscription whose records live elsewhere
+        answers, counts = polls(svc, [{"limit": 10}])
+        # Then it is read on a worker, though the messages' store is local
+        assert svc.local_reads()
         assert counts == [1]
         assert list(answers[0].payloads) == [b"m%d" % i for i in range(10)]
     finally:
