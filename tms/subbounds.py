@@ -117,8 +117,12 @@ class PositionBounds:
         current: MessageId,
         position: MessageId,
         transaction: Transaction | None,
+        *,
+        within_topic: bool = False,
     ) -> None:
-        """Refuse a commit of ``position`` over ``current`` (see the module docstring)."""
+        """Refuse a commit of ``position`` over ``current`` (see the module docstring);
+        ``within_topic``: the caller saw an entry at or after ``position`` (it is not past
+        the last entry: the topic's end is not read)."""
         if position < current:
             raise PositionOutOfRangeError(
                 f"position {position.hex} is before the subscription's {current.hex}: only "
@@ -126,7 +130,7 @@ class PositionBounds:
             )
         if position == current:
             return
-        if position > self.tail(metadata):
+        if not within_topic and position > self.tail(metadata):
             raise PositionOutOfRangeError(
                 f"position {position.hex} is after the last entry of {metadata.topic}"
             )

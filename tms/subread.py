@@ -36,6 +36,7 @@ from tms.errors import TmsError, TmsInvalidArgumentError
 from tms.fetcher import FetchRequest
 from tms.ids import MessageId
 from tms.model import Message, TopicMetadata
+from tms.subnowait import may_wait
 from tms.subscription import SubscriptionId, Versioned, after, after_entry
 from txn.transaction import Transaction
 
@@ -109,6 +110,8 @@ def read_subscription(
     if start is None:
         start = subs.resolved(sub, metadata, record, transaction).position
     flt = preferences.filter
+    if flt is not None and current is None:  # (a committing read checked it before)
+        may_wait("a filtered read")  # it may pass ``max_scan`` rows
     request = FetchRequest(
         start_id=start,
         inclusive=True,

@@ -62,6 +62,7 @@ from tms.positions import Resolved, doomed_rows, fresh_view, resolve, superseded
 from tms.store.subscriptions import SubscriptionStore
 from tms.store.tables import TableBatch, Tables
 from tms.subbounds import PositionBounds
+from tms.subnowait import may_wait
 from tms.subread import (
     DEFAULT_LIMIT,
     SubscriptionPoll,
@@ -132,6 +133,7 @@ class Subscriptions:
                 raise SubscriptionNotFoundError(sub)
             if record.data.state.generation == metadata.generation:
                 return metadata, record
+            may_wait("the record's reset to its topic's generation")
             state = self._state(EARLIEST, metadata)
             data = SubscriptionData(record.data.preferences, state)
             try:
@@ -175,6 +177,7 @@ class Subscriptions:
         return resolve(state, rows, view)
 
     def _view(self, pointers: list[int]) -> Transaction | None:
+        may_wait("a question to the transaction manager")
         state = self.svc.guard.state(pointers)
         return fresh_view(state) if state is not None else None
 
@@ -312,11 +315,21 @@ class Subscriptions:
         *,
         version: int,
         transaction: Transaction | None,
+        within_topic: bool = False,
     ) -> SubscriptionData:
-        """The record with its position moved to ``position``, once the move is allowed."""
+        """The record with its position moved to ``position``, once the move is allowed
+        (``within_topic``: the caller saw an entry at or after ``position``, so it is not
+        past the topic's last entry: ``PositionBounds.check_move``)."""
         self._check_version(sub, record, version)
         current = self.resolved(sub, metadata, record).position
-        self._bounds.check_move(metadata, record.data.preferences, current, position, transaction)
+        self._bounds.check_move(
+            metadata,
+            record.data.preferences,
+            current,
+            position,
+            transaction,
+            within_topic=within_topic,
+        )
         return SubscriptionData(record.data.preferences, self._state(position, metadata))
 
     def _store_position(
@@ -414,6 +427,12 @@ class Subscriptions:
         return self._riding.read(
             sub, start_from, limit, transaction, commit_version, later=commit_later
         )
+
+    def local_reads(self) -> bool:
+        """Whether a read of a subscription now is answered by this process alone: the
+        messages' store and the records' store both say so (``local_reads``; a store
+        that does not say, as a coordination service's, is not)."""
+        return self.svc.local_reads() and bool(getattr(self.store, "local_reads", False))
 
     def close(self) -> None:
         """Finish the writes under way (``MessagingService.close``)."""

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from tests.tms.test_subscription_commit import SUB, T, _StalledRecordWrites
-from tms.errors import BadVersionError, StorageUnavailableError
+from tms.errors import BadVersionError, PositionOutOfRangeError, StorageUnavailableError
+from tms.ids import MessageId
 from tms.model import StoreRequest
 from tms.service import MessagingService
 from tms.store.leveldb import LevelDBStore
@@ -135,3 +136,45 @@ def test_a_commit_whose_write_fails_after_its_answer_is_lost_and_refused_after(
     )
     assert again.version == first.version + 1
     assert svc.subscriptions.get(SUB).position == second.position
+
+
+def test_a_later_commit_is_checked_against_the_topics_end_whatever_its_read_found(
+    tmp_path: Path,
+) -> None:
+    # Given a topic of 6 messages, read to its end
+    kv = LevelDBStore(tmp_path / "db")
+    svc = MessagingService(kv, subscription_store=KvSubscriptionStore(kv))
+    try:
+        svc.create_topic(T)
+        svc.publish(StoreRequest.of(T, ["a", "b", "c", "d", "e", "f"]))
+        svc.subscriptions.create(SUB, Preferences(Start.earliest()))
+        subs = svc.subscriptions
+        everything = subs.read(SUB, limit=10)
+        end = everything.position
+        version = everything.version
+        beyond = MessageId(end.publish_ms + 1, 0)
+        # When a poll commits a position past the last entry (its read finds nothing)
+        with pytest.raises(PositionOutOfRangeError):
+            subs.read(SUB, start_from=beyond, limit=2, commit_version=version, commit_later=True)
+        # Then nothing was staged: the version read is still the one to commit from
+        inside = subs.read(
+            SUB,
+            start_from=everything.start,
+            limit=2,
+            commit_version=version,
+            commit_later=True,
+        )
+        assert [m.payload for m in inside.messages] == [b"a", b"b"]
+        assert inside.version == version + 1
+        # And a commit of the end itself (nothing after it to read) is accepted
+        at_end = subs.read(
+            SUB, start_from=end, limit=2, commit_version=inside.version, commit_later=True
+        )
+        assert at_end.messages == []
+        assert at_end.version == version + 2
+        subs.close()
+        record = subs.store.read(SUB)
+        assert record is not None
+        assert (record.version, record.data.state.position) == (version + 2, end)
+    finally:
+        svc.close()

@@ -55,6 +55,7 @@ from tms.http.waiting import LongPoll, TopicWaiters, receive_waiting
 from tms.model import TopicBounds, TopicId
 from tms.operations import Receive, Ticket
 from tms.rpc import writes
+from tms.rpc.config import LOOP_READ_BYTES, LOOP_READ_MESSAGES, LOOP_READ_ROWS
 from tms.rpc.frames import rpc
 from tms.rpc.ops import Op
 from tms.rpc.subs import SubscriptionOps
@@ -112,22 +113,6 @@ def _fetch_request(req: Any) -> FetchRequest:
     start = req.start_id if req.start_id is not None else req.start_ms
     inclusive = True if req.inclusive is None else bool(req.inclusive)
     return fetch_request_of(ConsumeSpec(start, inclusive, req.limit, req.transaction))
-
-
-LOOP_READ_BYTES = 256 * 1024
-"""At most about this much of answer is read on the loop's thread by a woken poll (a
-burst written while it waited answers in several polls rather than stall the loop)."""
-
-LOOP_READ_MESSAGES = 100
-"""A poll of at most this many messages is read on the loop's thread from its first read
-(when the store's reads are local), up to ``LOOP_READ_BYTES``: for so small a read the hop
-to a worker thread and back costs the server more CPU than the read itself
-(docs/benchmarks.md)."""
-
-LOOP_READ_ROWS = 4096
-"""At most about this many rows are passed by a read on the loop's thread (skipped ones
-too: a rolled-back or invalid transaction's entries, expired messages); one that would
-pass more is read again on a worker (``MessageFetcher.cut``)."""
 
 
 class Backend(SubscriptionOps):

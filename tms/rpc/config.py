@@ -6,9 +6,31 @@ from dataclasses import dataclass
 
 from tms.errors import TmsInvalidArgumentError
 
-__all__ = ["DEFAULT_RPC_PORT", "RpcConfig"]
+__all__ = [
+    "DEFAULT_RPC_PORT",
+    "LOOP_READ_BYTES",
+    "LOOP_READ_MESSAGES",
+    "LOOP_READ_ROWS",
+    "RpcConfig",
+]
 
 DEFAULT_RPC_PORT = 15167
+
+LOOP_READ_BYTES = 256 * 1024
+"""At most about this much of answer is read on the loop's thread by a woken poll (a
+burst written while it waited answers in several polls rather than stall the loop)."""
+
+LOOP_READ_MESSAGES = 100
+"""A poll of at most this many messages is read on the loop's thread from its first read
+(when the store's reads are local), up to ``LOOP_READ_BYTES``: for so small a read the hop
+to a worker thread and back costs the server more CPU than the read itself
+(docs/benchmarks.md). A subscription's poll too, unless its read would wait
+(``tms.subnowait``; ``tms.rpc.subs``)."""
+
+LOOP_READ_ROWS = 4096
+"""At most about this many rows are passed by a read on the loop's thread (skipped ones
+too: a rolled-back or invalid transaction's entries, expired messages); one that would
+pass more is read again on a worker (``MessageFetcher.cut``)."""
 
 
 @dataclass(frozen=True)

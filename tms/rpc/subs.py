@@ -4,7 +4,12 @@ transaction (op 11). They do what the REST routes do (``tms.http.subscriptions``
 the same checks and errors; the administration of subscriptions stays on REST.
 
 * ``sub_poll`` reads on the worker pool (``Subscriptions.read``, a commit of ``start``
-  riding on it with ``commit_version``) and long-polls as the REST route does
+  riding on it with ``commit_version``) — a poll of at most ``LOOP_READ_MESSAGES`` from
+  local stores (``Subscriptions.local_reads``), committing nothing or with
+  ``commit_later``, first on the loop's thread, inside ``tms.subnowait.not_waiting`` (a
+  read that would wait goes to the pool having done nothing; one that committed and
+  found nothing long-polls on without committing again) — and long-polls as the REST
+  route does
   (``tms.http.waiting.LongPoll``: woken by the topic's changes and by the transaction it
   is held behind finishing; with ``reread``, reading what finished and answering it:
   ``tms.http.subscriptions.long_poll_subscription``). Its answer is at most
@@ -30,10 +35,13 @@ from tms.http.waiting import LongPoll
 from tms.ids import MESSAGE_ID_SIZE, MessageId
 from tms.model import TopicId
 from tms.operations import WritePosition
+from tms.rpc.config import LOOP_READ_MESSAGES
 from tms.rpc.frames import rpc
 from tms.service import MessagingService
+from tms.subnowait import WouldWait, not_waiting
 from tms.subread import DEFAULT_LIMIT, SubscriptionPoll
 from tms.subscription import Subscription, SubscriptionId, after
+from txn.transaction import Transaction
 
 __all__ = ["SubscriptionOps", "poll_response", "subscription_state"]
 
@@ -144,6 +152,14 @@ class SubscriptionOps:
             raise TmsInvalidArgumentError(f"wait_ms must be in 0..{self._max_wait_ms}")
         if req.commit_version is not None and start is None:
             raise TmsInvalidArgumentError("a commit before a read commits its start: give one")
+        commit_version = req.commit_version
+        if self._reads_here(limit, commit_version, req.commit_later):
+            poll = self._poll_here(sub, start, limit, tx, commit_version, deadline)
+            if poll is not None:
+                if wait_ms == 0 or poll.messages or poll.read_error is not None:
+                    done(poll_response(poll, False, self._max_poll_bytes))
+                    return
+                commit_version = None  # (committed: the long poll below reads on without)
         first = [deadline]  # the first read is dropped past the deadline, not the next ones
 
         async def on_pool(read: Callable[[], SubscriptionPoll]) -> SubscriptionPoll:
@@ -160,13 +176,48 @@ class SubscriptionOps:
                 limit=limit,
                 transaction=tx,
                 wait_ms=wait_ms,
-                commit_version=req.commit_version,
+                commit_version=commit_version,
                 reread=bool(req.reread),
                 commit_later=bool(req.commit_later),
             )
             return poll_response(poll, finished, self._max_poll_bytes, fresh)
 
         self._task(self._polls, run(), done)
+
+    def _reads_here(self, limit: int, commit_version: int | None, commit_later: Any) -> bool:
+        """Whether a poll's first read may be tried on the loop's thread: a small one, from
+        local stores (the messages' and the records'), committing nothing or a commit
+        answered before its write."""
+        return (
+            limit <= LOOP_READ_MESSAGES
+            and (commit_version is None or bool(commit_later))
+            and self.svc.subscriptions.local_reads()
+        )
+
+    def _poll_here(  # noqa: PLR0917 - the poll's arguments
+        self,
+        sub: SubscriptionId,
+        start: MessageId | None,
+        limit: int,
+        tx: Transaction | None,
+        commit_version: int | None,
+        deadline: float | None,
+    ) -> SubscriptionPoll | None:
+        """The poll's first read on the loop's thread, or None when it would wait
+        (``tms.subnowait``: then nothing was done, and it is read on a worker)."""
+        self._in_time(deadline)
+        try:
+            with not_waiting():
+                return self.svc.subscriptions.read(
+                    sub,
+                    start_from=start,
+                    limit=limit,
+                    transaction=tx,
+                    commit_version=commit_version,
+                    commit_later=commit_version is not None,
+                )
+        except WouldWait:
+            return None
 
     def sub_commit(self, req: Any, topic: TopicId, deadline: float | None, done: Done) -> None:
         sub = _subscription(req, topic)

@@ -162,12 +162,19 @@ class KvSubscriptionStore:
     fail. ``syncs`` and ``changes`` count the writes done and the changes they carried."""
 
     def __init__(self, kv: KeyValueStore) -> None:
+        self._kv = kv
         self._table = kv.table(SUBSCRIPTION_TABLE)
         self._cond = threading.Condition(threading.Lock())
         self._gathering: _Batch | None = None
         self._writing: _Batch | None = None
         self.syncs = 0
         self.changes = 0
+
+    @property
+    def local_reads(self) -> bool:
+        """Whether a read now is answered by this process alone (its store's
+        ``local_reads``): short enough for an event loop's thread."""
+        return bool(getattr(self._kv, "local_reads", False))
 
     @property
     def gathered(self) -> int:

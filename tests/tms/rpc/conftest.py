@@ -6,7 +6,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -38,6 +39,19 @@ from tms.store.tables import MESSAGE_TABLE
 
 NOW = 1_700_000_000_000
 T = TopicId("ns", "t")
+
+
+class CountingPool(ThreadPoolExecutor):
+    """A real worker pool that keeps the futures of the calls handed to it."""
+
+    def __init__(self) -> None:
+        super().__init__(2)
+        self.calls: list[Future[Any]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future = super().submit(fn, *args, **kwargs)
+        self.calls.append(future)
+        return future
 
 
 class GatedStore:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,8 @@ from tests.tms.helpers import tx
 from tms.config import TmsConfig
 from tms.errors import RequestTimeoutError
 from tms.model import StoreRequest, TopicId
-from tms.rpc.backend import LOOP_READ_ROWS, Backend
+from tms.rpc.backend import Backend
+from tms.rpc.config import LOOP_READ_ROWS
 from tms.rpc.frames import rpc
 from tms.rpc.ops import BY_NAME
 from tms.service import MessagingService
@@ -26,23 +25,10 @@ from tms.store.leveldb import LevelDBStore
 from tms.store.memory import MemoryStore
 from txn.codec import encode_transaction
 
-from .conftest import GatedStore
+from .conftest import CountingPool, GatedStore
 
 T = TopicId("ns", "t")
 WAIT_S = 10.0
-
-
-class CountingPool(ThreadPoolExecutor):
-    """A real worker pool that keeps the futures of the calls handed to it."""
-
-    def __init__(self) -> None:
-        super().__init__(2)
-        self.calls: list[Future[Any]] = []
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future = super().submit(fn, *args, **kwargs)
-        self.calls.append(future)
-        return future
 
 
 def woken_poll(store: KeyValueStore) -> tuple[list[bytes], int]:
