@@ -8,9 +8,13 @@ CPU seconds per 10^6 rows of each kind of process (``benchmarks.cpu_meter``):
 
     python -m benchmarks.spark_alternate [--rows N] [--rounds R] [--masters local[1],local[2]]
         [--clients 1,2] [--protocol http|tms|http,tms] [--probe] [--config FILE]
+        [--conf KEY=VALUE ...]
 
 With several masters each round writes through each in turn (a session each), then the
-clients (``--clients 1,2``: one writer, then two at once, a transaction each;
+clients. The master ``cluster`` is a standalone cluster of a Master and two Workers with one
+core each (``tms.spark.cluster``), started once for the run; its JVMs and Python workers
+are counted apart (driver, executors, daemons, workers). The clients (``--clients 1,2``:
+one writer, then two at once, a transaction each;
 ``--masters ''``: no Spark). ``--protocol tms``: both write over the binary protocol;
 ``http,tms``: every round writes over each in turn.
 ``--probe`` runs the server under ``benchmarks.server_probe`` and prints, per write,
@@ -18,17 +22,19 @@ what the server saw: CPU seconds per thread (LevelDB's compaction thread apart),
 LevelDB's compactions (seconds, MB read and written), connections, requests per route,
 request bodies and the most requests in flight at once.
 ``--config``: the standalone stack's TOML config file (e.g. a ``[tms]`` table with
-``leveldb_write_buffer_mb``).
+``leveldb_write_buffer_mb``). ``--conf``: a Spark setting for every session.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +44,10 @@ from benchmarks.server_probe import MODULE, Probe
 from tms.client import MessagingClient
 from tms.model import TopicId
 from tms.spark import local_session
+from tms.spark.cluster import LocalCluster
 from tms.standalone import Launched
+
+CLUSTER = "cluster"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--probe", action="store_true", help="what the server saw, per write")
     parser.add_argument("--config", help="the standalone stack's TOML config file")
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for every session (e.g. "
+        "spark.sql.execution.arrow.maxRecordsPerBatch=100000); may be repeated",
+    )
     args = parser.parse_args(argv)
     masters = [m.strip() for m in args.masters.split(",") if m.strip()]
     clients = [
@@ -78,30 +95,67 @@ def main(argv: list[str] | None = None) -> int:
         else:
             stack = Launched(Path(tmp) / "data", *extra)
         protocols = [p.strip() for p in args.protocol.split(",") if p.strip()]
-        sessions = {m: local_session(f"txms-bench-{m}", master=m) for m in masters[:1]}
-        try:
+        with contextlib.ExitStack() as cleanup:
+            cleanup.callback(stack.stop)
+            cluster = None
+            if CLUSTER in masters:
+                cluster = cleanup.enter_context(LocalCluster(Path(tmp) / "cluster"))
+            sessions: dict[str, Any] = {}
+            cleanup.callback(lambda: [s.stop() for s in sessions.values()])
+            start = _starter(cluster, dict(c.split("=", 1) for c in args.conf))
+            sessions.update({m: start(m) for m in masters[:1]})
             for i in range(args.rounds):
                 for protocol in protocols:
                     url = spark_bench.endpoint(stack, protocol)
                     label = str(i) if len(protocols) == 1 else f"{i} {protocol}"
                     for who in [*masters, *clients]:
-                        _one(stack, sessions, who, args.rows, label, url=url, probe=probe)
-        finally:
-            for spark in sessions.values():
-                spark.stop()
-            stack.stop()
+                        meter = CpuMeter(
+                            stack.proc.pid,
+                            cluster.sessions if cluster is not None and who == CLUSTER else None,
+                        )
+                        _one(
+                            stack,
+                            sessions,
+                            start,
+                            who,
+                            rows=args.rows,
+                            i=label,
+                            url=url,
+                            probe=probe,
+                            meter=meter,
+                        )
     return 0
+
+
+def _starter(cluster: LocalCluster | None, conf: dict[str, str]) -> Callable[[str], Any]:
+    """Starts a Spark session with ``conf`` on a master (``cluster``: on the standalone
+    cluster)."""
+
+    def start(master: str) -> Any:
+        if master != CLUSTER:
+            return local_session(f"txms-bench-{master}", master=master, **conf)
+        assert cluster is not None
+        os.environ["PYSPARK_PYTHON"] = sys.executable  # the executors' too
+        return local_session(
+            "txms-bench-cluster",
+            master=cluster.master_url,
+            **{"spark.driver.host": "127.0.0.1", **conf},
+        )
+
+    return start
 
 
 def _one(
     stack: Launched,
     sessions: dict[str, Any],
+    start: Callable[[str], Any],
     who: str,
+    *,
     rows: int,
     i: str,
-    *,
     url: str,
     probe: Probe | None,
+    meter: CpuMeter,
 ) -> None:
     """One write of ``rows`` by ``who`` (a master, or the client), measured and printed.
     One session at a time: another master's stops the one before."""
@@ -114,12 +168,11 @@ def _one(
             for old in sessions.values():
                 old.stop()
             sessions.clear()
-            sessions[who] = local_session(f"txms-bench-{who}", master=who)
+            sessions[who] = start(who)
         spark = sessions[who]
         warm = TopicId("bench", f"warm-{tag}")
         MessagingClient(stack.url).create_topic(warm)
         spark_bench.spark_publish(spark, stack, warm, 1000, 4, url=url)  # its workers started
-    meter = CpuMeter(stack.proc.pid)
     meter.settle()  # the compactions of the writes before are theirs
     before = probe.snapshot() if probe is not None else None
     with meter.measure() as m:
