@@ -5,16 +5,19 @@
 The setting of the peer harness's latency workload for ``txms-rpc``
 (``benchmarks.peers``, ``measure_latency``): the standalone stack in a child process, a
 paced ``tms.aio`` sender in another (one message per publish, 100 B, not waiting for
-each answer), and here a consumer following the topic transactionally with long polls
-(``MessagingClient.follow``, ``wait_ms`` 1000). Each message carries its send time; the
-sender also notes when each answer came back. Per rate, in ms (p50 / p99):
+each answer; it wakes every ``TICK_S`` and sends what is due, so the connection's
+frames of one wake-up leave in one ``send``), and here a consumer following the topic
+transactionally with long polls (``MessagingClient.follow``, ``wait_ms`` 1000). Each
+message carries the time it was due by the rate (so the wait for its tick, and any lag
+of the sender behind its schedule, count in its latency); the sender also notes when
+each answer came back. Per rate, in ms (p50 / p99):
 
-* ``acked``: send → the sender holds the answer (the sender's loop, the server's
-  queueing and group commit, the answer's way back);
+* ``acked``: due → the sender holds the answer (the tick, the sender's loop, the
+  server's queueing and group commit, the answer's way back);
 * ``server``: the server's own time for a publish, from the loop turn that read it to
   its answer (``tms_operation_seconds``), and for each synced batch
   (``tms_writer_batch_seconds``): quantiles from the histograms' buckets (upper bounds);
-* ``seen``: send → the consumer holds the message;
+* ``seen``: due → the consumer holds the message;
 * ``seen - acked``: per message (negative: the consumer had it before the sender read
   its answer): the long poll's wake-up, its read and answer, the consumer;
 * the CPU each process used per message.
@@ -45,29 +48,45 @@ from txn.rpc.client import ThriftTxClient
 _SIZE = 100
 
 
+TICK_S = 0.001
+"""The paced sender wakes once a millisecond (the resolution of the loop's timers) and
+sends every message due by then: no timer, task or extra loop pass per message."""
+
+
 def _send(url: str, topic: TopicId, rate: int, count: int, out: Any) -> None:
-    """The paced sender (a child process): send times and answer times, in ns."""
+    """The paced sender (a child process): for each message the time it was due and the
+    time its answer came back, in ns. A message carries its due time, so a sender that
+    falls behind its schedule (or holds a message until its tick) counts against the
+    latency rather than hiding it."""
 
     async def paced() -> list[tuple[int, int]]:
         client = AsyncMessagingClient(url)
         await client.ping()
         times: list[tuple[int, int]] = []
+        errors: list[BaseException] = []
+        finished = asyncio.get_running_loop().create_future()
 
-        def answered(sent: int, _future: object) -> None:
-            times.append((sent, time.time_ns()))
+        def answered(due_ns: int, answer: asyncio.Future[object]) -> None:
+            if (error := answer.exception()) is not None:
+                errors.append(error)
+            times.append((due_ns, time.time_ns()))
+            if len(times) == count and not finished.done():
+                finished.set_result(None)
 
-        start, sent, answers = time.perf_counter(), 0, []
+        start, start_ns, sent = time.perf_counter(), time.time_ns(), 0
         while sent < count:
-            due = min(count, int((time.perf_counter() - start) * rate) + 1)
+            elapsed = time.perf_counter() - start
+            due = min(count, int(elapsed * rate) + 1)
             while sent < due:
-                now = time.time_ns()
-                answer = client.publish_nowait(topic, [latency_payload(_SIZE, now)])
-                answer.add_done_callback(partial(answered, now))
-                answers.append(answer)
+                due_ns = start_ns + sent * 1_000_000_000 // rate
+                answer = client.publish_nowait(topic, [latency_payload(_SIZE, due_ns)])
+                answer.add_done_callback(partial(answered, due_ns))
                 sent += 1
-            await asyncio.sleep(max(0.0, start + sent / rate - time.perf_counter()))
-        await asyncio.gather(*answers)
+            await asyncio.sleep(TICK_S - elapsed % TICK_S)
+        await finished
         await client.close()
+        if errors:
+            raise errors[0]
         return times
 
     times = asyncio.run(paced())

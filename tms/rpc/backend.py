@@ -76,12 +76,14 @@ class _Run:
     """Plain publishes next to each other in a turn's writes to one topic, with one
     deadline: their payloads, in order, and each request's answer and ``done``."""
 
-    __slots__ = ("answers", "deadline", "payloads", "ticket")
+    __slots__ = ("answers", "deadline", "payloads", "requests", "ticket")
 
     def __init__(self, deadline: float | None) -> None:
         self.deadline = deadline
         self.payloads: list[bytes] = []
         self.answers: list[tuple[Callable[[Any], Any], Done]] = []
+        self.requests = 0
+        """How many requests the run is (an answer may stand for several)."""
         self.ticket: Ticket[Any] | None = None  # once submitted
 
 
@@ -193,11 +195,19 @@ class Backend(SubscriptionOps):
         self._turn(topic).append((ticket, answer, done))
 
     def publish_plain(
-        self, topic: TopicId, payloads: list[bytes], deadline: float | None, done: Done
+        self,
+        topic: TopicId,
+        payloads: list[bytes],
+        deadline: float | None,
+        done: Done,
+        *,
+        requests: int = 1,
     ) -> None:
         """A plain publish of ``payloads`` (``writes.plain_payloads``) whose request the
-        caller read itself: as ``dispatch`` of it."""
-        self._plain(topic, payloads, deadline, writes.publish_answer, done)
+        caller read itself: as ``dispatch`` of it. ``requests``: how many plain publishes
+        of the caller, next to each other, ``payloads`` are (each request's payloads
+        contiguous, in order), answered by one call of ``done`` and counted each."""
+        self._plain(topic, payloads, deadline, writes.publish_answer, done, requests=requests)
 
     def _plain(
         self,
@@ -206,6 +216,8 @@ class Backend(SubscriptionOps):
         deadline: float | None,
         answer: Callable[[Any], Any],
         done: Done,
+        *,
+        requests: int = 1,
     ) -> None:
         """A plain publish: joins the run of them at the end of this turn's writes to
         ``topic`` (see the module docstring)."""
@@ -216,6 +228,7 @@ class Backend(SubscriptionOps):
             turn.append(run)
         run.payloads += payloads
         run.answers.append((answer, done))
+        run.requests += requests
 
     def _submit_queued(self) -> None:
         """The writes of one loop turn, each topic's in one call to its group commit."""
@@ -272,7 +285,7 @@ class Backend(SubscriptionOps):
         counts: dict[str, list[int]] = {}
         for write in turn:
             if isinstance(write, _Run):
-                ticket, n = write.ticket, len(write.answers)
+                ticket, n = write.ticket, write.requests
             else:
                 ticket, n = write[0], 1
             assert ticket is not None

@@ -4,11 +4,16 @@
   authenticates, the bearer token. Anything else first, an unsupported version or a
   token that is not valid is answered and the connection closed.
 * Frames are cut from the byte stream (``tms.rpc.frames.read_frames``) and each request
-  goes to its ``Backend`` handler at once (a plain publish to a topic the connection
-  published to before without its body decoded in full: ``frames.plain_publish``);
-  responses leave as soon as they are ready, in any order (a long poll does not hold
-  back the publishes behind it). Responses that become ready in one turn of the loop
-  leave in one write.
+  goes to its ``Backend`` handler at once; responses leave as soon as they are ready, in
+  any order (a long poll does not hold back the publishes behind it). Responses that
+  become ready in one turn of the loop leave in one write.
+* Plain publishes (``frames.plain_publish``: no write pointer, no TTLs, no trace) to a
+  topic the connection published to before, next to each other in one read and with one
+  timeout, are read without decoding their bodies in full and go to the backend as one
+  publish of all their payloads (``Backend.publish_plain`` with ``requests``), in order:
+  one call, one ticket and one answer for the run, whose response frames are built in
+  one pass. Each request is still answered (and counted) on its own; they succeed or
+  fail together, as they would in one synced batch.
 * Back-pressure: with ``max_in_flight`` requests in progress the connection is not read
   further (the client's sends block in TCP) until one is answered; nor while the client
   does not read its responses.
@@ -73,6 +78,28 @@ _PING = int(Kind.PING)
 _PONG = int(Kind.PONG)
 _GOAWAY = int(Kind.GOAWAY)
 _pack = HEADER.pack
+_PUBLISH = PUBLISH.code
+
+
+def _error_body(error: BaseException) -> bytes:
+    """The ``Error`` body answering ``error`` (anything but a ``TmsError``: internal)."""
+    if isinstance(error, NotOwnerError):
+        return encode_error(error.code, str(error), error.owner_rpc)
+    if isinstance(error, TmsError):
+        return encode_error(error.code, str(error))
+    return encode_error("internal_error", f"internal error: {error!r}")
+
+
+class _Publishes:
+    """A run of plain publishes of one read to one known topic, with one deadline."""
+
+    __slots__ = ("deadline", "ids", "payloads", "topic")
+
+    def __init__(self, topic: TopicId, deadline: float | None) -> None:
+        self.topic = topic
+        self.deadline = deadline
+        self.ids: list[int] = []
+        self.payloads: list[bytes] = []
 
 
 class Connection(asyncio.Protocol):
@@ -170,17 +197,39 @@ class Connection(asyncio.Protocol):
             else:
                 self._buf = buf[used:]
         received = self.last_rx
+        run: _Publishes | None = None
         for frame in frames:
             if self.closing:
-                return
+                break
             kind = frame.kind
+            plain, read = None, False
+            if kind == _REQUEST and frame.op == _PUBLISH and self.welcomed and not frame.flags:
+                plain, read = plain_publish(frame.body), True
+                topic = self._plain_topics.get(plain[0]) if plain is not None else None
+                if plain is not None and topic is not None:  # known valid and allowed
+                    timeout_ms = frame.timeout_ms
+                    deadline = received + timeout_ms / 1000 if timeout_ms else None
+                    if run is None or run.topic is not topic or run.deadline != deadline:
+                        if run is not None:
+                            self._publish_run(run)
+                        run = _Publishes(topic, deadline)
+                    run.ids.append(frame.request_id)
+                    run.payloads += plain[1]
+                    continue
+            if run is not None:  # the requests of a read are dispatched in their order
+                self._publish_run(run)
+                run = None
             if kind == _REQUEST:
-                self._request(frame, received)
+                self._request(frame, received, plain, read=read)
             elif kind == _PING:
                 self._send(encode_frame(_PONG, 0, frame.request_id))
             elif kind != _PONG:
                 self.goaway("bad_frame", f"a client does not send frames of kind {kind}")
-                return
+                break
+        if run is not None:
+            self._publish_run(run)
+        if self.closing:
+            return
         if self.in_flight >= config.max_in_flight:
             self.pause("in_flight")
             self.partial_since = None
@@ -192,7 +241,26 @@ class Connection(asyncio.Protocol):
 
     # -- requests -------------------------------------------------------------------------
 
-    def _request(self, frame: Frame, received: float) -> None:
+    def _publish_run(self, run: _Publishes) -> None:
+        ids = run.ids
+        self.in_flight += len(ids)
+        done = partial(self._done_run, ids)
+        try:
+            self._backend.publish_plain(
+                run.topic, run.payloads, run.deadline, done, requests=len(ids)
+            )
+        except Exception as exc:  # answered: a TmsError as itself, anything else as internal
+            done(exc)
+
+    def _request(
+        self,
+        frame: Frame,
+        received: float,
+        plain: tuple[bytes, list[bytes]] | None = None,
+        *,
+        read: bool = False,
+    ) -> None:
+        """``read``: the caller read the body with ``plain_publish`` already (``plain``)."""
         request_id = frame.request_id
         op = BY_CODE.get(frame.op)
         if not self.welcomed:
@@ -211,7 +279,8 @@ class Connection(asyncio.Protocol):
             if op is HELLO:
                 raise TmsInvalidArgumentError("hello was already said on this connection")
             deadline = received + frame.timeout_ms / 1000 if frame.timeout_ms else None
-            plain = plain_publish(frame.body) if op is PUBLISH else None
+            if not read and op is PUBLISH:
+                plain = plain_publish(frame.body)
             if plain is not None:
                 topic = self._plain_topics.get(plain[0])
                 if topic is not None:  # a topic this connection published to before
@@ -294,15 +363,37 @@ class Connection(asyncio.Protocol):
         if "in_flight" in self._pauses:
             self.resume("in_flight")
 
+    def _done_run(self, request_ids: list[int], result: Any) -> None:
+        """The outcome of a run of plain publishes (``_publish_run``): each of its
+        requests is answered with it, their frames built in one pass."""
+        self.in_flight -= len(request_ids)
+        if self.transport is None or self._linger is not None:
+            return
+        if isinstance(result, BaseException):
+            if not isinstance(result, TmsError):
+                log.error(
+                    "publish (requests %d-%d) failed",
+                    request_ids[0],
+                    request_ids[-1],
+                    exc_info=result,
+                )
+            body, flags = _error_body(result), FLAG_ERROR
+        else:
+            body = result if type(result) is bytes else encode_body(result)
+            flags = 0
+        size = MIN_LENGTH + len(body)
+        self._send(
+            b"".join(
+                [_pack(size, _RESPONSE, _PUBLISH, flags, rid, 0) + body for rid in request_ids]
+            )
+        )
+        if "in_flight" in self._pauses:
+            self.resume("in_flight")
+
     # -- writing --------------------------------------------------------------------------
 
     def _send_error(self, op: int, request_id: int, error: BaseException) -> None:
-        if isinstance(error, NotOwnerError):
-            body = encode_error(error.code, str(error), error.owner_rpc)
-        elif isinstance(error, TmsError):
-            body = encode_error(error.code, str(error))
-        else:
-            body = encode_error("internal_error", f"internal error: {error!r}")
+        body = _error_body(error)
         self._send(encode_frame(_RESPONSE, op, request_id, body, flags=FLAG_ERROR))
 
     def _send(self, frame: bytes) -> None:

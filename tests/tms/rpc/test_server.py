@@ -333,3 +333,76 @@ def test_writes_arriving_together_are_each_answered_in_order(served: Served, raw
     assert all(answers[rid].flags == 0 for rid in answers if rid not in (107, 130))
     assert [m.payload for m in served.service.fetch(T).messages] == [b"t%d" % i for i in range(20)]
     assert [m.payload for m in served.service.fetch(u).messages] == [b"u%d" % i for i in range(20)]
+
+
+def test_publishes_read_together_are_each_answered_in_order(served: Served, raw: Raw) -> None:
+    # Given a connection that published to the topic before (its plain publishes to it
+    # are read as runs)
+    raw.hello()
+    raw.request(1, publish(b"first"))
+    assert raw.frame().flags == 0
+    # When one segment holds plain publishes with two timeouts, a traced one, a ping and
+    # one that is not plain (two messages, one with a TTL) between them
+    frames = [
+        encode_frame(Kind.REQUEST, 1, 10 + i, encode_body(publish(b"a%d" % i))) for i in range(5)
+    ]
+    frames += [
+        encode_frame(Kind.REQUEST, 1, 20 + i, encode_body(publish(b"b%d" % i)), timeout_ms=60_000)
+        for i in range(3)
+    ]
+    frames.append(encode_frame(Kind.REQUEST, 1, 30, encode_body(publish(b"traced")), trace=(1, 2)))
+    frames.append(encode_frame(Kind.PING, 0, 31))
+    ttl = rpc.PublishRequest(ns="ns", topic="t", payloads=[b"t0", b"t1"], ttls=[0, 60])
+    frames.append(encode_frame(Kind.REQUEST, 1, 32, encode_body(ttl)))
+    frames += [
+        encode_frame(Kind.REQUEST, 1, 40 + i, encode_body(publish(b"c%d" % i, b"d%d" % i)))
+        for i in range(4)
+    ]
+    before = served.service.metrics.value("tms_requests_total", {"op": "publish", "outcome": "ok"})
+    raw.send(b"".join(frames))
+    answers = {f.request_id: f for f in (raw.frame() for _ in frames)}
+    # Then each is answered on its own, with its id, and counted; the messages are
+    # stored in the order sent
+    publishes = [*range(10, 15), *range(20, 23), 30, 32, *range(40, 44)]
+    assert sorted(answers) == sorted([*publishes, 31])
+    assert answers[31].kind == Kind.PONG
+    assert all(
+        (answers[r].kind, answers[r].op, answers[r].flags) == (Kind.RESPONSE, 1, 0)
+        for r in publishes
+    )
+    after = served.service.metrics.value("tms_requests_total", {"op": "publish", "outcome": "ok"})
+    assert after - before == len(publishes)
+    expected = [b"first", *(b"a%d" % i for i in range(5)), *(b"b%d" % i for i in range(3))]
+    expected += [b"traced", b"t0", b"t1"]
+    for i in range(4):
+        expected += [b"c%d" % i, b"d%d" % i]
+    assert [m.payload for m in served.service.fetch(T).messages] == expected
+
+
+def test_publishes_read_together_that_wait_too_long_each_get_the_error(make_rpc: Any) -> None:
+    served = make_rpc(RpcConfig(port=0))
+    raw = Raw(served.address)
+    raw.hello()
+    raw.request(1, publish(b"known"))
+    assert raw.frame().flags == 0
+    # Given a write stuck in a stalled disk
+    served.store.gate.clear()
+    first = raw.request(1, publish(b"first"))
+    assert served.store.waiting.wait(10)
+    # When publishes with a 50 ms timeout arrive together and queue behind it for longer
+    late = list(range(100, 110))
+    raw.send(
+        b"".join(
+            encode_frame(Kind.REQUEST, 1, rid, encode_body(publish(b"late")), timeout_ms=50)
+            for rid in late
+        )
+    )
+    time.sleep(0.3)
+    served.store.gate.set()
+    # Then each is dropped and says so, with its own id; the first is written
+    answers = {f.request_id: f for f in (raw.frame() for _ in range(11))}
+    raw.close()
+    assert sorted(answers) == sorted([first, *late])
+    assert answers[first].flags == 0
+    assert all(error_of(answers[rid])[0] == "request_timeout" for rid in late)
+    assert [m.payload for m in served.service.fetch(T).messages] == [b"known", b"first"]
