@@ -9,9 +9,13 @@ A poll with ``wait_ms`` that found nothing waits for one of:
   (held, ``finished``) at once, and the client reads on with a fresh transaction
   instead of retrying with a growing pause. The service learns it from the publisher's
   post-commit step (``MessagingService.transactions_finished``: the ``finished`` route),
-  or, failing that, by asking the transaction manager every ``held_recheck_ms`` while
-  the poll waits (``WritePointerGuard.state``). Without a transaction manager it
-  answers held (not finished) after that interval. A poll that asked to
+  or, failing that, from the transaction manager: while any poll is held, one watcher
+  task of the ``LongPoll`` asks it every ``watch_s`` (``held_watch_ms``, 2 ms by
+  default) about every pointer held on, in one call (``WritePointerGuard.state``), and
+  wakes the polls held behind the ones that finished; each poll also asks on its own
+  every ``held_recheck_ms`` (``recheck_s``), which is how it learns that the manager
+  cannot be asked. Without a transaction manager it answers held (not finished) after
+  that interval. A poll that asked to
   (``on_finished``, a subscription poll outside a transaction of its own) reads again
   instead, with a view brought up to date (``tms.subread.read_after_finish``), and
   answers the messages at once: no second request.
@@ -127,6 +131,13 @@ class TopicWaiters:
             self._held.setdefault((topic, write_pointer), set()).add(future)
         return future
 
+    def held(self) -> dict[int, list[TopicId]]:
+        """The pointers polls are held behind now, each with its topics."""
+        held: dict[int, list[TopicId]] = {}
+        for topic, wp in self._held:
+            held.setdefault(wp, []).append(topic)
+        return held
+
     def discard_held(
         self, topic: TopicId, write_pointer: int, future: asyncio.Future[None]
     ) -> None:
@@ -147,13 +158,62 @@ class LongPoll:
         pool: Executor,
         *,
         recheck_s: float,
+        watch_s: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``watch_s``: how often the watcher asks the manager while polls are held
+        (None: no watcher; each poll asks every ``recheck_s`` only)."""
         self._waiters = waiters
         self._guard = guard
         self._pool = pool
         self._recheck_s = recheck_s
+        self._watch_s = watch_s
         self._monotonic = monotonic
+        self._watcher: asyncio.Task[None] | None = None
+        self._unwatchable = False  # the guard knows no manager: nobody to ask
+        self.watch_rounds = 0
+        """How often the watcher asked the manager (for tests and metrics)."""
+
+    def close(self) -> None:
+        """Stop the watcher (on the loop's thread)."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
+
+    def _watch(self) -> None:
+        """Start the watcher unless it runs (a poll has just been held)."""
+        if self._watch_s is None or self._unwatchable:
+            return
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.get_running_loop().create_task(self._watching(self._watch_s))
+
+    async def _watching(self, interval_s: float) -> None:
+        """While polls are held: every ``interval_s`` ask the manager, in one call, about
+        every pointer held on, and wake the polls behind those that finished. Ends when
+        no poll is held (a new hold starts it again), or for good when the guard has no
+        manager; after a failed call it waits ``recheck_s`` (each poll answers
+        "unknown" on its own recheck)."""
+        loop = asyncio.get_running_loop()
+        pause = interval_s
+        while True:
+            await asyncio.sleep(pause)
+            held = self._waiters.held()
+            if not held:
+                return
+            self.watch_rounds += 1
+            try:
+                state = await loop.run_in_executor(self._pool, self._guard.state, sorted(held))
+            except TmsError:
+                pause = max(interval_s, self._recheck_s)
+                continue
+            if state is None:
+                self._unwatchable = True
+                return
+            pause = interval_s
+            for wp, topics in held.items():
+                if wp not in state.in_progress and wp <= state.write_pointer:
+                    for topic in topics:
+                        self._waiters.finished(topic, [wp])
 
     def recent(self, topic: TopicId, above: int) -> list[int]:
         """``TopicWaiters.recent`` (on the loop's thread)."""
@@ -214,6 +274,8 @@ class LongPoll:
         to ask the manager next, kept across the reads of one poll, so a topic that
         keeps changing (each change a new read) does not put the question off."""
         held = self._waiters.register_held(topic, wp)
+        if not held.done():
+            self._watch()
         try:
             while True:
                 now = self._monotonic()
