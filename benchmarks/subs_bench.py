@@ -19,10 +19,17 @@ this one (and publishers in others).
   just before the publish request to the consumer having the message, and from the
   transaction's commit (when it returned) to the consumer having it, with the
   publisher's post-commit word to the service and without it (the service asks the
-  transaction manager).
+  transaction manager). The time after the commit is split in the order's wait (for
+  a transaction with an earlier entry to commit) and the wake-up (from then on).
 
     python -m benchmarks.subs_bench [--quick] [--parts poll,loop,memory,latency]
                                     [--rate 1000] [--rounds 3]
+                                    [--publishers 4 | --async-publishers]
+
+``--async-publishers``: the latency part's publishers are asyncio tasks of one process
+(``tms.aio.Producer`` over the binary protocol, one task per transaction started at
+its time) instead of ``--publishers`` processes of the synchronous REST client, which
+on a two-CPU machine cannot offer 1,000 transactions/s.
 
 Results: ``benchmarks/results/subs.json``; figures in docs/benchmarks.md.
 """
@@ -30,6 +37,7 @@ Results: ``benchmarks/results/subs.json``; figures in docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import multiprocessing as mp
 import os
 import statistics
@@ -43,8 +51,9 @@ from typing import Any
 import requests
 
 from benchmarks.common import new_report, write_report
+from tms.aio import Producer
 from tms.client import MessagingClient
-from tms.client.aware import TransactionalPublisher, flush_finished
+from tms.client.aware import TransactionalPublisher, flush_finished, send_finished
 from tms.client.consumer import SubscriptionConsumer
 from tms.client.subscriber import Subscriber
 from tms.ids import MessageId
@@ -352,6 +361,81 @@ def _publisher(
     tx_client.close()
 
 
+def _async_publisher(
+    rpc_url: str,
+    url: str,
+    tx_address: str,
+    topic: TopicId,
+    *,
+    number: int,
+    count: int,
+    rate: float,
+    notify: bool,
+    go: Any,
+    out: Any,
+) -> None:
+    """``_publisher``'s work from one event loop: a paced loop starts one task per
+    transaction at its time (an open loop: a slow answer does not delay the next
+    start), each publishing over the binary protocol with ``tms.aio.Producer``; with
+    ``notify``, each committed transaction's word goes to the service as
+    ``TransactionalPublisher`` sends it (REST, from a thread)."""
+    asyncio.run(
+        _publish_async(
+            rpc_url,
+            url,
+            tx_address,
+            topic,
+            number=number,
+            count=count,
+            rate=rate,
+            notify=notify,
+            go=go,
+            out=out,
+        )
+    )
+
+
+async def _publish_async(
+    rpc_url: str,
+    url: str,
+    tx_address: str,
+    topic: TopicId,
+    *,
+    number: int,
+    count: int,
+    rate: float,
+    notify: bool,
+    go: Any,
+    out: Any,
+) -> None:
+    rest = MessagingClient(url)
+    committed: dict[bytes, int] = {}
+    async with Producer(rpc_url, tx_server=tx_address) as producer:
+
+        async def one(seq: int) -> None:
+            key = number.to_bytes(4, "big") + seq.to_bytes(4, "big")
+            async with producer.transaction():
+                stamp = time.time_ns()
+                token = await producer.publish(topic, key + stamp.to_bytes(8, "big") + PAYLOAD[16:])
+            committed[key] = time.time_ns()
+            if notify and token is not None:
+                send_finished(rest, [(topic, token)])
+
+        await asyncio.to_thread(go.wait)
+        tasks = []
+        interval = 1.0 / rate
+        next_at = time.perf_counter()
+        for seq in range(count):
+            tasks.append(asyncio.create_task(one(seq)))
+            next_at += interval
+            delay = next_at - time.perf_counter()
+            await asyncio.sleep(max(delay, 0))  # (0: yield, so the started tasks run)
+        await asyncio.gather(*tasks)
+    out.put(committed)
+    flush_finished(5.0)
+    rest.close()
+
+
 def _key(payload: bytes) -> bytes:
     """A latency message's key: its publisher's number and sequence number. (Not the
     send time: two publisher processes can read the same nanosecond — seen once in ten
@@ -363,24 +447,54 @@ def _sent_ns(payload: bytes) -> int:
     return int.from_bytes(payload[8:16], "big")
 
 
+def _order_split(
+    received: dict[bytes, tuple[int, int]], committed: dict[bytes, int]
+) -> tuple[list[float], list[float]]:
+    """Split each message's time after its commit (ms) in two: the order's wait (until
+    the last transaction with an entry before it in the topic committed: it cannot be
+    read before, DESIGN_NOTES 3) and the wake-up (from then to the consumer holding
+    it). ``received``: in the order the consumer read, the topic's order."""
+    waits: list[float] = []
+    wakes: list[float] = []
+    last = 0
+    for key, (_, got) in received.items():
+        last = max(last, committed[key])
+        waits.append((last - committed[key]) / 1e6)
+        wakes.append((got - last) / 1e6)
+    return sorted(waits), sorted(wakes)
+
+
 def _pct(values: list[float], q: float) -> float:
     return round(values[min(len(values) - 1, int(q * len(values)))], 2)
 
 
 def bench_latency(
-    stack: Launched, consumer: str, *, notify: bool, seconds: float, rate: int, procs: int
+    stack: Launched,
+    consumer: str,
+    *,
+    notify: bool,
+    seconds: float,
+    rate: int,
+    procs: int,
+    in_async: bool = False,
 ) -> dict[str, Any]:
+    """With ``in_async``: one publisher process of asyncio tasks (``_async_publisher``)
+    offers ``rate``, else ``procs`` processes (``_publisher``) offer ``rate / procs`` each."""
     client, tx_client = MessagingClient(stack.url), ThriftTxClient(stack.tx_address)
     topic = TopicId("bench", f"lat-{consumer}-{notify}-{time.monotonic_ns()}")
     client.create_topic(topic)
+    if in_async:
+        procs = 1
     expected = int(seconds * rate) // procs * procs
     ctx = mp.get_context("fork")
     go = ctx.Event()
     out = ctx.Queue()
     publishers = [
         ctx.Process(
-            target=_publisher,
-            args=(stack.url, stack.tx_address, topic),
+            target=_async_publisher if in_async else _publisher,
+            args=(stack.rpc_url, stack.url, stack.tx_address, topic)
+            if in_async
+            else (stack.url, stack.tx_address, topic),
             kwargs={
                 "number": number,
                 "count": expected // procs,
@@ -426,9 +540,11 @@ def bench_latency(
         raise RuntimeError(f"the consumer holds {len(received)} of {expected}: {missing} missing")
     latencies = sorted((got - sent) / 1e6 for sent, got in received.values())
     after_commit = sorted((got - committed[key]) / 1e6 for key, (_, got) in received.items())
+    waits, wakes = _order_split(received, committed)
     return {
         "consumer": consumer,
         "publisher_tells_service": notify,
+        "publishers": "async" if in_async else procs,
         "offered_per_s": rate,
         "achieved_per_s": round(len(latencies) / elapsed),
         "messages": len(latencies),
@@ -438,6 +554,10 @@ def bench_latency(
         "max_ms": round(latencies[-1], 2) if latencies else None,
         "after_commit_p50_ms": _pct(after_commit, 0.5),
         "after_commit_p99_ms": _pct(after_commit, 0.99),
+        "order_waited_share": round(sum(w > 0 for w in waits) / max(len(waits), 1), 3),
+        "order_wait_p99_ms": _pct(waits, 0.99),
+        "wakeup_p50_ms": _pct(wakes, 0.5),
+        "wakeup_p99_ms": _pct(wakes, 0.99),
     }
 
 
@@ -448,6 +568,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--publishers", type=int, default=4)
+    parser.add_argument(
+        "--async-publishers",
+        action="store_true",
+        help="one process of asyncio publishers (binary protocol) instead of --publishers",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "subs.json")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
@@ -484,6 +609,7 @@ def main(argv: list[str] | None = None) -> int:
                             seconds=seconds,
                             rate=args.rate,
                             procs=args.publishers,
+                            in_async=args.async_publishers,
                         )
                         report["latency"].append(result)
                         print(f"latency: {result}", flush=True)
