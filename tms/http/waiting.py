@@ -12,7 +12,8 @@ A poll with ``wait_ms`` that found nothing waits for one of:
   or, failing that, from the transaction manager: while any poll is held, one watcher
   task of the ``LongPoll`` asks it every ``watch_s`` (``held_watch_ms``, 2 ms by
   default) about every pointer held on, in one call (``WritePointerGuard.state``), and
-  wakes the polls held behind the ones that finished; each poll also asks on its own
+  wakes the polls held behind the ones that finished (slowing down, up to
+  ``recheck_s``, while nothing it watches finishes); each poll also asks on its own
   every ``held_recheck_ms`` (``recheck_s``), which is how it learns that the manager
   cannot be asked. Without a transaction manager it answers held (not finished) after
   that interval. A poll that asked to
@@ -188,13 +189,17 @@ class LongPoll:
             self._watcher = asyncio.get_running_loop().create_task(self._watching(self._watch_s))
 
     async def _watching(self, interval_s: float) -> None:
-        """While polls are held: every ``interval_s`` ask the manager, in one call, about
-        every pointer held on, and wake the polls behind those that finished. Ends when
-        no poll is held (a new hold starts it again), or for good when the guard has no
-        manager; after a failed call it waits ``recheck_s`` (each poll answers
-        "unknown" on its own recheck)."""
+        """While polls are held: ask the manager, in one call, about every pointer held
+        on, and wake the polls behind those that finished. It asks ``interval_s`` after
+        a round in which a pointer finished or a new one was held on, and otherwise
+        waits twice as long as the last time, up to ``recheck_s`` (polls held behind a
+        long transaction cost next to nothing). Ends when no poll is held (a new hold
+        starts it again), or for good when the guard has no manager; after a failed
+        call it waits ``recheck_s`` (each poll answers "unknown" on its own recheck)."""
         loop = asyncio.get_running_loop()
+        slowest = max(interval_s, self._recheck_s)
         pause = interval_s
+        asked: set[int] = set()
         while True:
             await asyncio.sleep(pause)
             held = self._waiters.held()
@@ -204,16 +209,19 @@ class LongPoll:
             try:
                 state = await loop.run_in_executor(self._pool, self._guard.state, sorted(held))
             except TmsError:
-                pause = max(interval_s, self._recheck_s)
+                pause = slowest
                 continue
             if state is None:
                 self._unwatchable = True
                 return
-            pause = interval_s
+            moved = not asked.issuperset(held)
+            asked = set(held)
             for wp, topics in held.items():
                 if wp not in state.in_progress and wp <= state.write_pointer:
+                    moved = True
                     for topic in topics:
                         self._waiters.finished(topic, [wp])
+            pause = interval_s if moved else min(pause * 2, slowest)
 
     def recent(self, topic: TopicId, above: int) -> list[int]:
         """``TopicWaiters.recent`` (on the loop's thread)."""

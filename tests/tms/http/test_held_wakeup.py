@@ -258,3 +258,33 @@ def test_the_watcher_stops_for_good_without_a_manager(make_server: Any) -> None:
         assert "X-Tms-Held-Finished" not in answer.headers
     long_poll = served.app[API].long_poll
     assert long_poll is not None and long_poll.watch_rounds == 1
+
+
+def test_the_watcher_slows_down_while_nothing_it_watches_finishes() -> None:
+    # Given a poll held for a second behind a transaction that stays open
+    manager = TransactionManager(TxConfig())
+    manager.start()
+    tx_client = InProcessTxClient(manager)
+    holder = tx_client.start_short()
+
+    async def scenario() -> tuple[tuple[str, bool], int]:
+        waiters = TopicWaiters(asyncio.get_running_loop())
+        with ThreadPoolExecutor(2) as pool:
+            guard = TransactionStateGuard(tx_client)
+            long_poll = LongPoll(waiters, guard, pool, recheck_s=0.5, watch_s=0.002)
+
+            async def read() -> str:
+                return "held"
+
+            result = await long_poll.run(T, 1_000, read, lambda _r: (False, holder.write_pointer))
+            long_poll.close()
+            return result, long_poll.watch_rounds
+
+    try:
+        # Then the watcher asked a handful of times (2, 4, 8 ... ms apart, up to the
+        # recheck), not every 2 ms
+        result, rounds = asyncio.run(scenario())
+        assert result == ("held", False)
+        assert 1 <= rounds <= 12
+    finally:
+        manager.stop()
