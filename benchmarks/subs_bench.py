@@ -363,7 +363,12 @@ def _publisher(
     tx_client.close()
 
 
-def _async_publisher(
+def _async_publisher(*args: Any, **kwargs: Any) -> None:
+    """``_publish_async`` in a process of its own (a ``Process`` target)."""
+    asyncio.run(_publish_async(*args, **kwargs))
+
+
+async def _publish_async(
     rpc_url: str,
     url: str,
     tx_address: str,
@@ -381,35 +386,6 @@ def _async_publisher(
     start), each publishing over the binary protocol with ``tms.aio.Producer``; with
     ``notify``, each committed transaction's word goes to the service as
     ``TransactionalPublisher`` sends it (REST, from a thread)."""
-    asyncio.run(
-        _publish_async(
-            rpc_url,
-            url,
-            tx_address,
-            topic,
-            number=number,
-            count=count,
-            rate=rate,
-            notify=notify,
-            go=go,
-            out=out,
-        )
-    )
-
-
-async def _publish_async(
-    rpc_url: str,
-    url: str,
-    tx_address: str,
-    topic: TopicId,
-    *,
-    number: int,
-    count: int,
-    rate: float,
-    notify: bool,
-    go: Any,
-    out: Any,
-) -> None:
     rest = MessagingClient(url)
     committed: dict[bytes, int] = {}
     async with Producer(rpc_url, tx_server=tx_address) as producer:
