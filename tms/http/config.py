@@ -36,7 +36,9 @@ class HttpConfig:
     held_watch_ms: int = 2
     """While any long poll is held, the service asks the transaction manager this often,
     in one call for all of them, whether the transactions they are held behind finished
-    (``tms.http.waiting``; 0: only each poll's own ``held_recheck_ms``)."""
+    (``tms.http.waiting``; 0: only each poll's own ``held_recheck_ms``). Against a
+    Tephra server without the ``writePointerState`` extension each question is a short
+    transaction started and aborted (two log edits): set it higher there, or 0."""
     history_interval_s: float = 2.0
     """Seconds between samples of the metrics for the console's charts (0: none); the
     transaction manager is sampled every fifth."""
