@@ -444,6 +444,16 @@ def _order_split(
     return sorted(waits), sorted(wakes)
 
 
+def _held_waits(url: str) -> dict[str, float]:
+    """The service's ``tms_held_waits_total`` by outcome (docs/tms.md)."""
+    counts: dict[str, float] = {}
+    for line in requests.get(f"{url}/metrics", timeout=30).text.splitlines():
+        if line.startswith('tms_held_waits_total{outcome="'):
+            labels, value = line.rsplit(" ", 1)
+            counts[labels.split('"')[1]] = float(value)
+    return counts
+
+
 def _pct(values: list[float], q: float) -> float:
     return round(values[min(len(values) - 1, int(q * len(values)))], 2)
 
@@ -463,6 +473,7 @@ def bench_latency(
     client, tx_client = MessagingClient(stack.url), ThriftTxClient(stack.tx_address)
     topic = TopicId("bench", f"lat-{consumer}-{notify}-{time.monotonic_ns()}")
     client.create_topic(topic)
+    waits_before = _held_waits(stack.url)
     if in_async:
         procs = 1
     expected = int(seconds * rate) // procs * procs
@@ -521,6 +532,8 @@ def bench_latency(
     if len(received) < expected:  # (a message the service never delivered)
         missing = len(set(committed) - set(received))
         raise RuntimeError(f"the consumer holds {len(received)} of {expected}: {missing} missing")
+    waits_after = _held_waits(stack.url)
+    held_waits = {k: round(v - waits_before.get(k, 0.0)) for k, v in waits_after.items()}
     latencies = sorted((got - sent) / 1e6 for sent, got in received.values())
     after_commit = sorted((got - committed[key]) / 1e6 for key, (_, got) in received.items())
     waits, wakes = _order_split(received, committed)
@@ -544,6 +557,7 @@ def bench_latency(
         # (late publishers: the machine could not run them on time; and the commit's
         # time is taken when the publisher runs again, so it may be late too)
         "publishers_late_p99_ms": _pct(sorted(lateness), 0.99),
+        "held_waits": held_waits,
     }
 
 

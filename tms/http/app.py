@@ -443,6 +443,7 @@ def create_app(
             pool,
             recheck_s=config.held_recheck_ms / 1000,
             watch_s=config.held_watch_ms / 1000 or None,
+            metrics=service.metrics,
         )
         service.add_listener(api.waiters.listener)
         service.add_finish_listener(api.waiters.finish_listener)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from tms.errors import TmsError
 from tms.guard import WritePointerGuard
+from tms.metrics import TmsMetrics
 from tms.model import TopicId
 from tms.operations import Receive
 from tms.queues import ReceiveRequest, ReceiveResult
@@ -160,15 +161,18 @@ class LongPoll:
         *,
         recheck_s: float,
         watch_s: float | None = None,
+        metrics: TmsMetrics | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """``watch_s``: how often the watcher asks the manager while polls are held
-        (None: no watcher; each poll asks every ``recheck_s`` only)."""
+        (None: no watcher; each poll asks every ``recheck_s`` only); ``metrics``: where
+        each held wait's outcome is counted (``tms_held_waits_total``)."""
         self._waiters = waiters
         self._guard = guard
         self._pool = pool
         self._recheck_s = recheck_s
         self._watch_s = watch_s
+        self._held_waits = None if metrics is None else metrics.held_waits
         self._monotonic = monotonic
         self._watcher: asyncio.Task[None] | None = None
         self._unwatchable = False  # the guard knows no manager: nobody to ask
@@ -242,6 +246,7 @@ class LongPoll:
         thread) may say True: then ``read`` is called again (it reads what finished)."""
         deadline = self._monotonic() + wait_ms / 1000
         check_at: list[float] = []  # when to ask the manager next (set at the first hold)
+        reread_after: int | None = None  # the pointer whose finish made it read again
         while True:
             # Register before reading, so a write landing after the read's snapshot is
             # guaranteed to wake us (its listener runs after the write).
@@ -260,14 +265,23 @@ class LongPoll:
                     continue
                 if not check_at:
                     check_at.append(self._monotonic() + self._recheck_s)
+                if reread_after is not None and reread_after != held:
+                    self._count("held_again")
+                reread_after = None
                 state = await self._wait_held(topic, held, waiter, deadline, check_at)
+                self._count(state)
                 if state == "finished" and on_finished is not None and on_finished(held):
+                    reread_after = held
                     continue
                 if state != "changed":
                     return result, state == "finished"
             finally:
                 if waiter is not None:
                     self._waiters.discard(topic, waiter)
+
+    def _count(self, outcome: str) -> None:
+        if self._held_waits is not None:
+            self._held_waits.labels(outcome).inc()
 
     async def _wait_held(
         self,

@@ -162,6 +162,7 @@ class Backend(SubscriptionOps):
             pool,
             recheck_s=held_recheck_ms / 1000,
             watch_s=held_watch_ms / 1000 or None,
+            metrics=service.metrics,
             monotonic=monotonic,
         )
         service.add_listener(self._waiters.listener)

@@ -25,6 +25,7 @@ from tms.codec.avro import ConsumeSpec
 from tms.guard import TransactionStateGuard
 from tms.http.app import API, HttpConfig
 from tms.http.waiting import LongPoll, TopicWaiters
+from tms.metrics import TmsMetrics
 from tms.model import StoreRequest, TopicId
 from tms.subscription import Preferences, SubscriptionId
 from txn import InProcessTxClient, TransactionContext, TransactionManager, TxConfig
@@ -286,5 +287,45 @@ def test_the_watcher_slows_down_while_nothing_it_watches_finishes() -> None:
         result, rounds = asyncio.run(scenario())
         assert result == ("held", False)
         assert 1 <= rounds <= 12
+    finally:
+        manager.stop()
+
+
+def test_held_waits_are_counted_by_outcome() -> None:
+    # Given a poll that reads again when what it is held behind finishes, held first
+    # behind one transaction and, read again, behind a second
+    manager = TransactionManager(TxConfig())
+    manager.start()
+    tx_client = InProcessTxClient(manager)
+    first, second = tx_client.start_short(), tx_client.start_short()
+    metrics = TmsMetrics()
+
+    async def scenario() -> tuple[int | None, bool]:
+        waiters = TopicWaiters(asyncio.get_running_loop())
+        with ThreadPoolExecutor(2) as pool:
+            guard = TransactionStateGuard(tx_client)
+            long_poll = LongPoll(
+                waiters, guard, pool, recheck_s=600.0, watch_s=0.005, metrics=metrics
+            )
+            holds = iter([first.write_pointer, second.write_pointer, None])
+
+            async def read() -> int | None:
+                return next(holds)
+
+            # When each commits (without a word)
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.05, tx_client.commit_or_throw, first)
+            loop.call_later(0.1, tx_client.commit_or_throw, second)
+            result = await long_poll.run(
+                T, 20_000, read, lambda held: (held is None, held), lambda _wp: True
+            )
+            long_poll.close()
+            return result
+
+    try:
+        assert asyncio.run(scenario()) == (None, False)
+        # Then two waits ended finished, and the second hold was counted as held again
+        count = lambda outcome: metrics.value("tms_held_waits_total", {"outcome": outcome})  # noqa: E731
+        assert (count("finished"), count("held_again"), count("timeout")) == (2, 1, 0)
     finally:
         manager.stop()
