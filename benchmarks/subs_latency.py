@@ -11,6 +11,7 @@ import asyncio
 import multiprocessing as mp
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import requests
@@ -59,21 +60,28 @@ class _CommitClock:
         return "commit-clock"
 
 
-def _publisher(
-    url: str,
-    tx_address: str,
-    topic: TopicId,
-    *,
-    number: int,
-    count: int,
-    rate: float,
-    notify: bool,
-    go: Any,
-    out: Any,
-) -> None:
+@dataclass(frozen=True, slots=True)
+class _Offer:
+    """One publisher's share of a run: its ``number`` (in each message's key), how many
+    transactions at what rate, whether it sends the word, the start signal ``go`` and
+    the queue ``out`` its results go to."""
+
+    number: int
+    count: int
+    rate: float
+    notify: bool
+    go: Any
+    out: Any
+
+    def unpacked(self) -> tuple[int, int, float, bool, Any, Any]:
+        return self.number, self.count, self.rate, self.notify, self.go, self.out
+
+
+def _publisher(url: str, tx_address: str, topic: TopicId, offer: _Offer) -> None:
     """Publish ``count`` messages, one per transaction; each payload starts with its key
     (``_key``: this publisher's ``number`` and the message's sequence number, unique in a
     run) and the time just before its publish. Puts ``{key: commit time}`` on ``out``."""
+    number, count, rate, notify, go, out = offer.unpacked()
     client, tx_client = MessagingClient(url), ThriftTxClient(tx_address)
     publisher = TransactionalPublisher(client, notify_finished=notify)
     clock = _CommitClock()
@@ -105,23 +113,14 @@ def _async_publisher(*args: Any, **kwargs: Any) -> None:
 
 
 async def _publish_async(
-    rpc_url: str,
-    url: str,
-    tx_address: str,
-    topic: TopicId,
-    *,
-    number: int,
-    count: int,
-    rate: float,
-    notify: bool,
-    go: Any,
-    out: Any,
+    rpc_url: str, url: str, tx_address: str, topic: TopicId, offer: _Offer
 ) -> None:
     """``_publisher``'s work from one event loop: a paced loop starts one task per
     transaction at its time (an open loop: a slow answer does not delay the next
     start), each publishing over the binary protocol with ``tms.aio.Producer``; with
     ``notify``, each committed transaction's word goes to the service as
     ``TransactionalPublisher`` sends it (REST, from a thread)."""
+    number, count, rate, notify, go, out = offer.unpacked()
     rest = MessagingClient(url)
     committed: dict[bytes, int] = {}
     async with Producer(rpc_url, tx_server=tx_address) as producer:
@@ -219,17 +218,13 @@ def bench_latency(
     publishers = [
         ctx.Process(
             target=_async_publisher if in_async else _publisher,
-            args=(stack.rpc_url, stack.url, stack.tx_address, topic)
-            if in_async
-            else (stack.url, stack.tx_address, topic),
-            kwargs={
-                "number": number,
-                "count": expected // procs,
-                "rate": rate / procs,
-                "notify": notify,
-                "go": go,
-                "out": out,
-            },
+            args=(
+                *((stack.rpc_url,) if in_async else ()),
+                stack.url,
+                stack.tx_address,
+                topic,
+                _Offer(number, expected // procs, rate / procs, notify, go, out),
+            ),
         )
         for number in range(procs)
     ]
