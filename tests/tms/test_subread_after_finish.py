@@ -32,11 +32,13 @@ class Source:
         self.down = False
         self.asked: list[list[int]] = []
 
-    def write_pointer_state(self, pointers: Iterable[int] = ()) -> WritePointerState:
+    def write_pointer_state(
+        self, pointers: Iterable[int] = (), durable: bool = False
+    ) -> WritePointerState:
         if self.down:
             raise TxError("the transaction server is gone")
         self.asked.append(sorted(pointers))
-        return self.client.write_pointer_state(pointers)
+        return self.client.write_pointer_state(pointers, durable)
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ A poll with ``wait_ms`` that found nothing waits for one of:
   post-commit step (``MessagingService.transactions_finished``: the ``finished`` route),
   or, failing that, from the transaction manager: while any poll is held, one watcher
   task of the ``LongPoll`` asks it every ``watch_s`` (``held_watch_ms``, 2 ms by
-  default) about every pointer held on, in one call (``WritePointerGuard.state``), and
+  default) about every pointer held on, in one call (``WritePointerGuard.state``: the
+  manager's durable answer, so a commit a crash could lose wakes nobody), and
   wakes the polls held behind the ones that finished (slowing down, up to
   ``recheck_s``, while nothing it watches finishes); each poll also asks on its own
   every ``held_recheck_ms`` (``recheck_s``), which is how it learns that the manager
