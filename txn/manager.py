@@ -342,7 +342,9 @@ class TransactionManager:
         loses. ``durable=True`` is the reader's answer: the same state, returned once
         every edit appended before it was read is durable, so a pointer it shows
         committed stays committed after any crash (it waits for the log's next sync)."""
-        return self._call(lambda: self.pipeline.write_pointer_state(pointers, durable))
+        answer = self.pipeline.write_pointer_state(pointers, durable)
+        self._wait(answer.ticket)  # ticket 0 (not durable): at once
+        return answer.value
 
     def get_snapshot(self) -> TransactionSnapshot:
         """The whole state now (raises ``SnapshotUnavailableError`` when not running)."""
