@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from tests.fakes import FakeClock
+from tests.txn.faulty_storage import FaultyStorage
 from tests.txn.harness import TxSystem, in_process_system
-from tests.txn.test_write_pointer_state_durable import HeldSyncStorage
 from tms.errors import TransactionNotInProgressError, TransactionServiceError
 from tms.guard import ClockGuard, TransactionStateGuard, Use
 from txn.errors import TxServiceUnavailableError
@@ -194,7 +194,7 @@ def test_readers_answers_wait_for_a_commit_to_be_durable_checks_do_not() -> None
     once (a write under it is refused); ``state`` and ``outcomes``, which decide what
     readers see, and a ``Use.COMMITTED`` check (a queue's settle makes messages visible)
     wait until the commit is durable."""
-    storage = HeldSyncStorage()
+    storage = FaultyStorage()
     manager = TransactionManager(store=TransactionStateStore(storage))
     manager.start()
     client = InProcessTxClient(manager)
@@ -203,10 +203,10 @@ def test_readers_answers_wait_for_a_commit_to_be_durable_checks_do_not() -> None
     try:
         tx = client.start_short()
         wp = tx.write_pointer
-        storage.held.clear()
-        storage.syncing.clear()
+        storage.gate.clear()
+        storage.holding.clear()
         commit = pool.submit(client.commit_or_throw, tx)
-        assert storage.syncing.wait(10)
+        assert storage.holding.wait(10)
         assert isinstance(guard.check([(wp, Use.WRITE)])[0], TransactionNotInProgressError)
         state = pool.submit(guard.state, [wp])
         outcomes = pool.submit(guard.outcomes, [wp])
@@ -214,12 +214,12 @@ def test_readers_answers_wait_for_a_commit_to_be_durable_checks_do_not() -> None
         with pytest.raises(TimeoutError):
             state.result(0.5)
         assert not outcomes.done() and not settle.done() and not commit.done()
-        storage.held.set()
+        storage.gate.set()
         commit.result(10)
         assert wp not in state.result(10).in_progress
         assert outcomes.result(10) == {wp: True}
         assert ok(settle.result(10))
     finally:
-        storage.held.set()
+        storage.gate.set()
         pool.shutdown()
         manager.stop()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.txn.test_write_pointer_state_durable import HeldSyncStorage
+from tests.txn.faulty_storage import FaultyStorage
 from tms.guard import TransactionStateGuard
 from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
@@ -109,7 +109,7 @@ def test_a_commit_not_yet_durable_is_not_read_until_it_is(tmp_path: Path) -> Non
     """The transaction log's sync is held (a slow disk): a commit applied in memory
     could still be lost by a crash, so a re-read told it finished shows its messages
     only once the commit is durable."""
-    storage = HeldSyncStorage()
+    storage = FaultyStorage()
     manager = TransactionManager(TxConfig(), TransactionStateStore(storage))
     manager.start()
     client = InProcessTxClient(manager)
@@ -121,18 +121,18 @@ def test_a_commit_not_yet_durable_is_not_read_until_it_is(tmp_path: Path) -> Non
         holder = client.start_short()
         svc.publish(StoreRequest.of(T, [b"one"], holder.write_pointer))
         reader = client.start_short()
-        storage.held.clear()
-        storage.syncing.clear()
+        storage.gate.clear()
+        storage.holding.clear()
         commit = pool.submit(client.commit_or_throw, holder)
-        assert storage.syncing.wait(10)  # committed in memory, not yet durable
+        assert storage.holding.wait(10)  # committed in memory, not yet durable
         read = pool.submit(_read, svc, reader, [holder.write_pointer])
         with pytest.raises(TimeoutError):
             read.result(0.5)
-        storage.held.set()
+        storage.gate.set()
         commit.result(10)
         assert read.result(10) == [b"one"]
     finally:
-        storage.held.set()
+        storage.gate.set()
         pool.shutdown()
         svc.close()
         manager.stop()

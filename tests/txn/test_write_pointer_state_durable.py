@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from tests.txn.faulty_storage import FaultyStorage
 from tests.txn.rpc.test_server_sync import connect, eventually, new_manager, serving
 from txn import native
 from txn.engine import resolve
 from txn.manager import TransactionManager
-from txn.persist.memory import MemoryStorage
 from txn.persist.store import TransactionStateStore
 from txn.state import WritePointerState
 
@@ -32,40 +31,9 @@ ENGINES = [
 WAIT_S = 0.5  # how long an answer that must wait is given to (wrongly) arrive
 
 
-class HeldSyncStorage(MemoryStorage):
-    """Fault injection: while ``held`` is clear, a log's sync blocks (a slow disk)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.held = threading.Event()
-        self.held.set()
-        self.syncing = threading.Event()
-
-    def create_log(self, timestamp_ms: int) -> object:  # type: ignore[override]
-        log = super().create_log(timestamp_ms)
-        storage = self
-
-        class Log:
-            def write(self, data: bytes) -> None:
-                log.write(data)
-
-            def sync(self) -> None:
-                storage.syncing.set()
-                storage.held.wait(30)
-                log.sync()
-
-            def close(self) -> None:
-                log.close()
-
-            def fileno(self) -> None:  # no descriptor: the native log writes through write()
-                return None
-
-        return Log()
-
-
 @pytest.mark.parametrize("engine", ENGINES)
 def test_the_durable_state_waits_for_a_commit_to_be_durable(engine: str) -> None:
-    storage = HeldSyncStorage()
+    storage = FaultyStorage()
     manager = TransactionManager(store=TransactionStateStore(storage), engine=resolve(engine))
     manager.start()
     pool = ThreadPoolExecutor(2)
@@ -73,10 +41,10 @@ def test_the_durable_state_waits_for_a_commit_to_be_durable(engine: str) -> None
         tx = manager.start_short()
         wp = [tx.write_pointer]
         assert manager.write_pointer_state(wp, durable=True).in_progress == {tx.write_pointer}
-        storage.held.clear()
-        storage.syncing.clear()
+        storage.gate.clear()
+        storage.holding.clear()
         commit = pool.submit(manager.commit, tx.transaction_id, tx.write_pointer)
-        assert storage.syncing.wait(10)  # applied in memory, its edit not yet durable
+        assert storage.holding.wait(10)  # applied in memory, its edit not yet durable
         # The writer's answer: at once, and the commit already shows (errs to refusing).
         assert tx.write_pointer not in manager.write_pointer_state(wp).in_progress
         # The reader's answer waits for the sync.
@@ -86,13 +54,13 @@ def test_the_durable_state_waits_for_a_commit_to_be_durable(engine: str) -> None
         with pytest.raises(TimeoutError):
             reader.result(WAIT_S)
         assert not commit.done()
-        storage.held.set()
+        storage.gate.set()
         commit.result(10)
         state = reader.result(10)
         assert tx.write_pointer not in state.in_progress
         assert tx.write_pointer not in state.invalid
     finally:
-        storage.held.set()
+        storage.gate.set()
         pool.shutdown()
         manager.stop()
 
