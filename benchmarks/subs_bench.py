@@ -19,10 +19,17 @@ this one (and publishers in others).
   just before the publish request to the consumer having the message, and from the
   transaction's commit (when it returned) to the consumer having it, with the
   publisher's post-commit word to the service and without it (the service asks the
-  transaction manager).
+  transaction manager). The time after the commit is split in the order's wait (for
+  a transaction with an earlier entry to commit) and the wake-up (from then on).
 
     python -m benchmarks.subs_bench [--quick] [--parts poll,loop,memory,latency]
                                     [--rate 1000] [--rounds 3]
+                                    [--publishers 4 | --async-publishers]
+
+``--async-publishers``: the latency part's publishers are asyncio tasks of one process
+(``tms.aio.Producer`` over the binary protocol, one task per transaction started at
+its time) instead of ``--publishers`` processes of the synchronous REST client, which
+on a two-CPU machine cannot offer 1,000 transactions/s.
 
 Results: ``benchmarks/results/subs.json``; figures in docs/benchmarks.md.
 """
@@ -30,7 +37,6 @@ Results: ``benchmarks/results/subs.json``; figures in docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import statistics
 import sys
@@ -43,8 +49,9 @@ from typing import Any
 import requests
 
 from benchmarks.common import new_report, write_report
+from benchmarks.subs_latency import bench_latency
 from tms.client import MessagingClient
-from tms.client.aware import TransactionalPublisher, flush_finished
+from tms.client.aware import TransactionalPublisher
 from tms.client.consumer import SubscriptionConsumer
 from tms.client.subscriber import Subscriber
 from tms.ids import MessageId
@@ -282,165 +289,6 @@ def bench_memory(stack: Launched, subscriptions: int = 10_000, topics: int = 100
     }
 
 
-# -- transactional long-poll wake-up ----------------------------------------------------
-
-
-class _CommitClock:
-    """A participant that notes when its transaction committed (its post-commit step
-    runs before the publisher's, which tells the service)."""
-
-    def __init__(self) -> None:
-        self.at_ns = 0
-
-    def start_tx(self, tx: Any) -> None:
-        pass
-
-    def update_tx(self, tx: Any) -> None:
-        pass
-
-    def get_tx_changes(self) -> list[bytes]:
-        return []
-
-    def commit_tx(self) -> bool:
-        return True
-
-    def post_tx_commit(self) -> None:
-        self.at_ns = time.time_ns()
-
-    def rollback_tx(self) -> bool:
-        return True
-
-    def transaction_aware_name(self) -> str:
-        return "commit-clock"
-
-
-def _publisher(
-    url: str,
-    tx_address: str,
-    topic: TopicId,
-    *,
-    number: int,
-    count: int,
-    rate: float,
-    notify: bool,
-    go: Any,
-    out: Any,
-) -> None:
-    """Publish ``count`` messages, one per transaction; each payload starts with its key
-    (``_key``: this publisher's ``number`` and the message's sequence number, unique in a
-    run) and the time just before its publish. Puts ``{key: commit time}`` on ``out``."""
-    client, tx_client = MessagingClient(url), ThriftTxClient(tx_address)
-    publisher = TransactionalPublisher(client, notify_finished=notify)
-    clock = _CommitClock()
-    committed: dict[bytes, int] = {}
-    go.wait()
-    interval = 1.0 / rate
-    next_at = time.perf_counter()
-    for seq in range(count):
-        next_at += interval
-        key = number.to_bytes(4, "big") + seq.to_bytes(4, "big")
-        with TransactionContext(tx_client, clock, publisher):
-            stamp = time.time_ns()
-            publisher.publish(topic, [key + stamp.to_bytes(8, "big") + PAYLOAD[16:]])
-        committed[key] = clock.at_ns
-        delay = next_at - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-    out.put(committed)
-    flush_finished(5.0)  # a forked child ends without atexit: the last words go out now
-    client.close()
-    tx_client.close()
-
-
-def _key(payload: bytes) -> bytes:
-    """A latency message's key: its publisher's number and sequence number. (Not the
-    send time: two publisher processes can read the same nanosecond — seen once in ten
-    runs — and a consumer counting by send time then waits for a message it has.)"""
-    return payload[:8]
-
-
-def _sent_ns(payload: bytes) -> int:
-    return int.from_bytes(payload[8:16], "big")
-
-
-def _pct(values: list[float], q: float) -> float:
-    return round(values[min(len(values) - 1, int(q * len(values)))], 2)
-
-
-def bench_latency(
-    stack: Launched, consumer: str, *, notify: bool, seconds: float, rate: int, procs: int
-) -> dict[str, Any]:
-    client, tx_client = MessagingClient(stack.url), ThriftTxClient(stack.tx_address)
-    topic = TopicId("bench", f"lat-{consumer}-{notify}-{time.monotonic_ns()}")
-    client.create_topic(topic)
-    expected = int(seconds * rate) // procs * procs
-    ctx = mp.get_context("fork")
-    go = ctx.Event()
-    out = ctx.Queue()
-    publishers = [
-        ctx.Process(
-            target=_publisher,
-            args=(stack.url, stack.tx_address, topic),
-            kwargs={
-                "number": number,
-                "count": expected // procs,
-                "rate": rate / procs,
-                "notify": notify,
-                "go": go,
-                "out": out,
-            },
-        )
-        for number in range(procs)
-    ]
-    for p in publishers:
-        p.start()
-    deadline = time.monotonic() + seconds + 60
-    stop = lambda: time.monotonic() > deadline  # noqa: E731
-    if consumer == "subscription":
-        sub = SubscriptionId(topic, "reader")
-        client.create_subscription(sub, Preferences(transactional=True))
-        messages: Any = Subscriber(client, sub, tx_client=tx_client, wait_ms=1000, stop=stop)
-    else:
-        messages = client.follow(topic, start=0, tx_client=tx_client, wait_ms=1000, stop=stop)
-    received: dict[bytes, tuple[int, int]] = {}  # key: (sent, received)
-    duplicates = 0
-    started = time.perf_counter()
-    go.set()
-    for message in messages:
-        duplicates += _key(message.payload) in received
-        received[_key(message.payload)] = (_sent_ns(message.payload), time.time_ns())
-        if len(received) >= expected:
-            break
-    elapsed = time.perf_counter() - started
-    if isinstance(messages, Subscriber):
-        messages.close()
-    committed: dict[bytes, int] = {}
-    for _ in publishers:
-        committed.update(out.get(timeout=60))
-    for p in publishers:
-        p.join(60)
-    client.close()
-    tx_client.close()
-    if len(received) < expected:  # (a message the service never delivered)
-        missing = len(set(committed) - set(received))
-        raise RuntimeError(f"the consumer holds {len(received)} of {expected}: {missing} missing")
-    latencies = sorted((got - sent) / 1e6 for sent, got in received.values())
-    after_commit = sorted((got - committed[key]) / 1e6 for key, (_, got) in received.items())
-    return {
-        "consumer": consumer,
-        "publisher_tells_service": notify,
-        "offered_per_s": rate,
-        "achieved_per_s": round(len(latencies) / elapsed),
-        "messages": len(latencies),
-        "duplicates": duplicates,
-        "p50_ms": _pct(latencies, 0.5),
-        "p99_ms": _pct(latencies, 0.99),
-        "max_ms": round(latencies[-1], 2) if latencies else None,
-        "after_commit_p50_ms": _pct(after_commit, 0.5),
-        "after_commit_p99_ms": _pct(after_commit, 0.99),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -448,6 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--publishers", type=int, default=4)
+    parser.add_argument(
+        "--async-publishers",
+        action="store_true",
+        help="one process of asyncio publishers (binary protocol) instead of --publishers",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "subs.json")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
@@ -484,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                             seconds=seconds,
                             rate=args.rate,
                             procs=args.publishers,
+                            in_async=args.async_publishers,
                         )
                         report["latency"].append(result)
                         print(f"latency: {result}", flush=True)

@@ -26,6 +26,17 @@ are settled: committed (True) or invalid (False); the others are still in progre
 not known. Tephra's rule makes "finished and not invalid" mean committed: an aborted
 transaction rolled back its writes before it aborted, else it was invalidated.
 
+**Writers' and readers' answers.** The manager applies a commit (or invalidation) in
+memory before its log edit is durable. ``check`` asks for the immediate state: a pointer
+that looks finished is refused, so a change not yet durable errs towards refusing —
+except ``Use.COMMITTED``, which *allows* a pointer that looks committed and makes a
+queue's messages visible: a batch with one asks for the durable state. ``outcomes`` and
+``state`` decide what readers see, so they ask for the *durable* state
+(``write_pointer_state(..., durable=True)``): answered once everything it shows is
+durable, so a transaction they report committed cannot be lost by a crash of the
+transaction server (aborted or unknown is never visible). Immediate and durable reads
+are coalesced separately: a check never waits for the log.
+
 ``check`` returns, per use, None (allowed) or the ``TmsError`` to answer:
 ``TransactionNotInProgressError`` (409) or ``TransactionServiceError`` (503) when the
 transaction service cannot be asked. It never raises for a refusal.
@@ -98,7 +109,9 @@ class WritePointerGuard(Protocol):
 class WritePointerSource(Protocol):
     """The part of ``txn.client.TxClient`` a ``TransactionStateGuard`` uses."""
 
-    def write_pointer_state(self, pointers: Collection[int] = ()) -> WritePointerState: ...
+    def write_pointer_state(
+        self, pointers: Collection[int] = (), durable: bool = False
+    ) -> WritePointerState: ...
 
 
 def _refused(wp: int, use: Use) -> TransactionNotInProgressError:
@@ -171,8 +184,9 @@ class TransactionStateGuard:
         self._cond = threading.Condition(threading.Lock())
         self._state: WritePointerState | None = None
         self._state_at = 0.0  # when the request that read it was sent
-        self._pending = _Refresh()
-        self._running: _Refresh | None = None
+        # per kind of read (durable or not): the refresh callers join, the one under way
+        self._pending = {False: _Refresh(), True: _Refresh()}
+        self._running: dict[bool, _Refresh | None] = {False: None, True: None}
         self.refreshes = 0
         """Calls made to the transaction service (for tests and metrics)."""
 
@@ -197,8 +211,9 @@ class TransactionStateGuard:
             undecided.append(i)
         if not undecided:
             return results
+        durable = any(use is Use.COMMITTED for _, use in uses)
         try:
-            fresh = self._refresh(asks)
+            fresh = self._refresh(asks, durable=durable)
         except Exception as exc:  # the transaction client's errors, mapped here
             error = TransactionServiceError(f"the transaction service cannot be asked: {exc}")
             for i in undecided:
@@ -214,7 +229,7 @@ class TransactionStateGuard:
         if not pointers:
             return {}
         try:
-            state = self._refresh(pointers)
+            state = self._refresh(pointers, durable=True)
         except Exception:  # the transaction client's errors: nothing is known
             return {}
         return {
@@ -225,21 +240,21 @@ class TransactionStateGuard:
 
     def state(self, pointers: Collection[int] = ()) -> WritePointerState | None:
         try:
-            return self._refresh(pointers)
+            return self._refresh(pointers, durable=True)
         except Exception as exc:  # the transaction client's errors, mapped here
             raise TransactionServiceError(
                 f"the transaction service cannot be asked: {exc}"
             ) from exc
 
-    def _refresh(self, asks: Collection[int]) -> WritePointerState:
+    def _refresh(self, asks: Collection[int], *, durable: bool = False) -> WritePointerState:
         """A state read by a call that started after this one was made (see the module
-        docstring). Raises what the source raised (``TxError``)."""
+        docstring), ``durable`` or not. Raises what the source raised (``TxError``)."""
         with self._cond:
-            mine = self._pending
+            mine = self._pending[durable]
             mine.asks.update(asks)
             while not mine.done:
-                if self._running is None:
-                    self._running, self._pending = mine, _Refresh()
+                if self._running[durable] is None:
+                    self._running[durable], self._pending[durable] = mine, _Refresh()
                     mine.started = self._monotonic()
                     break
                 self._cond.wait()
@@ -249,14 +264,14 @@ class TransactionStateGuard:
                 assert mine.state is not None
                 return mine.state
         try:
-            mine.state = self._source.write_pointer_state(sorted(mine.asks))
+            mine.state = self._source.write_pointer_state(sorted(mine.asks), durable)
         except Exception as exc:
             mine.error = exc
         finally:
             with self._cond:
                 self.refreshes += 1
                 mine.done = True
-                self._running = None
+                self._running[durable] = None
                 if mine.state is not None and mine.started >= self._state_at:
                     self._state, self._state_at = mine.state, mine.started
                 self._cond.notify_all()

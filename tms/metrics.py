@@ -112,6 +112,14 @@ class TmsMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.held_waits = Counter(
+            "tms_held_waits",
+            "Long polls' waits behind a transaction in progress, by how each ended "
+            "(finished, changed, timeout, unknown; held_again: read again after it "
+            "finished and held behind another)",
+            ["outcome"],
+            registry=r,
+        )
         self.cleanup_deleted = Counter(
             "tms_cleanup_deleted_rows", "Rows removed by cleanup", ["reason"], registry=r
         )

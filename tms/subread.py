@@ -17,13 +17,14 @@ taken from a read is never past what its reader could read.
 ``read_after_finish`` reads for a reader whose transaction ``tx`` is older than what
 has finished since (a poll that was held behind a transaction, woken when it finished):
 with a view (``FinishedView``) that is ``tx``, plus what the transaction manager says
-now of the pointers asked about — ``tx``'s in-progress ones and ``finished`` (those
-reported finished): each committed one becomes visible, each invalid one excluded, the
-others stay as ``tx`` sees them. A pointer nobody asked about stays unseen (it may be
-invalid: the manager's state names only the invalid pointers it is asked about), so a
-read held at one that has finished asks again with it too, at most ``ASK_ROUNDS``
-times. The position of such a read is then past entries ``tx`` cannot see: the reader
-must read on, and commit, with a transaction started after it was answered.
+now (its durable answer, ``tms.guard``) of the pointers asked about — ``tx``'s
+in-progress ones and ``finished`` (those reported finished): each committed one becomes
+visible, each invalid one excluded, the others stay as ``tx`` sees them. A pointer nobody
+asked about stays unseen (it may be invalid: the manager's state names only the invalid
+pointers it is asked about), so a read held at one that has finished asks again with it
+too, at most ``ASK_ROUNDS`` times. The position of such a read is then past entries ``tx``
+cannot see: the reader must read on, and commit, with a transaction started after it was
+answered.
 """
 
 from __future__ import annotations

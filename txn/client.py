@@ -80,11 +80,19 @@ class TxClient(Protocol):
     def prune_now(self) -> None:
         """Run invalid-list pruning now (a no-op where pruning is disabled)."""
 
-    def write_pointer_state(self, pointers: Iterable[int] = ()) -> WritePointerState:
+    def write_pointer_state(
+        self, pointers: Iterable[int] = (), durable: bool = False
+    ) -> WritePointerState:
         """The newest write pointer issued, the pointers in progress and which of
         ``pointers`` are invalid (``txn.state.WritePointerState``); read-only. Against a
         server without this txms extension (Tephra's), computed from a short
-        transaction that is started and aborted."""
+        transaction that is started and aborted (durable either way).
+
+        Without ``durable`` the answer may show finished a commit or invalidation whose
+        log edit is not yet durable (right for refusing writes, ``tms.guard``); a reader
+        that decides from it what is visible passes ``durable=True``: the answer then
+        comes once everything it shows is durable (``TransactionManager
+        .write_pointer_state``)."""
         ...
 
     def close(self) -> None:

@@ -99,8 +99,10 @@ class InProcessTxClient:
             raise InvalidArgumentError("invalid-list pruning is not enabled on this server")
         self._pruner.report(participant, bound)
 
-    def write_pointer_state(self, pointers: Iterable[int] = ()) -> WritePointerState:
-        return self.manager.write_pointer_state(pointers)
+    def write_pointer_state(
+        self, pointers: Iterable[int] = (), durable: bool = False
+    ) -> WritePointerState:
+        return self.manager.write_pointer_state(pointers, durable)
 
     def close(self) -> None:
         pass

@@ -327,15 +327,24 @@ class TransactionManager:
             lambda: self.pipeline.query(lambda m: m.invalid_count() + m.in_progress_count())
         )
 
-    def write_pointer_state(self, pointers: Iterable[int] = ()) -> WritePointerState:
+    def write_pointer_state(
+        self, pointers: Iterable[int] = (), durable: bool = False
+    ) -> WritePointerState:
         """The in-progress pointers now, the newest pointer issued, and which of
         ``pointers`` are invalid; read-only (no log edit).
 
-        Answered at once, without waiting for edits still on their way to the log: a
-        client holds a write pointer only after its start was durable, so what it may
-        write under is never answered from state the log could lose; an answer about a
-        change not yet durable (a commit, an invalidation) errs towards refusing."""
-        return self.pipeline.write_pointer_state(pointers).value
+        By default answered at once, without waiting for edits still on their way to the
+        log: a client holds a write pointer only after its start was durable, so what it
+        may write under is never answered from state the log could lose; an answer about
+        a change not yet durable (a commit, an invalidation) errs towards refusing. That
+        is the answer for a *writer's* check (``tms.guard``), never for a *reader*: a
+        pointer it shows finished may be a commit that a crash before the next sync
+        loses. ``durable=True`` is the reader's answer: the same state, returned once
+        every edit appended before it was read is durable, so a pointer it shows
+        committed stays committed after any crash (it waits for the log's next sync)."""
+        answer = self.pipeline.write_pointer_state(pointers, durable)
+        self._wait(answer.ticket)  # ticket 0 (not durable): at once
+        return answer.value
 
     def get_snapshot(self) -> TransactionSnapshot:
         """The whole state now (raises ``SnapshotUnavailableError`` when not running)."""

@@ -328,9 +328,12 @@ class TxOperations:
     def invalid_size(self) -> Durable[int]:
         return self.query(lambda m: m.invalid_count())
 
-    def write_pointer_state(self, pointers: Iterable[int]) -> Durable[WritePointerState]:
+    def write_pointer_state(
+        self, pointers: Iterable[int], durable: bool = False
+    ) -> Durable[WritePointerState]:
         """The newest pointer issued, the in-progress ones, and which of ``pointers`` are
-        invalid, valid at once (ticket 0: see ``TransactionManager.write_pointer_state``)."""
+        invalid: valid at once (ticket 0), or with ``durable`` once everything appended
+        before it is durable (see ``TransactionManager.write_pointer_state``)."""
         m = self._m
         with self._lock:
             self._ensure_running()
@@ -339,4 +342,5 @@ class TxOperations:
                 frozenset(m.in_progress_ids()),
                 frozenset(p for p in pointers if m.is_invalid(p)),
             )
-        return Durable(state, 0)
+            ticket = self._log.last_appended if durable else 0
+        return Durable(state, ticket)

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 import pytest
 
 from tests.fakes import FakeClock
+from tests.txn.faulty_storage import FaultyStorage
 from tests.txn.harness import TxSystem, in_process_system
 from tms.errors import TransactionNotInProgressError, TransactionServiceError
 from tms.guard import ClockGuard, TransactionStateGuard, Use
 from txn.errors import TxServiceUnavailableError
+from txn.inmemory import InProcessTxClient
+from txn.manager import TransactionManager
+from txn.persist.store import TransactionStateStore
 from txn.state import WritePointerState
 from txn.transaction import MAX_TX_PER_MS
 
@@ -36,13 +41,17 @@ class Gate:
     open: threading.Event
     calls: int = 0
     down: bool = False
+    durable: list[bool] = field(default_factory=list)  # what each call asked for
 
-    def write_pointer_state(self, pointers: Collection[int] = ()) -> WritePointerState:
+    def write_pointer_state(
+        self, pointers: Collection[int] = (), durable: bool = False
+    ) -> WritePointerState:
         self.calls += 1
+        self.durable.append(durable)
         self.open.wait(10)
         if self.down:
             raise TxServiceUnavailableError("the transaction service is down")
-        return self.system.client.write_pointer_state(pointers)
+        return self.system.client.write_pointer_state(pointers, durable)
 
 
 def gate(system: TxSystem) -> Gate:
@@ -178,3 +187,39 @@ def test_clock_guard_refuses_pointers_from_the_future() -> None:
     assert all(isinstance(r, TransactionNotInProgressError) for r in results)
     # It cannot know which transactions committed: rollbacks pass
     assert ok(guard.check([(wp, R) for wp in allowed + refused]))
+
+
+def test_readers_answers_wait_for_a_commit_to_be_durable_checks_do_not() -> None:
+    """A commit applied in memory whose log edit is not yet synced: ``check`` answers at
+    once (a write under it is refused); ``state`` and ``outcomes``, which decide what
+    readers see, and a ``Use.COMMITTED`` check (a queue's settle makes messages visible)
+    wait until the commit is durable."""
+    storage = FaultyStorage()
+    manager = TransactionManager(store=TransactionStateStore(storage))
+    manager.start()
+    client = InProcessTxClient(manager)
+    guard = TransactionStateGuard(client, max_age_s=0)
+    pool = ThreadPoolExecutor(4)
+    try:
+        tx = client.start_short()
+        wp = tx.write_pointer
+        storage.gate.clear()
+        storage.holding.clear()
+        commit = pool.submit(client.commit_or_throw, tx)
+        assert storage.holding.wait(10)
+        assert isinstance(guard.check([(wp, Use.WRITE)])[0], TransactionNotInProgressError)
+        state = pool.submit(guard.state, [wp])
+        outcomes = pool.submit(guard.outcomes, [wp])
+        settle = pool.submit(guard.check, [(wp, Use.COMMITTED)])
+        with pytest.raises(TimeoutError):
+            state.result(0.5)
+        assert not outcomes.done() and not settle.done() and not commit.done()
+        storage.gate.set()
+        commit.result(10)
+        assert wp not in state.result(10).in_progress
+        assert outcomes.result(10) == {wp: True}
+        assert ok(settle.result(10))
+    finally:
+        storage.gate.set()
+        pool.shutdown()
+        manager.stop()

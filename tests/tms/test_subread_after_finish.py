@@ -6,10 +6,12 @@ and a manager that cannot be asked leaves the read as the transaction sees it.""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from tests.txn.faulty_storage import FaultyStorage
 from tms.guard import TransactionStateGuard
 from tms.model import StoreRequest, TopicId
 from tms.service import MessagingService
@@ -17,6 +19,7 @@ from tms.store.leveldb import LevelDBStore
 from tms.subscription import EARLIEST, Preferences, SubscriptionId
 from txn import InProcessTxClient, TransactionManager, TxConfig
 from txn.errors import TxError
+from txn.persist.store import TransactionStateStore
 from txn.state import WritePointerState
 
 T = TopicId("ns", "t")
@@ -32,11 +35,13 @@ class Source:
         self.down = False
         self.asked: list[list[int]] = []
 
-    def write_pointer_state(self, pointers: Iterable[int] = ()) -> WritePointerState:
+    def write_pointer_state(
+        self, pointers: Iterable[int] = (), durable: bool = False
+    ) -> WritePointerState:
         if self.down:
             raise TxError("the transaction server is gone")
         self.asked.append(sorted(pointers))
-        return self.client.write_pointer_state(pointers)
+        return self.client.write_pointer_state(pointers, durable)
 
 
 @pytest.fixture
@@ -98,3 +103,36 @@ def test_a_manager_that_cannot_be_asked_leaves_the_read_as_the_transaction_sees_
         S, start_from=EARLIEST, transaction=reader, finished=[holder.write_pointer]
     )
     assert poll.messages == [] and poll.held and poll.held_pointer == holder.write_pointer
+
+
+def test_a_commit_not_yet_durable_is_not_read_until_it_is(tmp_path: Path) -> None:
+    """The transaction log's sync is held (a slow disk): a commit applied in memory
+    could still be lost by a crash, so a re-read told it finished shows its messages
+    only once the commit is durable."""
+    storage = FaultyStorage()
+    manager = TransactionManager(TxConfig(), TransactionStateStore(storage))
+    manager.start()
+    client = InProcessTxClient(manager)
+    svc = MessagingService(LevelDBStore(tmp_path / "db"), guard=TransactionStateGuard(client))
+    pool = ThreadPoolExecutor(2)
+    try:
+        svc.create_topic(T)
+        svc.subscriptions.create(S, Preferences(transactional=True))
+        holder = client.start_short()
+        svc.publish(StoreRequest.of(T, [b"one"], holder.write_pointer))
+        reader = client.start_short()
+        storage.gate.clear()
+        storage.holding.clear()
+        commit = pool.submit(client.commit_or_throw, holder)
+        assert storage.holding.wait(10)  # committed in memory, not yet durable
+        read = pool.submit(_read, svc, reader, [holder.write_pointer])
+        with pytest.raises(TimeoutError):
+            read.result(0.5)
+        storage.gate.set()
+        commit.result(10)
+        assert read.result(10) == [b"one"]
+    finally:
+        storage.gate.set()
+        pool.shutdown()
+        svc.close()
+        manager.stop()

@@ -8,13 +8,13 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.txn.faulty_storage import FaultyStorage
 from txn import native
 from txn.durability import DurableLog, NullLog
 from txn.engine import resolve
 from txn.errors import TxStorageError
 from txn.manager import ManagerState, TransactionManager
 from txn.persist.edit import TransactionEdit
-from txn.persist.memory import MemoryStorage
 from txn.persist.store import TransactionStateStore
 from txn.transaction import TransactionType
 
@@ -25,36 +25,6 @@ ENGINES = [
         marks=pytest.mark.skipif(not native.AVAILABLE, reason="the native engine is not built"),
     ),
 ]
-
-
-class FailingStorage(MemoryStorage):
-    """Fault injection: once ``failing`` is set, every write to a log raises (as a full
-    disk would)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.failing = False
-
-    def create_log(self, timestamp_ms: int) -> object:  # type: ignore[override]
-        log = super().create_log(timestamp_ms)
-        storage = self
-
-        class Log:
-            def write(self, data: bytes) -> None:
-                if storage.failing:
-                    raise TxStorageError("No space left on device")
-                log.write(data)
-
-            def sync(self) -> None:
-                log.sync()
-
-            def close(self) -> None:
-                log.close()
-
-            def fileno(self) -> None:  # no descriptor: the native log writes through write()
-                return None
-
-        return Log()
 
 
 def edit(wp: int) -> TransactionEdit:
@@ -68,8 +38,8 @@ def listener(heard: Heard) -> Callable[[int, BaseException | None], None]:
     return lambda ticket, failure: heard.append((ticket, failure))
 
 
-def open_log(engine: str) -> tuple[FailingStorage, DurableLog]:
-    storage = FailingStorage()
+def open_log(engine: str) -> tuple[FaultyStorage, DurableLog]:
+    storage = FaultyStorage()
     storage.open()
     log = resolve(engine).new_log(TransactionStateStore(storage), 1.0)
     log.open(1000)
@@ -133,7 +103,7 @@ def test_a_log_kept_nowhere_takes_both_kinds_of_listener() -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_manager_whose_log_fails_goes_failed(engine: str) -> None:
-    storage = FailingStorage()
+    storage = FaultyStorage()
     manager = TransactionManager(store=TransactionStateStore(storage), engine=resolve(engine))
     manager.start()
     try:

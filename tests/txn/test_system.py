@@ -302,6 +302,8 @@ def test_write_pointer_state(system: TxSystem) -> None:
     assert state.write_pointer == checkpoint.write_pointer
     assert state.invalid == {invalid.write_pointer}
     assert client.write_pointer_state().invalid == frozenset()
+    # And the durable answer (a reader's) is the same state once nothing is on its way
+    assert client.write_pointer_state(asked, durable=True) == state
     # And nothing was logged for it (a read-only call)
     assert system.manager.write_pointer_state([]) == client.write_pointer_state([])
 
@@ -319,7 +321,7 @@ def test_write_pointer_state_from_a_server_without_the_extension() -> None:
             invalid = local.manager.start_short()
             local.manager.invalidate(invalid.transaction_id)
             state = client.write_pointer_state([invalid.write_pointer, running.write_pointer])
-            again = client.write_pointer_state()
+            again = client.write_pointer_state(durable=True)  # durable by construction
         finally:
             client.close()
             thread.stop()

@@ -438,7 +438,12 @@ def create_app(
     async def on_startup(app: web.Application) -> None:
         api.waiters = TopicWaiters(asyncio.get_running_loop())
         api.long_poll = LongPoll(
-            api.waiters, service.guard, pool, recheck_s=config.held_recheck_ms / 1000
+            api.waiters,
+            service.guard,
+            pool,
+            recheck_s=config.held_recheck_ms / 1000,
+            watch_s=config.held_watch_ms / 1000 or None,
+            metrics=service.metrics,
         )
         service.add_listener(api.waiters.listener)
         service.add_finish_listener(api.waiters.finish_listener)
@@ -449,6 +454,8 @@ def create_app(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if api.long_poll is not None:
+            api.long_poll.close()
         if api.waiters is not None:
             service.remove_listener(api.waiters.listener)
             service.remove_finish_listener(api.waiters.finish_listener)

@@ -33,6 +33,12 @@ class HttpConfig:
     held_recheck_ms: int = 100
     """A long poll held behind a transaction in progress asks the transaction manager
     this often whether it finished, when no publisher said so (``tms.http.waiting``)."""
+    held_watch_ms: int = 2
+    """While any long poll is held, the service asks the transaction manager this often,
+    in one call for all of them, whether the transactions they are held behind finished
+    (``tms.http.waiting``; 0: only each poll's own ``held_recheck_ms``). Against a
+    Tephra server without the ``writePointerState`` extension each question is a short
+    transaction started and aborted (two log edits): set it higher there, or 0."""
     history_interval_s: float = 2.0
     """Seconds between samples of the metrics for the console's charts (0: none); the
     transaction manager is sampled every fifth."""
@@ -44,6 +50,8 @@ class HttpConfig:
             raise TmsInvalidArgumentError("bad HTTP settings")
         if self.held_recheck_ms < 1:
             raise TmsInvalidArgumentError("held_recheck_ms must be at least 1")
+        if self.held_watch_ms < 0:
+            raise TmsInvalidArgumentError("held_watch_ms must not be negative")
         if self.history_interval_s < 0:
             raise TmsInvalidArgumentError("history_interval_s must not be negative")
         if not (self.idle_timeout_s > 0 and self.header_timeout_s > 0):

@@ -9,9 +9,15 @@ A poll with ``wait_ms`` that found nothing waits for one of:
   (held, ``finished``) at once, and the client reads on with a fresh transaction
   instead of retrying with a growing pause. The service learns it from the publisher's
   post-commit step (``MessagingService.transactions_finished``: the ``finished`` route),
-  or, failing that, by asking the transaction manager every ``held_recheck_ms`` while
-  the poll waits (``WritePointerGuard.state``). Without a transaction manager it
-  answers held (not finished) after that interval. A poll that asked to
+  or, failing that, from the transaction manager: while any poll is held, one watcher
+  task of the ``LongPoll`` asks it every ``watch_s`` (``held_watch_ms``, 2 ms by
+  default) about every pointer held on, in one call (``WritePointerGuard.state``: the
+  manager's durable answer, so a commit a crash could lose wakes nobody), and
+  wakes the polls held behind the ones that finished (slowing down, up to
+  ``recheck_s``, while nothing it watches finishes); each poll also asks on its own
+  every ``held_recheck_ms`` (``recheck_s``), which is how it learns that the manager
+  cannot be asked. Without a transaction manager it answers held (not finished) after
+  that interval. A poll that asked to
   (``on_finished``, a subscription poll outside a transaction of its own) reads again
   instead, with a view brought up to date (``tms.subread.read_after_finish``), and
   answers the messages at once: no second request.
@@ -37,6 +43,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from tms.errors import TmsError
 from tms.guard import WritePointerGuard
+from tms.metrics import TmsMetrics
 from tms.model import TopicId
 from tms.operations import Receive
 from tms.queues import ReceiveRequest, ReceiveResult
@@ -127,6 +134,13 @@ class TopicWaiters:
             self._held.setdefault((topic, write_pointer), set()).add(future)
         return future
 
+    def held(self) -> dict[int, list[TopicId]]:
+        """The pointers polls are held behind now, each with its topics."""
+        held: dict[int, list[TopicId]] = {}
+        for topic, wp in self._held:
+            held.setdefault(wp, []).append(topic)
+        return held
+
     def discard_held(
         self, topic: TopicId, write_pointer: int, future: asyncio.Future[None]
     ) -> None:
@@ -147,13 +161,72 @@ class LongPoll:
         pool: Executor,
         *,
         recheck_s: float,
+        watch_s: float | None = None,
+        metrics: TmsMetrics | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``watch_s``: how often the watcher asks the manager while polls are held
+        (None: no watcher; each poll asks every ``recheck_s`` only); ``metrics``: where
+        each held wait's outcome is counted (``tms_held_waits_total``)."""
         self._waiters = waiters
         self._guard = guard
         self._pool = pool
         self._recheck_s = recheck_s
+        self._watch_s = watch_s
+        self._held_waits = None if metrics is None else metrics.held_waits
         self._monotonic = monotonic
+        self._watcher: asyncio.Task[None] | None = None
+        self._unwatchable = False  # the guard knows no manager: nobody to ask
+        self.watch_rounds = 0
+        """How often the watcher asked the manager (for tests and metrics)."""
+
+    def close(self) -> None:
+        """Stop the watcher (on the loop's thread)."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
+
+    def _watch(self) -> None:
+        """Start the watcher unless it runs (a poll has just been held)."""
+        if self._watch_s is None or self._unwatchable:
+            return
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.get_running_loop().create_task(self._watching(self._watch_s))
+
+    async def _watching(self, interval_s: float) -> None:
+        """While polls are held: ask the manager, in one call, about every pointer held
+        on, and wake the polls behind those that finished. It asks ``interval_s`` after
+        a round in which a pointer finished or a new one was held on, and otherwise
+        waits twice as long as the last time, up to ``recheck_s`` (polls held behind a
+        long transaction cost next to nothing). Ends when no poll is held (a new hold
+        starts it again), or for good when the guard has no manager; after a failed
+        call it waits ``recheck_s`` (each poll answers "unknown" on its own recheck)."""
+        loop = asyncio.get_running_loop()
+        slowest = max(interval_s, self._recheck_s)
+        pause = interval_s
+        asked: set[int] = set()
+        while True:
+            await asyncio.sleep(pause)
+            held = self._waiters.held()
+            if not held:
+                return
+            self.watch_rounds += 1
+            try:
+                state = await loop.run_in_executor(self._pool, self._guard.state, sorted(held))
+            except TmsError:
+                pause = slowest
+                continue
+            if state is None:
+                self._unwatchable = True
+                return
+            moved = not asked.issuperset(held)
+            asked = set(held)
+            for wp, topics in held.items():
+                if wp not in state.in_progress and wp <= state.write_pointer:
+                    moved = True
+                    for topic in topics:
+                        self._waiters.finished(topic, [wp])
+            pause = interval_s if moved else min(pause * 2, slowest)
 
     def recent(self, topic: TopicId, above: int) -> list[int]:
         """``TopicWaiters.recent`` (on the loop's thread)."""
@@ -174,6 +247,7 @@ class LongPoll:
         thread) may say True: then ``read`` is called again (it reads what finished)."""
         deadline = self._monotonic() + wait_ms / 1000
         check_at: list[float] = []  # when to ask the manager next (set at the first hold)
+        reread_after: int | None = None  # the pointer whose finish made it read again
         while True:
             # Register before reading, so a write landing after the read's snapshot is
             # guaranteed to wake us (its listener runs after the write).
@@ -192,14 +266,23 @@ class LongPoll:
                     continue
                 if not check_at:
                     check_at.append(self._monotonic() + self._recheck_s)
+                if reread_after is not None and reread_after != held:
+                    self._count("held_again")
+                reread_after = None
                 state = await self._wait_held(topic, held, waiter, deadline, check_at)
+                self._count(state)
                 if state == "finished" and on_finished is not None and on_finished(held):
+                    reread_after = held
                     continue
                 if state != "changed":
                     return result, state == "finished"
             finally:
                 if waiter is not None:
                     self._waiters.discard(topic, waiter)
+
+    def _count(self, outcome: str) -> None:
+        if self._held_waits is not None:
+            self._held_waits.labels(outcome).inc()
 
     async def _wait_held(
         self,
@@ -214,6 +297,8 @@ class LongPoll:
         to ask the manager next, kept across the reads of one poll, so a topic that
         keeps changing (each change a new read) does not put the question off."""
         held = self._waiters.register_held(topic, wp)
+        if not held.done():
+            self._watch()
         try:
             while True:
                 now = self._monotonic()

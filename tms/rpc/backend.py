@@ -129,6 +129,7 @@ class Backend(SubscriptionOps):
         max_wait_ms: int,
         max_poll_bytes: int,
         held_recheck_ms: int = 100,
+        held_watch_ms: int = 2,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.svc = service
@@ -147,6 +148,8 @@ class Backend(SubscriptionOps):
             service.guard,
             pool,
             recheck_s=held_recheck_ms / 1000,
+            watch_s=held_watch_ms / 1000 or None,
+            metrics=service.metrics,
             monotonic=monotonic,
         )
         service.add_listener(self._waiters.listener)
@@ -157,6 +160,7 @@ class Backend(SubscriptionOps):
         receive whose write is under way answers what it leased)."""
         self.svc.remove_listener(self._waiters.listener)
         self.svc.remove_finish_listener(self._waiters.finish_listener)
+        self._long_poll.close()
         for task in list(self._polls):
             task.cancel()
 

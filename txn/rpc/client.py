@@ -366,11 +366,13 @@ class ThriftTxClient:
         does not prune."""
         self._call("reportPruneUpperBound", participant, bound)
 
-    def write_pointer_state(self, pointers: Iterable[int] = ()) -> WritePointerState:
+    def write_pointer_state(
+        self, pointers: Iterable[int] = (), durable: bool = False
+    ) -> WritePointerState:
         asked = [int(p) for p in pointers]
         if not self._tephra_only:
-            try:
-                r = self._call("writePointerState", asked)
+            try:  # durable is left out unless asked: the same call as before the field
+                r = self._call("writePointerState", asked, True if durable else None)
             except TxServiceError as exc:
                 cause = exc.__cause__
                 if not (

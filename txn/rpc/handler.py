@@ -211,7 +211,7 @@ class TephraHandler:
         return self._ok(S.invalidTxSize_result, d, d.value)
 
     def writePointerState(self, a: Any) -> Reply:
-        d = self._p.write_pointer_state(a.writePointers or ())
+        d = self._p.write_pointer_state(a.writePointers or (), bool(a.durable))
         state = tephra.TWritePointerState(
             writePointer=d.value.write_pointer,
             inProgress=sorted(d.value.in_progress),

@@ -106,8 +106,11 @@ service TTransactionServer {
 
   // txms extension, not in Tephra: read-only. The newest write pointer issued, every
   // write pointer in progress (checkpoints included), and which of writePointers are
-  // invalid. For services that refuse writes under pointers the manager did not issue.
-  TWritePointerState writePointerState(1: list<i64> writePointers),
+  // invalid. For services that refuse writes under pointers the manager did not issue
+  // (answered at once). durable (absent: false): answered only once every edit appended
+  // before the state was read is durable, so a pointer it shows finished stays finished
+  // after a crash (for readers deciding what is committed).
+  TWritePointerState writePointerState(1: list<i64> writePointers, 2: optional bool durable),
 
   // txms's extension (not Tephra's): a lease on a short transaction. It expires `timeout`
   // seconds from now (never sooner than before, never past the manager's maximum

@@ -23,8 +23,9 @@ from tms.client.aware import TransactionalPublisher
 from tms.codec import avro
 from tms.codec.avro import ConsumeSpec
 from tms.guard import TransactionStateGuard
-from tms.http.app import HttpConfig
+from tms.http.app import API, HttpConfig
 from tms.http.waiting import LongPoll, TopicWaiters
+from tms.metrics import TmsMetrics
 from tms.model import StoreRequest, TopicId
 from tms.subscription import Preferences, SubscriptionId
 from txn import InProcessTxClient, TransactionContext, TransactionManager, TxConfig
@@ -198,3 +199,133 @@ def test_a_committing_publisher_wakes_a_follower(tmp_path: Path) -> None:
         stack.tx.commit_or_throw(ctx.current_transaction)  # type: ignore[arg-type]
         publisher.post_tx_commit()  # the context's last step: tells the service
         assert poll.get().held_finished
+
+
+def test_one_watcher_asks_the_manager_for_every_held_poll() -> None:
+    # Given polls on three topics held behind two transactions whose publishers say
+    # nothing, and a per-poll recheck far beyond the polls' wait
+    manager = TransactionManager(TxConfig())
+    manager.start()
+    tx_client = InProcessTxClient(manager)
+    first, second = tx_client.start_short(), tx_client.start_short()
+    topics = [TopicId("ns1", name) for name in ("a", "b", "c")]
+    holders = {topics[0]: first, topics[1]: first, topics[2]: second}
+
+    async def scenario() -> tuple[list[tuple[str, bool]], int]:
+        loop = asyncio.get_running_loop()
+        waiters = TopicWaiters(loop)
+        with ThreadPoolExecutor(2) as pool:
+            guard = TransactionStateGuard(tx_client)
+            long_poll = LongPoll(waiters, guard, pool, recheck_s=600.0, watch_s=0.01)
+
+            async def read() -> str:
+                return "held"
+
+            def poll(topic: TopicId) -> Any:
+                wp = holders[topic].write_pointer
+                return long_poll.run(topic, 20_000, read, lambda _r: (False, wp))
+
+            polls = [asyncio.create_task(poll(topic)) for topic in topics]
+            while len(waiters.held()) < 2:  # (both pointers held on)
+                await asyncio.sleep(0.001)
+            # When both commit without a word
+            tx_client.commit_or_throw(first)
+            tx_client.commit_or_throw(second)
+            results = await asyncio.gather(*polls)
+            long_poll.close()
+            # (every call the guard made was the watcher's: one for all the polls)
+            return results, guard.refreshes - long_poll.watch_rounds
+
+    try:
+        # Then every poll learns it from the watcher, long before its own recheck
+        results, others = asyncio.run(scenario())
+        assert results == [("held", True)] * 3
+        assert others == 0
+    finally:
+        manager.stop()
+
+
+def test_the_watcher_stops_for_good_without_a_manager(make_server: Any) -> None:
+    # Given a service that knows no transaction manager
+    served: Served = make_server(HttpConfig(port=0, held_recheck_ms=50, held_watch_ms=1))
+    served.service.create_topic(T)
+    wp = served.clock.now_ms() * 1_000_000
+    served.service.publish(StoreRequest.of(T, [b"in tx"], wp))
+    # When two polls are held in turn, Then each answers held (not finished) after its
+    # recheck, as before, and the watcher asked once only (it learnt nobody answers)
+    for _ in range(2):
+        answer = held_poll(served, wp, "poll").get()
+        assert answer.headers["X-Tms-Held"] == "true"
+        assert "X-Tms-Held-Finished" not in answer.headers
+    long_poll = served.app[API].long_poll
+    assert long_poll is not None and long_poll.watch_rounds == 1
+
+
+def test_the_watcher_slows_down_while_nothing_it_watches_finishes() -> None:
+    # Given a poll held for a second behind a transaction that stays open
+    manager = TransactionManager(TxConfig())
+    manager.start()
+    tx_client = InProcessTxClient(manager)
+    holder = tx_client.start_short()
+
+    async def scenario() -> tuple[tuple[str, bool], int]:
+        waiters = TopicWaiters(asyncio.get_running_loop())
+        with ThreadPoolExecutor(2) as pool:
+            guard = TransactionStateGuard(tx_client)
+            long_poll = LongPoll(waiters, guard, pool, recheck_s=0.5, watch_s=0.002)
+
+            async def read() -> str:
+                return "held"
+
+            result = await long_poll.run(T, 1_000, read, lambda _r: (False, holder.write_pointer))
+            long_poll.close()
+            return result, long_poll.watch_rounds
+
+    try:
+        # Then the watcher asked a handful of times (2, 4, 8 ... ms apart, up to the
+        # recheck), not every 2 ms
+        result, rounds = asyncio.run(scenario())
+        assert result == ("held", False)
+        assert 1 <= rounds <= 12
+    finally:
+        manager.stop()
+
+
+def test_held_waits_are_counted_by_outcome() -> None:
+    # Given a poll that reads again when what it is held behind finishes, held first
+    # behind one transaction and, read again, behind a second
+    manager = TransactionManager(TxConfig())
+    manager.start()
+    tx_client = InProcessTxClient(manager)
+    first, second = tx_client.start_short(), tx_client.start_short()
+    metrics = TmsMetrics()
+
+    async def scenario() -> tuple[int | None, bool]:
+        waiters = TopicWaiters(asyncio.get_running_loop())
+        with ThreadPoolExecutor(2) as pool:
+            guard = TransactionStateGuard(tx_client)
+            long_poll = LongPoll(
+                waiters, guard, pool, recheck_s=600.0, watch_s=0.005, metrics=metrics
+            )
+            holds = iter([first.write_pointer, second.write_pointer, None])
+
+            async def read() -> int | None:
+                return next(holds)
+
+            # When each commits (without a word)
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.05, tx_client.commit_or_throw, first)
+            loop.call_later(0.1, tx_client.commit_or_throw, second)
+            result = await long_poll.run(
+                T, 20_000, read, lambda held: (held is None, held), lambda _wp: True
+            )
+            long_poll.close()
+            return result
+
+    try:
+        assert asyncio.run(scenario()) == (None, False)
+        # Then two waits ended finished, and the second hold was counted as held again
+        count = lambda outcome: metrics.value("tms_held_waits_total", {"outcome": outcome})  # noqa: E731
+        assert (count("finished"), count("held_again"), count("timeout")) == (2, 1, 0)
+    finally:
+        manager.stop()

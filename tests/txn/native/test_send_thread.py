@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ from contextlib import contextmanager
 import pytest
 
 from tests.integration.test_thrift_wire import message, read_frame
+from tests.txn.faulty_storage import FaultyStorage
 from tests.txn.harness import SYSTEM_CONFIG
 from tests.txn.rpc.test_server_sync import eventually
 from txn import native
@@ -28,39 +28,6 @@ from txn.persist.store import TransactionStateStore
 from txn.rpc.server import ServerThread, new_server
 
 pytestmark = pytest.mark.skipif(not native.AVAILABLE, reason="the native engine is not built")
-
-
-class GatedStorage(MemoryStorage):
-    """Fault injection: while ``gate`` is clear, a log sync waits for it, so the loop stops
-    in its flush and the calls sent meanwhile all go into the next one."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = threading.Event()
-        self.gate.set()
-        self.holding = threading.Event()
-
-    def create_log(self, timestamp_ms: int) -> object:  # type: ignore[override]
-        log = super().create_log(timestamp_ms)
-        storage = self
-
-        class GatedLog:
-            def write(self, data: bytes) -> None:
-                log.write(data)
-
-            def sync(self) -> None:
-                if not storage.gate.is_set():
-                    storage.holding.set()
-                    storage.gate.wait(30)
-                log.sync()
-
-            def close(self) -> None:
-                log.close()
-
-            def fileno(self) -> None:  # no descriptor: the log writes through this object
-                return None
-
-        return GatedLog()
 
 
 @contextmanager
@@ -103,7 +70,7 @@ def read_all(sock: socket.socket, n: int) -> list[tuple[int, int]]:
 
 
 @contextmanager
-def one_flush(storage: GatedStorage, address: tuple[str, int]) -> Iterator[None]:
+def one_flush(storage: FaultyStorage, address: tuple[str, int]) -> Iterator[None]:
     """What is sent inside the block is answered by one flush: the loop is held in a flush
     (of another connection's call) until the block ends."""
     storage.gate.clear()
@@ -132,7 +99,7 @@ def test_the_send_thread_is_off_unless_configured() -> None:
 
 @pytest.mark.parametrize("send_thread", [True, False], ids=["send-thread", "loop-only"])
 def test_the_replies_of_many_connections_arrive_complete_and_in_order(send_thread: bool) -> None:
-    storage = GatedStorage()
+    storage = FaultyStorage()
     with native_server(storage, send_thread=send_thread) as (address, core, _):
         n, calls = 16, 300
         socks = [socket.create_connection(address, timeout=20) for _ in range(n)]
@@ -188,7 +155,7 @@ def test_clients_in_step_are_answered_round_after_round(commit_delay_us: int) ->
 
 
 def test_a_client_that_does_not_read_gets_everything_once_it_reads() -> None:
-    storage = GatedStorage()
+    storage = FaultyStorage()
     with native_server(storage) as (address, core, _):
         n, calls = 6, 2000
         socks = []
@@ -250,7 +217,7 @@ def test_connections_closing_while_their_replies_are_sent_leave_the_others_whole
 
 
 def test_flush_rounds_split_their_time_into_syncing_replying_and_gathering() -> None:
-    storage = GatedStorage()
+    storage = FaultyStorage()
     with (
         native_server(storage) as (address, core, _),
         socket.create_connection(address, timeout=20) as sock,
