@@ -390,6 +390,9 @@ class QueueBatch(Leasing, Settling, DeadLetters, Purges):
         wp = request.tx_write_pointer or 0
         outcomes = []
         for receipt in request.receipts:
+            if not wp and self._ack_lease(receipt):
+                outcomes.append(AckOutcome.ACKED)
+                continue
             row = self._for_receipt(receipt)
             outcome = _ack_outcome(row, receipt.attempt, wp)
             changes = (
