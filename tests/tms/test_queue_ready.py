@@ -1,0 +1,107 @@
+"""The ready window (``tms.queue_ready``): once a receive has read a queue's ready
+entries from the store, the next receives take them from the writer's memory, exact as
+the writer's own writes change them; bounded, so a long queue goes on in the store."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import pytest
+
+from tests.fakes import FakeClock
+from tests.tms.queue_store import QueueStore
+from tms import queue_ready
+from tms.model import TopicId
+from tms.queue_ready import ReadyWindow
+from tms.queues import AckRequest, EnqueueItem, EnqueueRequest, NackRequest, ReceiveRequest
+from tms.service import MessagingService
+from tms.store.kv import KeyValueStore
+
+Q = TopicId("ns", "work")
+
+
+@pytest.fixture
+def store(kv: KeyValueStore) -> QueueStore:
+    return QueueStore(kv)
+
+
+@pytest.fixture
+def svc(store: QueueStore) -> Iterator[MessagingService]:
+    service = MessagingService(store, clock=FakeClock(1_700_000_000_000), rng=random.Random(5))
+    service.create_topic(Q, {"kind": "queue", "lease_s": "60"})
+    yield service
+    service.close()
+
+
+def test_receives_take_ready_entries_from_memory_once_learnt(
+    svc: MessagingService, store: QueueStore
+) -> None:
+    # Given a receive that read every ready entry of the store (and acked them)
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"a%d" % i) for i in range(10)]))
+    first = svc.receive(ReceiveRequest(Q, 100)).messages
+    svc.ack(AckRequest(Q, [m.receipt for m in first]))
+    # When more are enqueued, with priorities, and received in pieces
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"b%d" % i, priority=i % 3) for i in range(30)]))
+    before = store.index_keys
+    got = []
+    while batch := svc.receive(ReceiveRequest(Q, 7)).messages:
+        got.extend(batch)
+    # Then each is delivered once, in order, without reading the ready index again
+    expected = sorted(range(30), key=lambda i: (i % 3, i))
+    assert [m.payload for m in got] == [b"b%d" % i for i in expected]
+    assert store.index_keys == before
+
+
+def test_a_bounded_window_goes_on_in_the_store(
+    svc: MessagingService, store: QueueStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a window of at most 4 keys
+    monkeypatch.setattr(queue_ready, "MAX_KEYS", 4)
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"x")]))
+    [x] = svc.receive(ReceiveRequest(Q, 10)).messages
+    # When 25 messages of three priorities are enqueued, received three at a time,
+    # every fifth returned at once
+    for i in range(25):
+        svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"%d" % i, priority=i % 3)]))
+    svc.ack(AckRequest(Q, [x.receipt]))
+    got: list[bytes] = []
+    returned: set[bytes] = set()
+    while batch := svc.receive(ReceiveRequest(Q, 3)).messages:
+        for m in batch:
+            if int(m.payload) % 5 == 0 and m.payload not in returned:
+                returned.add(m.payload)
+                svc.nack(NackRequest(Q, [m.receipt], delay_ms=0))
+            else:
+                got.append(m.payload)
+                svc.ack(AckRequest(Q, [m.receipt]))
+    # Then every message is acked exactly once, the returned ones again after
+    assert sorted(got) == sorted(b"%d" % i for i in range(25))
+    assert len(returned) == 5
+    assert svc.queue_stats(Q).acked == 26
+
+
+def test_window_learns_extends_and_follows_writes() -> None:
+    w = ReadyWindow()
+    assert not w.covers(b"a")
+    w.learn(b"b", [b"b1", b"b5"], b"b6")  # the store's entries in [b, b6)
+    assert w.covers(b"b") and w.covers(b"b5") and not w.covers(b"b6") and not w.covers(b"a")
+    w.learn(b"b6", [b"b7"], None)  # from where it ended: extends it, to the end
+    assert list(w.keys_from(b"b2")) == [b"b5", b"b7"]
+    w.update(deleted=[b"b5", b"b9"], put=[b"a0", b"b3", b"c"])  # a0: outside, not known
+    assert list(w.keys_from(b"")) == [b"b1", b"b3", b"b7", b"c"]
+    w.learn(b"d", [b"d1"], b"d2")  # elsewhere: replaces it
+    assert list(w.keys_from(b"")) == [b"d1"] and not w.covers(b"b1")
+    w.clear()
+    assert not w.covers(b"d") and len(w) == 0
+
+
+def test_window_over_its_bound_drops_its_last_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(queue_ready, "MAX_KEYS", 3)
+    w = ReadyWindow()
+    w.learn(b"k", [b"k1", b"k2"], None)
+    w.update(deleted=[], put=[b"k0", b"k3", b"k4"])
+    assert list(w.keys_from(b"")) == [b"k0", b"k1", b"k2"] and len(w) == 3
+    assert w.covers(b"k2") and not w.covers(b"k3")  # the rest is the store's
+    w.update(deleted=[], put=[b"k5"])  # past the window: not kept
+    assert list(w.keys_from(b"")) == [b"k0", b"k1", b"k2"]
