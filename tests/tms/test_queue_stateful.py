@@ -334,7 +334,9 @@ class SmallWindowModel(QueueModel):
 
 QueueModel.TestCase.settings = settings(max_examples=120, stateful_step_count=50, deadline=None)
 DeadLetterModel.TestCase.settings = settings(max_examples=60, stateful_step_count=50, deadline=None)
-SmallWindowModel.TestCase.settings = settings(max_examples=60, stateful_step_count=50, deadline=None)
+SmallWindowModel.TestCase.settings = settings(
+    max_examples=40, stateful_step_count=50, deadline=None
+)
 test_queue_against_a_model = QueueModel.TestCase
 test_dead_letters_against_a_model = DeadLetterModel.TestCase
 test_small_ready_window_against_a_model = SmallWindowModel.TestCase
