@@ -4,34 +4,13 @@ the writer's own writes change them; bounded, so a long queue goes on in the sto
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterator
-
 import pytest
 
-from tests.fakes import FakeClock
-from tests.tms.queue_store import QueueStore
+from tests.tms.queue_store import Q, QueueStore
 from tms import queue_ready
-from tms.model import TopicId
 from tms.queue_ready import ReadyWindow
 from tms.queues import AckRequest, EnqueueItem, EnqueueRequest, NackRequest, ReceiveRequest
 from tms.service import MessagingService
-from tms.store.kv import KeyValueStore
-
-Q = TopicId("ns", "work")
-
-
-@pytest.fixture
-def store(kv: KeyValueStore) -> QueueStore:
-    return QueueStore(kv)
-
-
-@pytest.fixture
-def svc(store: QueueStore) -> Iterator[MessagingService]:
-    service = MessagingService(store, clock=FakeClock(1_700_000_000_000), rng=random.Random(5))
-    service.create_topic(Q, {"kind": "queue", "lease_s": "60"})
-    yield service
-    service.close()
 
 
 def test_receives_take_ready_entries_from_memory_once_learnt(
