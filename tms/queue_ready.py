@@ -10,6 +10,10 @@ the ready kind) it holds every ready index key the store holds, in order — key
   ``begin`` that read every entry up to its last one (or to the end of the kind) saw
   exactly what the store held there before the batch's write. A scan that starts where
   the window ends extends it; any other replaces it.
+* Once a batch is written, a window that ends before the end of the kind and has room
+  is filled on from the store (``fill``), up to its bound: so in the common case — the
+  ready messages fit — it reaches the end, and the entries enqueued later join it
+  without a receive ever reading them from the store.
 * It follows the writer's writes (``update``): the writer is the only one adding or
   deleting a queue's index entries (the storage contract's one writer per topic), so
   once a batch is written, the ready entries it deleted leave the window and those it
@@ -32,6 +36,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
+from tms.codec.keys import stop_key_for_prefix
+from tms.errors import TmsError
 from tms.queue_index import IndexScans
 from tms.store.queues import INDEX_TABLE
 from tms.store.tables import TableBatch
@@ -93,6 +99,19 @@ class ReadyWindow:
                 if i == len(keys) or keys[i] != key:
                     keys.insert(i, key)
         self._bound()
+
+    def fill(self, keys: Iterator[bytes]) -> None:
+        """The store's ready entries from ``high`` on (read after the batch's write):
+        as many as the window has room for, and up to the end of the kind if they all
+        fit."""
+        room = MAX_KEYS - len(self._keys)
+        got = list(islice(keys, room + 1))
+        if len(got) > room:
+            self._keys.extend(got[:room])
+            self.high = got[room]
+        else:
+            self._keys.extend(got)
+            self.high = None
 
     def clear(self) -> None:
         """Forget everything (a write failed)."""
@@ -163,3 +182,11 @@ class ReadyReads(IndexScans):
             if table == INDEX_TABLE and key.startswith(base):
                 (deleted if value is None else put).append(key)
         window.update(deleted, put)
+        if window.valid and window.high is not None and len(window) < MAX_KEYS:
+            # the store past the window, read now that this batch is written: so the
+            # window reaches the end of the kind, and the entries put there later join
+            # it, whenever the ready messages fit
+            try:
+                window.fill(self._q.index_keys(window.high, stop_key_for_prefix(base)))
+            except TmsError:
+                window.clear()  # the next batches go to the store, and learn again

@@ -84,3 +84,31 @@ def test_window_over_its_bound_drops_its_last_keys(monkeypatch: pytest.MonkeyPat
     assert w.covers(b"k2") and not w.covers(b"k3")  # the rest is the store's
     w.update(deleted=[], put=[b"k5"])  # past the window: not kept
     assert list(w.keys_from(b"")) == [b"k0", b"k1", b"k2"]
+
+
+def test_a_window_is_filled_to_the_end_after_a_receive_that_stopped_early(
+    svc: MessagingService, store: QueueStore
+) -> None:
+    # Given 50 ready messages, and a receive of 10 (its scan stopped at the tenth)
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"%d" % i) for i in range(50)]))
+    first = svc.receive(ReceiveRequest(Q, 10)).messages
+    before = store.index_keys
+    # When 20 more are enqueued and all are received, ten at a time
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"%d" % i) for i in range(50, 70)]))
+    got = list(first)
+    while batch := svc.receive(ReceiveRequest(Q, 10)).messages:
+        got.extend(batch)
+    # Then each once, in order, none read from the store's ready index again
+    assert [m.payload for m in got] == [b"%d" % i for i in range(70)]
+    assert store.index_keys == before
+
+
+def test_window_fill_takes_what_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(queue_ready, "MAX_KEYS", 4)
+    w = ReadyWindow()
+    w.learn(b"k", [b"k1"], b"k2")
+    w.fill(iter([b"k2", b"k3"]))  # all fit: to the end
+    assert list(w.keys_from(b"")) == [b"k1", b"k2", b"k3"] and w.high is None
+    w.learn(b"m", [b"m1", b"m2"], b"m3")
+    w.fill(iter([b"m3", b"m4", b"m5"]))  # room for two: the window ends at the third
+    assert list(w.keys_from(b"")) == [b"m1", b"m2", b"m3", b"m4"] and w.high == b"m5"
