@@ -6,10 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tms.queue_store import Q, QueueStore
+from tests.tms.queue_store import Q, QueueStore, prefix_of
 from tms import queue_ready
 from tms.queue_ready import ReadyWindow
-from tms.queues import AckRequest, EnqueueItem, EnqueueRequest, NackRequest, ReceiveRequest
+from tms.queues import (
+    AckOutcome,
+    AckRequest,
+    EnqueueItem,
+    EnqueueRequest,
+    NackRequest,
+    ReceiveRequest,
+)
 from tms.service import MessagingService
 
 
@@ -112,3 +119,21 @@ def test_window_fill_takes_what_fits(monkeypatch: pytest.MonkeyPatch) -> None:
     w.learn(b"m", [b"m1", b"m2"], b"m3")
     w.fill(iter([b"m3", b"m4", b"m5"]))  # room for two: the window ends at the third
     assert list(w.keys_from(b"")) == [b"m1", b"m2", b"m3", b"m4"] and w.high == b"m5"
+
+
+def test_a_fill_that_fails_to_read_forgets_the_window(
+    svc: MessagingService, store: QueueStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a window of at most 4 keys over 20 ready messages, three of them leased
+    monkeypatch.setattr(queue_ready, "MAX_KEYS", 4)
+    svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"%02d" % i) for i in range(20)]))
+    first = svc.receive(ReceiveRequest(Q, 3)).messages
+    # When the batch of their ack is written and the read that fills the window fails
+    store.fail_under = prefix_of(svc) + b"r"
+    assert svc.ack(AckRequest(Q, [m.receipt for m in first])) == (AckOutcome.ACKED,) * 3
+    assert store.fail_under is None  # the fill read, and failed
+    # Then the ack stands, and the receives go on from the store: each message once
+    got = [m.payload for m in first]
+    while batch := svc.receive(ReceiveRequest(Q, 5)).messages:
+        got.extend(m.payload for m in batch)
+    assert got == [b"%02d" % i for i in range(20)]
