@@ -25,7 +25,8 @@ since ``save`` undone, through the batch's ``Journal``) and drops what it added 
 write (its key rows), so the batch goes on from what it writes.
 
 Index scans start at the writer's *floors* (``tms.queue_index``), and the receives of one
-batch go on from where the last one stopped.
+batch go on from where the last one stopped, reading the ready entries from the writer's
+ready window where it covers them (``tms.queue_ready``).
 
 Housekeeping rides on the operations that need it, bounded per batch so no batch grows
 without limit (``HOUSEKEEPING_ROWS``): a receive first expires leases that ran out
