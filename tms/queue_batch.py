@@ -25,7 +25,8 @@ since ``save`` undone, through the batch's ``Journal``) and drops what it added 
 write (its key rows), so the batch goes on from what it writes.
 
 Index scans start at the writer's *floors* (``tms.queue_index``), and the receives of one
-batch go on from where the last one stopped.
+batch go on from where the last one stopped, reading the ready entries from the writer's
+ready window where it covers them (``tms.queue_ready``).
 
 Housekeeping rides on the operations that need it, bounded per batch so no batch grows
 without limit (``HOUSEKEEPING_ROWS``): a receive first expires leases that ran out
@@ -52,6 +53,7 @@ from tms.queue_index import IndexFloors
 from tms.queue_leases import Lease, LeaseRecord, LeaseTable
 from tms.queue_leasing import Leasing
 from tms.queue_purge import Purges
+from tms.queue_ready import ReadyReads, ReadyWindow
 from tms.queue_rows import RowCache
 from tms.queue_settle import Settling
 from tms.queues import (
@@ -87,7 +89,7 @@ class Saved:
     housekept: bool
 
 
-class QueueBatch(Leasing, Settling, DeadLetters, Purges):
+class QueueBatch(Leasing, Settling, DeadLetters, Purges, ReadyReads):
     """See the module docstring. Not thread-safe (the writer's batch leader uses it)."""
 
     def __init__(
@@ -104,6 +106,7 @@ class QueueBatch(Leasing, Settling, DeadLetters, Purges):
         floors: IndexFloors | None = None,
         cache: RowCache | None = None,
         leases: LeaseTable | None = None,
+        ready: ReadyWindow | None = None,
     ) -> None:
         self._q = queues
         self._prefix = prefix
@@ -116,6 +119,8 @@ class QueueBatch(Leasing, Settling, DeadLetters, Purges):
         self._floors: IndexFloors = floors if floors is not None else {}
         self._cache = cache if cache is not None else RowCache()
         self._leases = leases if leases is not None else LeaseTable()
+        self._ready = ready if ready is not None else ReadyWindow()
+        self._ready_scans = []  # facts about the store, as _before: not journalled
         if not self._leases.loaded:
             self._leases.load(queues, prefix)
         # Leases begun (None: ended) and lease records added and removed in this batch
@@ -193,6 +198,7 @@ class QueueBatch(Leasing, Settling, DeadLetters, Purges):
     def written(self) -> None:
         """The batch was written: its rows are the stored ones now (``RowCache``)."""
         self._cache.update(self._rows)
+        self._ready_written()
         if self._counts is not None:
             self._cache.counts = tuple(self._counts)
         self._leases.update(
@@ -341,7 +347,7 @@ class QueueBatch(Leasing, Settling, DeadLetters, Purges):
         cursor = self._cursors.get(b"r", self._cursors.get(b"R", self._leases.skip_from))
         stored: list[tuple[bytes, QueueRow]] = []
         last: bytes | None = None
-        for key in self._entries(b"r", from_key=cursor):
+        for key in self._ready_from(cursor):
             last = key
             message_id = qc.index_entry_id(key)
             if message_id in self._rows or self._lease(message_id) is not None:
@@ -390,6 +396,9 @@ class QueueBatch(Leasing, Settling, DeadLetters, Purges):
         wp = request.tx_write_pointer or 0
         outcomes = []
         for receipt in request.receipts:
+            if not wp and self._ack_lease(receipt):
+                outcomes.append(AckOutcome.ACKED)
+                continue
             row = self._for_receipt(receipt)
             outcome = _ack_outcome(row, receipt.attempt, wp)
             changes = (

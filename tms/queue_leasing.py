@@ -6,7 +6,10 @@ writer's ``LeaseTable`` once written) and one lease record into the write; the r
 as stored. Until the lease ends, the batch sees the message through ``_leased_view``:
 LEASED by that attempt until the deadline, so acks, nacks, transactional acks and
 expiry go through the same transitions as a stored lease, and the row write that ends
-a lease replaces the stored ready entry (``_before``).
+a lease replaces the stored ready entry (``_before``). The common ack — outside a
+transaction, of the current lease, on a message the batch has not changed — goes
+straight from the stored row to the acked one (``_ack_lease``): the same transition,
+without the leased view built only to be replaced (acks are a third of a queue's work).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from tms.queue_access import RowAccess
 from tms.queue_fresh import FreshReady
 from tms.queue_leases import Lease, LeaseRecord, LeaseTable
 from tms.queue_purge import HOUSEKEEPING_ROWS
-from tms.queues import QueueMessage, QueueState
+from tms.queues import QueueMessage, QueueState, Receipt
 from tms.store.queues import QueueTables
 from tms.store.tables import TableBatch
 
@@ -47,6 +50,9 @@ class Leasing(RowAccess):
         raise NotImplementedError  # QueueBatch's
 
     def _counters(self) -> list[int]:
+        raise NotImplementedError  # QueueBatch's
+
+    def _stored(self, message_id: bytes) -> QueueRow | None:
         raise NotImplementedError  # QueueBatch's
 
     def _lease(self, message_id: bytes) -> Lease | None:
@@ -108,6 +114,37 @@ class Leasing(RowAccess):
                         expired += 1
             self._journal.put(self._records_removed, key, True)
             self._q.delete_lease_record(self._batch, key)
+
+    def _ack_lease(self, receipt: Receipt) -> bool:
+        """The common ack, outside a transaction, of the current lease held in memory on
+        a message not yet changed in this batch: what ``ack`` does for it, without the
+        leased view (``_leased_view``) built only to be replaced. False (nothing done)
+        for any other receipt, which ``ack`` then takes the general way."""
+        message_id = receipt.id
+        lease = self._lease(message_id)
+        if lease is None or lease[0] != receipt.attempt or message_id in self._rows:
+            return False
+        row = self._stored(message_id)  # stored ready: its lease is held here
+        if row is None:
+            return False
+        if message_id not in self._before:  # its ready entry is what finish replaces
+            self._before[message_id] = qc.index_key(self._prefix, row) or b""
+        counts = self._counters()
+        counts[QueueState.LEASED] -= 1
+        counts[QueueState.ACKED] += 1
+        self.changed += 1
+        put = self._journal.put
+        put(self._lease_changes, message_id, None)  # its row is written: the lease ends
+        put(
+            self._rows,
+            message_id,
+            QueueRow(
+                message_id, QueueState.ACKED, row.priority, lease[0], row.enqueued_ms,
+                row.due_ms, lease[1], self._now, 0, row.key, row.payload,
+            ),
+        )  # fmt: skip
+        self._fresh.drop(message_id)
+        return True
 
     def _lower_skip(self, least_ready: bytes | None) -> None:
         """At the end of the batch: where the next batches' receives start goes below

@@ -87,6 +87,7 @@ from tms.operations import (
 )
 from tms.queue_batch import IndexFloors, QueueBatch
 from tms.queue_leases import LeaseTable
+from tms.queue_ready import ReadyWindow
 from tms.queue_rows import RowCache
 from tms.queues import AckOutcome, Enqueued, QueueConfig, ReceiveResult, check_queue
 from tms.store.kv import Fence
@@ -168,6 +169,7 @@ class TopicWriter:
         self.queue_floors: IndexFloors = {}  # a queue's index floors (tms.queue_batch)
         self.queue_rows = RowCache()  # the queue rows it wrote last (tms.queue_rows)
         self.queue_leases = LeaseTable()  # a queue's leases (tms.queue_leases)
+        self.queue_ready = ReadyWindow()  # its first ready entries (tms.queue_ready)
 
     # -- submitting -----------------------------------------------------------------------
 
@@ -219,6 +221,7 @@ class TopicWriter:
             self._payload_positions.clear()  # positions handed out were not written
             self.queue_rows.clear()  # what the store holds is not known
             self.queue_leases.clear()
+            self.queue_ready.clear()
             if isinstance(exc, FencedError):
                 self.fenced = True
                 self.close()
@@ -228,6 +231,7 @@ class TopicWriter:
         except BaseException:
             self.queue_rows.clear()
             self.queue_leases.clear()
+            self.queue_ready.clear()
             raise
         batch.written()
         if self._on_batch is not None:
@@ -473,6 +477,7 @@ class _Batch:
                 floors=w.queue_floors,
                 cache=w.queue_rows,
                 leases=w.queue_leases,
+                ready=w.queue_ready,
             )
         return self._queue
 

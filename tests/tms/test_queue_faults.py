@@ -13,6 +13,7 @@ import pytest
 
 from tests.fakes import FakeClock
 from tests.tms.queue_store import Q, QueueStore, one_batch, prefix_of, recount
+from tms import queue_ready
 from tms.errors import StorageUnavailableError
 from tms.operations import Enqueue, Receive, Ticket
 from tms.queues import (
@@ -38,6 +39,13 @@ def stored_and_recounted(svc: MessagingService, kv: KeyValueStore) -> tuple[Any,
     return queues.counters(prefix), recount(queues, prefix)
 
 
+@pytest.fixture
+def no_ready_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A queue writer's ready window of no keys: its receives read the store's index."""
+    monkeypatch.setattr(queue_ready, "MAX_KEYS", 0)
+
+
+@pytest.mark.usefixtures("no_ready_window")
 @pytest.mark.parametrize("enqueue_first", [False, True], ids=["first", "after-an-enqueue"])
 def test_a_receive_failing_after_its_housekeeping_leaves_nothing_to_the_next(
     svc: MessagingService,
@@ -46,8 +54,9 @@ def test_a_receive_failing_after_its_housekeeping_leaves_nothing_to_the_next(
     clock: FakeClock,
     enqueue_first: bool,
 ) -> None:
-    # Given three messages, the first leased and its lease run out (housekeeping of the
-    # next receive makes it ready again)
+    # Given a ready window of no keys (tms.queue_ready), so receives read the store's
+    # ready index, and three messages, the first leased and its lease run out
+    # (housekeeping of the next receive makes it ready again)
     svc.enqueue(EnqueueRequest(Q, [EnqueueItem(b"a"), EnqueueItem(b"b"), EnqueueItem(b"c")]))
     (first,) = svc.receive(ReceiveRequest(Q, 1, 1_000)).messages
     assert first.payload == b"a"

@@ -5,7 +5,9 @@ injected clock, and restarts of the service on the same LevelDB directory. After
 step the counts per state match the model; every receive returns exactly the messages
 the model says, in its order. ``DeadLetterModel`` runs the same with a dead-letter
 queue: a message that fails its last attempt leaves the queue and is in the other one,
-once, with its key and attempts (moves interrupted by restarts included)."""
+once, with its key and attempts (moves interrupted by restarts included).
+``SmallWindowModel`` runs it with a ready window (``tms.queue_ready``) of two keys, so
+receives keep going on from the window into the store."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from tests.fakes import FakeClock
+from tms import queue_ready
 from tms.codec import keys
 from tms.errors import TransactionNotInProgressError
 from tms.guard import TransactionStateGuard
@@ -318,7 +321,22 @@ class DeadLetterModel(QueueModel):
     dead_letters = True
 
 
+class SmallWindowModel(QueueModel):
+    def __init__(self) -> None:
+        self.max_keys = queue_ready.MAX_KEYS
+        queue_ready.MAX_KEYS = 2
+        super().__init__()
+
+    def teardown(self) -> None:
+        queue_ready.MAX_KEYS = self.max_keys
+        super().teardown()
+
+
 QueueModel.TestCase.settings = settings(max_examples=120, stateful_step_count=50, deadline=None)
 DeadLetterModel.TestCase.settings = settings(max_examples=60, stateful_step_count=50, deadline=None)
+SmallWindowModel.TestCase.settings = settings(
+    max_examples=40, stateful_step_count=50, deadline=None
+)
 test_queue_against_a_model = QueueModel.TestCase
 test_dead_letters_against_a_model = DeadLetterModel.TestCase
+test_small_ready_window_against_a_model = SmallWindowModel.TestCase
