@@ -134,12 +134,17 @@ def test_competing_workers_killed_mid_lease(tmp_path: Path) -> None:
             return found
 
         def victim() -> subprocess.Popen[bytes] | None:
-            """A worker caught holding its leases (looked for for up to 2 s)."""
+            """A worker caught holding its leases (looked for for up to 2 s): stopped first,
+            then its log read again, so that it cannot ack between the look and the kill."""
             until = time.monotonic() + 2
             while time.monotonic() < until:
                 holding = mid_lease()
                 if holding:
-                    return workers[rng.choice(holding)]
+                    i = rng.choice(holding)
+                    workers[i].send_signal(signal.SIGSTOP)
+                    if i in mid_lease():
+                        return workers[i]
+                    workers[i].send_signal(signal.SIGCONT)
                 time.sleep(0.005)
             return None
 
