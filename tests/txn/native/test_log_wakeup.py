@@ -10,8 +10,9 @@ import threading
 
 import pytest
 
+from tests.txn.faulty_storage import FaultyStorage
 from tests.txn.harness import SYSTEM_CONFIG
-from tests.txn.native.test_send_thread import GatedStorage, check, read_all, start_calls
+from tests.txn.native.test_send_thread import check, read_all, start_calls
 from tests.txn.rpc.test_server_sync import eventually
 from txn import native
 from txn.config import ServerConfig
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.skipif(not native.AVAILABLE, reason="the native engine 
 
 
 def test_a_reply_parked_behind_a_flush_led_from_python_goes_out() -> None:
-    storage = GatedStorage()
+    storage = FaultyStorage()
     manager = TransactionManager(
         SYSTEM_CONFIG, TransactionStateStore(storage), engine=resolve("native")
     )
