@@ -181,11 +181,13 @@ class TransactionalPublisher:
 
 class _Words:
     """The post-commit words of this process, sent in order by one daemon thread
-    (started on first use); at most ``MOST`` wait, the newer are dropped (hints: the
+    (started on first use): the words queued while one went out go out together, in
+    one request per client and topic; at most ``MOST`` wait, the newer are dropped (hints: the
     service finds out by itself). ``drain`` waits for the words queued so far to go
     out; a forked child starts with none (its parent's are the parent's to send)."""
 
     MOST = 10_000
+    BATCH = 1_000  # words sent at once: those queued while the last went out
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[
@@ -215,16 +217,34 @@ class _Words:
         with self._idle:
             return self._idle.wait_for(lambda: self._pending == 0, timeout_s)
 
+    def _take(self) -> tuple[int, dict[MessagingClient, list[tuple[TopicId, RollbackToken]]]]:
+        """Wait for a word, then take every word queued behind it too (at most
+        ``BATCH``): how many were taken, and their tokens per client in queue order."""
+        batch: dict[MessagingClient, list[tuple[TopicId, RollbackToken]]] = {}
+        client, tokens = self._queue.get()
+        taken = 1
+        batch.setdefault(client, []).extend(tokens)
+        while taken < self.BATCH:
+            try:
+                client, tokens = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            taken += 1
+            batch.setdefault(client, []).extend(tokens)
+        return taken, batch
+
     def _run(self) -> None:
         while True:
-            client, tokens = self._queue.get()
+            taken, batch = self._take()
             try:
-                notify_finished(client, tokens)
-            except Exception as exc:  # a client closed meanwhile, say: a hint is lost
-                log.debug("could not send the word of %d transactions: %s", len(tokens), exc)
+                for client, tokens in batch.items():
+                    try:
+                        notify_finished(client, tokens)
+                    except Exception as exc:  # a client closed meanwhile: a hint is lost
+                        log.debug("word of %d transactions not sent: %s", len(tokens), exc)
             finally:
                 with self._idle:
-                    self._pending -= 1
+                    self._pending -= taken
                     self._idle.notify_all()
 
 

@@ -92,3 +92,31 @@ def test_flush_finished_waits_for_the_queued_words(make_server: Any, slow_url: s
         reader = tx(wp - 10, wp + 10, in_progress=(wp,))
         answer = client.poll(T, transaction=reader, wait_ms=100)
         assert answer.held and answer.held_finished
+
+
+def _finished_requests(served: Served) -> float:
+    metrics = served.http.get(f"{served.url}/metrics").text
+    for line in metrics.splitlines():
+        if line.startswith("tms_http_requests_total{") and "/finished" in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_words_queued_while_one_goes_out_go_out_together(make_server: Any, slow_url: str) -> None:
+    # Given the words' thread busy sending to a slow service
+    served: Served = make_server(HttpConfig(port=0, held_recheck_ms=60_000))
+    served.service.create_topic(T)
+    wp = served.clock.now_ms() * 1_000_000
+    poll = held_poll(served, wp, "poll")
+    with MessagingClient(served.url) as client, MessagingClient(slow_url) as slow:
+        tokens = [client.publish(T, [b"in tx"], tx_write_pointer=wp + i) for i in range(20)]
+        words = [(T, token) for token in tokens if token is not None]
+        assert len(words) == 20
+        send_finished(slow, words[:1])
+        # When twenty transactions' words are queued behind it, one at a time
+        for word in words:
+            send_finished(client, [word])
+        assert flush_finished(30.0)
+    # Then they reached the service in one request for the topic, and woke the reader
+    assert _finished_requests(served) == 1
+    assert poll.get(timeout_s=10).headers["X-Tms-Held-Finished"] == "true"
